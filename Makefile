@@ -1,0 +1,33 @@
+# signalbox — build and test.
+GO        ?= go
+BIN       ?= bin/signalbox
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/signalbox/signalbox/internal/app.Version=$(VERSION)
+
+.PHONY: all build test test-deps vet fmt bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/signalbox
+
+# make test: installs and starts what the tests need (PostgreSQL, xmllint,
+# kcat, tshark, Chromium) on Debian, then runs every test with the race
+# detector against both store backends.
+test:
+	@dsn=$$(./scripts/test-deps.sh | tail -1) && \
+	gofmt_out=$$(gofmt -l $$(git ls-files '*.go')) && { [ -z "$$gofmt_out" ] || { echo "gofmt needed:"; echo "$$gofmt_out"; exit 1; }; } && \
+	$(GO) vet ./... && \
+	SIGNALBOX_TEST_POSTGRES_DSN="$$dsn" $(GO) test -race -timeout 12m ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,172 @@
+// Package callpolicy turns a call's attributes into a Decision from ordered
+// rules, allow/block lists and rate limits. It knows nothing of HTTP or XML:
+// the CURRI protocol lives in internal/curri, storage in internal/store.
+package callpolicy
+
+import "time"
+
+// Decision kinds an Action can carry.
+const (
+	Permit = "permit"
+	Deny   = "deny"
+	Divert = "divert"
+)
+
+// Step names the evaluation step that decided a call.
+type Step string
+
+const (
+	StepAllowList Step = "allow_list"
+	StepBlockList Step = "block_list"
+	StepRateLimit Step = "rate_limit"
+	StepRule      Step = "rule"
+	StepDefault   Step = "default"
+)
+
+// ListKind is "allow" or "block".
+type ListKind string
+
+const (
+	AllowList ListKind = "allow"
+	BlockList ListKind = "block"
+)
+
+// DefaultPolicyID is the policy that exists from the first start and that
+// `POST /curri` (no policy in the path) is evaluated against.
+const DefaultPolicyID = "default"
+
+// Call holds the six attributes CUCM sends for a call (empty when absent).
+type Call struct {
+	Calling            string `json:"calling"`
+	Called             string `json:"called"`
+	TransformedCalling string `json:"transformed_calling"`
+	TransformedCalled  string `json:"transformed_called"`
+	TriggerPoint       string `json:"trigger_point"`
+	DeviceName         string `json:"device_name"`
+}
+
+// Policy is a named set of rules, lists and limits. Its ID is a slug used in
+// the CURRI URL (/curri/{id}).
+type Policy struct {
+	ID            string     `json:"id"`
+	Name          string     `json:"name"`
+	Description   string     `json:"description,omitempty"`
+	DefaultAction Action     `json:"default_action"`
+	RateLimit     *RateLimit `json:"rate_limit,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+}
+
+// RateLimit protects against toll fraud and TDoS: at most Calls calls in
+// WindowSeconds per calling number (and, when Overall is set, per policy).
+// When exceeded, Action (default deny) applies for BlockSeconds.
+type RateLimit struct {
+	PerCalling   *Limit  `json:"per_calling,omitempty"`
+	Overall      *Limit  `json:"overall,omitempty"`
+	BlockSeconds int     `json:"block_seconds,omitempty"`
+	Action       *Action `json:"action,omitempty"`
+}
+
+// Limit is N calls in a window of W seconds.
+type Limit struct {
+	Calls         int `json:"calls"`
+	WindowSeconds int `json:"window_seconds"`
+}
+
+// Rule is one ordered entry of a policy. All given Match conditions must
+// hold; an empty Match matches every call. Lower Priority is evaluated first.
+type Rule struct {
+	ID          int64      `json:"id"`
+	PolicyID    string     `json:"policy_id"`
+	Priority    int        `json:"priority"`
+	Enabled     bool       `json:"enabled"`
+	Match       Match      `json:"match"`
+	Action      Action     `json:"action"`
+	Schedule    *Schedule  `json:"schedule,omitempty"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	Description string     `json:"description,omitempty"`
+	Tags        []string   `json:"tags,omitempty"`
+	Hits        int64      `json:"hits"`
+	LastHitAt   *time.Time `json:"last_hit_at,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+}
+
+// Match values: bare digits (optional leading +, also * # A-D) = exact;
+// "prefix:DIGITS"; "pattern:" CUCM route-pattern wildcards; "regex:" RE2,
+// anchored by the author. Empty = any.
+type Match struct {
+	Calling            string `json:"calling,omitempty"`
+	Called             string `json:"called,omitempty"`
+	TransformedCalling string `json:"transformed_calling,omitempty"`
+	TransformedCalled  string `json:"transformed_called,omitempty"`
+	TriggerPoint       string `json:"trigger_point,omitempty"`
+	DeviceName         string `json:"device_name,omitempty"`
+}
+
+// Action is what CUCM is told to do.
+type Action struct {
+	Decision         string  `json:"decision"`
+	Greeting         string  `json:"greeting,omitempty"`
+	Modify           *Modify `json:"modify,omitempty"`
+	Announce         string  `json:"announce,omitempty"`
+	Reason           string  `json:"reason,omitempty"`
+	Destination      string  `json:"destination,omitempty"`
+	ResetCallHistory string  `json:"reset_call_history,omitempty"` // resetLastHop | resetAllHops
+}
+
+// Modify rewrites numbers or names of a continued or diverted call.
+type Modify struct {
+	CallingNumber string `json:"calling_number,omitempty"`
+	CalledNumber  string `json:"called_number,omitempty"`
+	CallingName   string `json:"calling_name,omitempty"`
+	CalledName    string `json:"called_name,omitempty"`
+}
+
+// Schedule restricts a rule to days of week and a time of day window in a
+// time zone. From > To spans midnight.
+type Schedule struct {
+	Days     []string `json:"days,omitempty"` // mon tue wed thu fri sat sun; empty = every day
+	From     string   `json:"from,omitempty"` // HH:MM
+	To       string   `json:"to,omitempty"`   // HH:MM
+	TimeZone string   `json:"time_zone,omitempty"`
+}
+
+// ListEntry is an allow or block list entry. Calling is required; Called is
+// optional (both must match when set). Values are exact, prefix: or pattern:.
+type ListEntry struct {
+	ID        int64      `json:"id"`
+	PolicyID  string     `json:"policy_id"`
+	List      ListKind   `json:"list"`
+	Calling   string     `json:"calling"`
+	Called    string     `json:"called,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Note      string     `json:"note,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+// PolicyConfig is everything needed to compile one policy.
+type PolicyConfig struct {
+	Policy Policy
+	Rules  []Rule
+	Allow  []ListEntry
+	Block  []ListEntry
+}
+
+// Decision is the outcome of evaluating a call, and why.
+type Decision struct {
+	Policy  string `json:"policy"`
+	Action  Action `json:"action"`
+	Step    Step   `json:"step"`
+	RuleID  int64  `json:"rule_id,omitempty"`
+	EntryID int64  `json:"entry_id,omitempty"`
+	Reason  string `json:"explanation,omitempty"`
+}
+
+// FieldError is a validation error naming the offending field.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }

@@ -1,0 +1,134 @@
+// Package store is signalbox's configuration and call-log store: one
+// interface, two backends (SQLite via modernc.org/sqlite, the embedded
+// default; PostgreSQL via pgx). Migrations run at Open. One contract test
+// suite runs against both.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/callpolicy"
+)
+
+// Errors callers test with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("already exists")
+)
+
+// Store is the whole persistent state of signalbox. Every write that changes
+// configuration bumps the config version in the same transaction.
+type Store interface {
+	// Backend is "sqlite" or "postgres".
+	Backend() string
+	Ping(ctx context.Context) error
+	Close() error
+
+	// ConfigVersion is bumped by every configuration change.
+	ConfigVersion(ctx context.Context) (int64, error)
+	// Changes delivers a value after another node (or this one) changed the
+	// configuration, where the backend can tell (PostgreSQL LISTEN/NOTIFY).
+	// Callers also poll ConfigVersion as a fallback. Closed when ctx ends.
+	Changes(ctx context.Context) <-chan struct{}
+
+	// Policies.
+	ListPolicies(ctx context.Context) ([]callpolicy.Policy, error)
+	GetPolicy(ctx context.Context, id string) (callpolicy.Policy, error)
+	CreatePolicy(ctx context.Context, p *callpolicy.Policy) error // ErrConflict if the id exists
+	UpdatePolicy(ctx context.Context, p *callpolicy.Policy) error
+	DeletePolicy(ctx context.Context, id string) error // deletes its rules and list entries too
+
+	// Rules, ordered by priority then id.
+	ListRules(ctx context.Context, policyID string) ([]callpolicy.Rule, error)
+	GetRule(ctx context.Context, id int64) (callpolicy.Rule, error)
+	CreateRule(ctx context.Context, r *callpolicy.Rule) error // sets ID, CreatedAt, UpdatedAt
+	UpdateRule(ctx context.Context, r *callpolicy.Rule) error
+	DeleteRule(ctx context.Context, id int64) error
+	// ReplaceRules atomically replaces every rule of a policy (bulk import).
+	ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule) error
+	// AddRuleHits adds hit counts and last-hit times (not a config change).
+	AddRuleHits(ctx context.Context, hits map[int64]RuleHit) error
+
+	// Allow and block lists.
+	ListEntries(ctx context.Context, policyID string, list callpolicy.ListKind) ([]callpolicy.ListEntry, error)
+	// AddEntries inserts all entries or none; sets their IDs.
+	AddEntries(ctx context.Context, policyID string, list callpolicy.ListKind, entries []callpolicy.ListEntry) error
+	DeleteEntry(ctx context.Context, policyID string, list callpolicy.ListKind, id int64) error
+
+	// LoadPolicies returns every policy with its rules and lists, for compiling.
+	LoadPolicies(ctx context.Context) ([]callpolicy.PolicyConfig, error)
+
+	// Call log.
+	InsertCalls(ctx context.Context, calls []CallRecord) error
+	SearchCalls(ctx context.Context, q CallQuery) ([]CallRecord, error)
+	// PruneCalls deletes records older than before, then the oldest beyond maxRows.
+	PruneCalls(ctx context.Context, before time.Time, maxRows int64) (int64, error)
+
+	// Director feeds, stored as validated JSON specs keyed by name.
+	ListFeeds(ctx context.Context) ([]FeedRecord, error)
+	GetFeed(ctx context.Context, name string) (FeedRecord, error)
+	CreateFeed(ctx context.Context, f *FeedRecord) error // ErrConflict if the name exists
+	UpdateFeed(ctx context.Context, f *FeedRecord) error
+	DeleteFeed(ctx context.Context, name string) error
+
+	// API tokens (secrets are stored only as SHA-256 hashes).
+	ListTokens(ctx context.Context) ([]Token, error)
+	CreateToken(ctx context.Context, t *Token) error
+	DeleteToken(ctx context.Context, id string) error
+	TokenByHash(ctx context.Context, hash string) (Token, error)
+}
+
+// RuleHit is a batch of hits for one rule.
+type RuleHit struct {
+	Count int64
+	Last  time.Time
+}
+
+// CallRecord is one logged CURRI decision.
+type CallRecord struct {
+	ID                 int64     `json:"id"`
+	Time               time.Time `json:"time"`
+	Policy             string    `json:"policy"`
+	Calling            string    `json:"calling"`
+	Called             string    `json:"called"`
+	TransformedCalling string    `json:"transformed_calling"`
+	TransformedCalled  string    `json:"transformed_called"`
+	TriggerPoint       string    `json:"trigger_point"`
+	DeviceName         string    `json:"device_name"`
+	Decision           string    `json:"decision"` // permit | deny | divert | indeterminate
+	Step               string    `json:"step"`
+	RuleID             int64     `json:"rule_id,omitempty"`
+	EntryID            int64     `json:"entry_id,omitempty"`
+	LatencyMicros      int64     `json:"latency_us"`
+	Client             string    `json:"client"`
+}
+
+// CallQuery filters the call log; zero fields do not filter. Newest first.
+type CallQuery struct {
+	Number   string // matches any of the four number fields
+	Decision string
+	Policy   string
+	Since    time.Time
+	Until    time.Time
+	Limit    int // default 100, max 10000
+}
+
+// FeedRecord is a stored director feed.
+type FeedRecord struct {
+	Name      string          `json:"name"`
+	Spec      json.RawMessage `json:"spec"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// Token is an API token. Hash is hex SHA-256 of the secret.
+type Token struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Role      string    `json:"role"` // admin | viewer
+	Hash      string    `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+}
