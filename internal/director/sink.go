@@ -1,0 +1,37 @@
+package director
+
+import (
+	"context"
+
+	"github.com/signalbox/signalbox/internal/copy"
+)
+
+// Sink delivers batches of copies to one third-party endpoint. Sinks live in
+// internal/sink/* and satisfy this interface structurally (they do not import
+// director, which constructs them).
+type Sink interface {
+	// Send delivers batch in order and returns nil once every copy is
+	// confirmed: written to the connection (synthetic), answered 2xx
+	// (http2), or acknowledged by the broker (kafka). On error the feed
+	// treats the whole batch as undelivered and sends it again, so delivery
+	// is at-least-once. Send must not retain batch or its copies after it
+	// returns.
+	Send(ctx context.Context, batch []*copy.Copy) error
+	// Close releases connections; Send is not called after Close.
+	Close() error
+}
+
+// SinkStatus is optionally implemented by sinks to report their connection.
+type SinkStatus interface {
+	Connected() bool
+	Retries() uint64
+	LastError() string
+}
+
+// FieldError is a feed validation error naming the offending field.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
