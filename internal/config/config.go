@@ -1,0 +1,298 @@
+// Package config holds signalbox's bootstrap settings: listener addresses,
+// the store DSN, TLS files, Kafka connection. Each setting is a flag, also
+// settable by env SIGNALBOX_<FLAG_NAME> and by a YAML file given with
+// -config; flags win over env, env over file. Everything else (policies,
+// rules, feeds) lives in the store and is changed through the API.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Serve is the configuration of `signalbox serve`.
+type Serve struct {
+	ConfigFile string
+
+	DataDir    string
+	HTTPAddr   string
+	Store      string
+	AdminToken string
+	LogFormat  string
+	LogLevel   string
+
+	CURRIAddr     string
+	CURRITLSCert  string
+	CURRITLSKey   string
+	CURRIClientCA string
+
+	CallLogMaxAge  time.Duration
+	CallLogMaxRows int64
+
+	Director             bool
+	KafkaAddr            string
+	KafkaAdvertisedAddr  string
+	KafkaBrokers         string
+	KafkaCreateTopics    bool
+	KafkaTopics          string
+	KafkaRetention       time.Duration
+	KafkaRetentionBytes  int64
+	KafkaMaxMessageBytes int
+	KafkaSASLMechanism   string
+	KafkaUsername        string
+	KafkaPassword        string
+	KafkaTLS             bool
+	KafkaTLSCert         string
+	KafkaTLSKey          string
+	KafkaTLSCA           string
+	KafkaTLSInsecure     bool
+
+	IngestAddr    string
+	IngestTLSCert string
+	IngestTLSKey  string
+
+	ShutdownTimeout time.Duration
+}
+
+// NewServeFlags registers every serve flag on fs, bound to cfg, with its
+// default.
+func NewServeFlags(fs *flag.FlagSet, c *Serve) {
+	fs.StringVar(&c.ConfigFile, "config", "", "YAML file of settings (keys are flag names); flags and SIGNALBOX_* env win over it")
+	fs.StringVar(&c.DataDir, "data-dir", "./signalbox-data", "directory for the SQLite store, the embedded Kafka log and the admin token (created if missing)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "listen address of the REST API, console, /metrics, /healthz and /readyz")
+	fs.StringVar(&c.Store, "store", "sqlite", "config store: 'sqlite' (a file in the data dir) or a postgres:// DSN")
+	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer token of the API's admin; if unset, one is generated on first start and kept in the data dir")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+
+	fs.StringVar(&c.CURRIAddr, "curri-addr", ":4080", "listen address of the CURRI (External Call Control) server")
+	fs.StringVar(&c.CURRITLSCert, "curri-tls-cert", "", "PEM certificate: serve CURRI over HTTPS (with -curri-tls-key)")
+	fs.StringVar(&c.CURRITLSKey, "curri-tls-key", "", "PEM private key for -curri-tls-cert")
+	fs.StringVar(&c.CURRIClientCA, "curri-client-ca", "", "PEM CA bundle: require CUCM client certificates signed by it (HTTPS only)")
+
+	fs.DurationVar(&c.CallLogMaxAge, "calllog-max-age", 7*24*time.Hour, "call log retention by age")
+	fs.Int64Var(&c.CallLogMaxRows, "calllog-max-rows", 1_000_000, "call log retention by row count")
+
+	fs.BoolVar(&c.Director, "director", true, "run the data director (Kafka broker or client, feeds, HTTP/2 ingest)")
+	fs.StringVar(&c.KafkaAddr, "kafka-addr", ":9092", "listen address of the embedded Kafka broker (ignored with -kafka-brokers)")
+	fs.StringVar(&c.KafkaAdvertisedAddr, "kafka-advertised-addr", "", "host:port the embedded broker tells clients to connect to (default: -kafka-addr, with 127.0.0.1 for an unspecified host)")
+	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", "", "comma-separated host:port of an existing Kafka cluster; when set, no embedded broker is started")
+	fs.BoolVar(&c.KafkaCreateTopics, "kafka-create-topics", true, "create missing NF topics in an external Kafka cluster")
+	fs.StringVar(&c.KafkaTopics, "kafka-topics", "SCP=12,NRF=6,SEPP=6,PCF=6,BSF=6,EXTERNAL=6", "NF topics and partition counts: NAME=PARTITIONS,...")
+	fs.DurationVar(&c.KafkaRetention, "kafka-retention", 5*time.Minute, "retention of the embedded broker's topics")
+	fs.Int64Var(&c.KafkaRetentionBytes, "kafka-retention-bytes", 1<<30, "size cap per partition of the embedded broker's topics")
+	fs.IntVar(&c.KafkaMaxMessageBytes, "kafka-max-message-bytes", 1<<20, "largest record batch the embedded broker accepts")
+	fs.StringVar(&c.KafkaSASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (embedded broker: required of clients; external: used to connect)")
+	fs.StringVar(&c.KafkaUsername, "kafka-username", "", "SASL user name")
+	fs.StringVar(&c.KafkaPassword, "kafka-password", "", "SASL password")
+	fs.BoolVar(&c.KafkaTLS, "kafka-tls", false, "TLS on the Kafka connection (embedded broker: needs -kafka-tls-cert/-kafka-tls-key)")
+	fs.StringVar(&c.KafkaTLSCert, "kafka-tls-cert", "", "PEM certificate (embedded broker's server cert, or client cert for an external cluster)")
+	fs.StringVar(&c.KafkaTLSKey, "kafka-tls-key", "", "PEM private key for -kafka-tls-cert")
+	fs.StringVar(&c.KafkaTLSCA, "kafka-tls-ca", "", "PEM CA bundle to verify an external cluster")
+	fs.BoolVar(&c.KafkaTLSInsecure, "kafka-tls-insecure", false, "do not verify the external cluster's certificate (testing only)")
+
+	fs.StringVar(&c.IngestAddr, "ingest-addr", ":8090", "listen address of the HTTP/2 copy ingest (POST /v1/copies; h2c, or h2 with TLS); empty disables it")
+	fs.StringVar(&c.IngestTLSCert, "ingest-tls-cert", "", "PEM certificate: serve ingest over h2 (TLS)")
+	fs.StringVar(&c.IngestTLSKey, "ingest-tls-key", "", "PEM private key for -ingest-tls-cert")
+
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on finishing in-flight work at SIGINT/SIGTERM")
+}
+
+// EnvName is the environment variable for a flag: SIGNALBOX_HTTP_ADDR for
+// http-addr.
+func EnvName(flagName string) string {
+	return "SIGNALBOX_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Resolve applies env and file values to flags not given on the command line
+// (flags > env > file > default), then validates. fs must already be parsed.
+// getenv is os.Getenv in production.
+func Resolve(fs *flag.FlagSet, getenv func(string) string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	// The config file itself may come from env.
+	if !set["config"] {
+		if v := getenv(EnvName("config")); v != "" {
+			if err := fs.Set("config", v); err != nil {
+				return err
+			}
+		}
+	}
+	var file map[string]any
+	if path := fs.Lookup("config").Value.String(); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("config file: %w", err)
+		}
+		if err := yaml.Unmarshal(b, &file); err != nil {
+			return fmt.Errorf("config file %s: %w", path, err)
+		}
+		var unknown []string
+		for k := range file {
+			if fs.Lookup(normKey(k)) == nil || normKey(k) == "config" {
+				unknown = append(unknown, k)
+			}
+		}
+		if len(unknown) > 0 {
+			sort.Strings(unknown)
+			return fmt.Errorf("config file %s: unknown setting %s", path, strings.Join(unknown, ", "))
+		}
+	}
+	fileVals := map[string]any{}
+	for k, v := range file {
+		fileVals[normKey(k)] = v
+	}
+
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || f.Name == "config" {
+			return
+		}
+		if v, ok := lookupEnv(getenv, EnvName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("env %s: %w", EnvName(f.Name), err))
+			}
+			return
+		}
+		if v, ok := fileVals[f.Name]; ok {
+			if err := fs.Set(f.Name, yamlScalar(v)); err != nil {
+				errs = append(errs, fmt.Errorf("config file: %s: %w", f.Name, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func lookupEnv(getenv func(string) string, name string) (string, bool) {
+	v := getenv(name)
+	return v, v != ""
+}
+
+func normKey(k string) string { return strings.ReplaceAll(strings.ToLower(k), "_", "-") }
+
+func yamlScalar(v any) string {
+	switch x := v.(type) {
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = fmt.Sprint(e)
+		}
+		return strings.Join(parts, ",")
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + "=" + fmt.Sprint(x[k])
+		}
+		return strings.Join(parts, ",")
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// Validate checks settings that flag parsing cannot.
+func (c *Serve) Validate() error {
+	var errs []error
+	for name, addr := range map[string]string{"http-addr": c.HTTPAddr, "curri-addr": c.CURRIAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("-%s %q: %v", name, addr, err))
+		}
+	}
+	if c.IngestAddr != "" {
+		if _, _, err := net.SplitHostPort(c.IngestAddr); err != nil {
+			errs = append(errs, fmt.Errorf("-ingest-addr %q: %v", c.IngestAddr, err))
+		}
+	}
+	if c.Store != "sqlite" && !strings.HasPrefix(c.Store, "sqlite:") &&
+		!strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
+		errs = append(errs, fmt.Errorf("-store %q: want sqlite, sqlite:/path/file.db or a postgres:// DSN", c.Store))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("-log-format %q: want text or json", c.LogFormat))
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "warning", "error":
+	default:
+		errs = append(errs, fmt.Errorf("-log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if (c.CURRITLSCert == "") != (c.CURRITLSKey == "") {
+		errs = append(errs, errors.New("-curri-tls-cert and -curri-tls-key go together"))
+	}
+	if c.CURRIClientCA != "" && c.CURRITLSCert == "" {
+		errs = append(errs, errors.New("-curri-client-ca needs -curri-tls-cert and -curri-tls-key"))
+	}
+	if (c.IngestTLSCert == "") != (c.IngestTLSKey == "") {
+		errs = append(errs, errors.New("-ingest-tls-cert and -ingest-tls-key go together"))
+	}
+	if _, err := ParseTopics(c.KafkaTopics); err != nil {
+		errs = append(errs, fmt.Errorf("-kafka-topics: %w", err))
+	}
+	switch c.KafkaSASLMechanism {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		errs = append(errs, fmt.Errorf("-kafka-sasl-mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.KafkaSASLMechanism))
+	}
+	if c.KafkaSASLMechanism != "" && c.KafkaUsername == "" {
+		errs = append(errs, errors.New("-kafka-sasl-mechanism needs -kafka-username and -kafka-password"))
+	}
+	if c.KafkaTLS && c.KafkaBrokers == "" && (c.KafkaTLSCert == "" || c.KafkaTLSKey == "") {
+		errs = append(errs, errors.New("-kafka-tls on the embedded broker needs -kafka-tls-cert and -kafka-tls-key"))
+	}
+	if c.KafkaRetention <= 0 {
+		errs = append(errs, errors.New("-kafka-retention must be positive"))
+	}
+	if c.CallLogMaxAge <= 0 || c.CallLogMaxRows <= 0 {
+		errs = append(errs, errors.New("-calllog-max-age and -calllog-max-rows must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Topic is an NF topic and its partition count.
+type Topic struct {
+	Name       string
+	Partitions int
+}
+
+// ParseTopics parses "SCP=12,NRF=6".
+func ParseTopics(s string) ([]Topic, error) {
+	var out []Topic
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, n, ok := strings.Cut(part, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q: want NAME=PARTITIONS", part)
+		}
+		p, err := strconv.Atoi(strings.TrimSpace(n))
+		if err != nil || p < 1 || p > 1000 {
+			return nil, fmt.Errorf("%q: partitions must be 1..1000", part)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("topic %s given twice", name)
+		}
+		seen[name] = true
+		out = append(out, Topic{Name: name, Partitions: p})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no topics")
+	}
+	return out, nil
+}

@@ -1,0 +1,107 @@
+package config
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parse(t *testing.T, args []string, env map[string]string, file string) (*Serve, error) {
+	t.Helper()
+	var c Serve
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	NewServeFlags(fs, &c)
+	if file != "" {
+		p := filepath.Join(t.TempDir(), "signalbox.yaml")
+		if err := os.WriteFile(p, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append([]string{"-config", p}, args...)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := Resolve(fs, func(k string) string { return env[k] }); err != nil {
+		return nil, err
+	}
+	return &c, c.Validate()
+}
+
+func TestPrecedence(t *testing.T) {
+	file := "http-addr: ':7000'\ncurri_addr: ':7001'\nlog-level: debug\nkafka-retention: 10m\n"
+	env := map[string]string{"SIGNALBOX_HTTP_ADDR": ":8000", "SIGNALBOX_DATA_DIR": "/tmp/x"}
+	c, err := parse(t, []string{"-data-dir", "/tmp/flag"}, env, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, got, want string }{
+		{"flag beats env", c.DataDir, "/tmp/flag"},
+		{"env beats file", c.HTTPAddr, ":8000"},
+		{"file beats default (underscore key)", c.CURRIAddr, ":7001"},
+		{"file", c.LogLevel, "debug"},
+		{"default", c.Store, "sqlite"},
+	}
+	for _, tc := range cases {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %q want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	if c.KafkaRetention != 10*time.Minute {
+		t.Errorf("duration from file: %v", c.KafkaRetention)
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	os.WriteFile(p, []byte("admin-token: s3cret\n"), 0o600)
+	c, err := parse(t, nil, map[string]string{"SIGNALBOX_CONFIG": p}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AdminToken != "s3cret" {
+		t.Fatalf("admin token from env-named file: %q", c.AdminToken)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		file string
+		want string
+	}{
+		{"unknown file key", nil, nil, "htp-addr: ':1'\n", "unknown setting htp-addr"},
+		{"bad addr", []string{"-http-addr", "8080"}, nil, "", "-http-addr"},
+		{"bad store", []string{"-store", "mysql://x"}, nil, "", "-store"},
+		{"bad env value", nil, map[string]string{"SIGNALBOX_KAFKA_RETENTION": "soon"}, "", "SIGNALBOX_KAFKA_RETENTION"},
+		{"bad topics", []string{"-kafka-topics", "SCP=0"}, nil, "", "-kafka-topics"},
+		{"tls half", []string{"-curri-tls-cert", "a.pem"}, nil, "", "go together"},
+		{"bad yaml", nil, nil, "http-addr: [\n", "config file"},
+		{"bad log format", []string{"-log-format", "xml"}, nil, "", "-log-format"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, tc.args, tc.env, tc.file)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseTopics(t *testing.T) {
+	ts, err := ParseTopics("SCP=12, NRF=6")
+	if err != nil || len(ts) != 2 || ts[0] != (Topic{"SCP", 12}) || ts[1] != (Topic{"NRF", 6}) {
+		t.Fatalf("%v %v", ts, err)
+	}
+	for _, bad := range []string{"", "SCP", "SCP=x", "SCP=1,SCP=2", "=3"} {
+		if _, err := ParseTopics(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
