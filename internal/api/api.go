@@ -1,0 +1,227 @@
+// Package api is signalbox's REST API under /api/v1: JSON resources for call
+// policies, their rules and allow/block lists, the call log, director feeds
+// and API tokens, behind bearer-token auth. Each resource has its own file;
+// this one holds the configuration, the routes and the request metrics.
+//
+// Every write is validated by the owning domain package before it reaches the
+// store, so bad input changes nothing; after a committed configuration change
+// Config.OnChange tells the owner to rebuild its compiled snapshot.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/director"
+	"github.com/signalbox/signalbox/internal/store"
+)
+
+// Roles an API token can hold.
+const (
+	RoleAdmin  = "admin"  // may read and write everything
+	RoleViewer = "viewer" // may only read (GET/HEAD), and not tokens
+)
+
+// What OnChange is told has changed.
+const (
+	ChangedPolicies = "policies"
+	ChangedFeeds    = "feeds"
+)
+
+// Body size limits: bulk loads (100,000 rules, large CSV lists) get the big one.
+const (
+	maxBodyBytes     = 1 << 20
+	maxBulkBodyBytes = 64 << 20
+)
+
+// PolicyEvaluator evaluates a call against the live compiled policies without
+// side effects (no rate-limit counting, no hit counts, no call log).
+type PolicyEvaluator interface {
+	// DryRun reports false when no policy with that id is loaded.
+	DryRun(policyID string, call *callpolicy.Call, now time.Time) (callpolicy.Decision, bool)
+}
+
+// FeedRuntime is the director's feed runtime as the API needs it.
+type FeedRuntime interface {
+	// Validate checks a spec completely (returning *director.FieldError)
+	// without touching anything.
+	Validate(spec *director.FeedSpec) error
+	// Prepare makes the feed's consumer positions exist before the spec is
+	// stored, so that the feed delivers every copy produced after the API
+	// answered. It is called on create and on update and must be idempotent.
+	Prepare(ctx context.Context, spec *director.FeedSpec) error
+	// Status reports a running feed's state (any JSON-encodable value);
+	// false when the feed is not running.
+	Status(name string) (any, bool)
+}
+
+// CallSearcher searches the call log (the calllog package, which can flush
+// its queue first); when Config.Calls is nil the store is searched directly.
+type CallSearcher interface {
+	Search(ctx context.Context, q store.CallQuery) ([]store.CallRecord, error)
+}
+
+// Config is everything the API needs. Store is required; a nil Policies or
+// Feeds makes the endpoints that need them answer 503.
+type Config struct {
+	Store    store.Store
+	Policies PolicyEvaluator
+	Feeds    FeedRuntime
+	Calls    CallSearcher
+	// OnChange is called after every committed configuration change with
+	// ChangedPolicies or ChangedFeeds, so the owner rebuilds its snapshot.
+	OnChange func(what string)
+	// AdminToken, when set, is accepted as an admin bearer token.
+	AdminToken string
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Version    string
+}
+
+type server struct {
+	cfg      Config
+	store    store.Store
+	calls    CallSearcher
+	log      *slog.Logger
+	mux      *http.ServeMux
+	requests *prometheus.CounterVec
+	now      func() time.Time
+}
+
+// New returns the API handler. It serves /api/v1/... only; mount it on the
+// main mux at "/api/".
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("api: Config.Store is required")
+	}
+	s := &server{
+		cfg:   cfg,
+		store: cfg.Store,
+		calls: cfg.Calls,
+		log:   cfg.Logger,
+		mux:   http.NewServeMux(),
+		now:   time.Now,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.calls == nil {
+		s.calls = storeSearcher{cfg.Store}
+	}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "signalbox_api_requests_total",
+		Help: "REST API requests by route pattern and HTTP status code.",
+	}, []string{"route", "code"})
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(s.requests); err != nil {
+			return nil, fmt.Errorf("api: register metrics: %w", err)
+		}
+	}
+	s.routes()
+	return http.HandlerFunc(s.serveHTTP), nil
+}
+
+func (s *server) routes() {
+	h := s.mux.HandleFunc
+	h("GET /api/v1/version", s.getVersion)
+
+	h("GET /api/v1/policies", s.listPolicies)
+	h("POST /api/v1/policies", s.createPolicy)
+	h("GET /api/v1/policies/{id}", s.getPolicy)
+	h("PUT /api/v1/policies/{id}", s.updatePolicy)
+	h("DELETE /api/v1/policies/{id}", s.deletePolicy)
+	h("POST /api/v1/policies/{id}/evaluate", s.evaluate)
+
+	h("GET /api/v1/policies/{id}/rules", s.listRules)
+	h("POST /api/v1/policies/{id}/rules", s.createRule)
+	h("PUT /api/v1/policies/{id}/rules", s.replaceRules)
+	h("GET /api/v1/rules/{id}", s.getRule)
+	h("PUT /api/v1/rules/{id}", s.updateRule)
+	h("DELETE /api/v1/rules/{id}", s.deleteRule)
+
+	h("GET /api/v1/policies/{id}/lists/{list}/entries", s.listEntries)
+	h("POST /api/v1/policies/{id}/lists/{list}/entries", s.addEntries)
+	h("DELETE /api/v1/policies/{id}/lists/{list}/entries/{entry}", s.deleteEntry)
+
+	h("GET /api/v1/calls", s.searchCalls)
+
+	h("GET /api/v1/feeds", s.listFeeds)
+	h("POST /api/v1/feeds", s.createFeed)
+	h("GET /api/v1/feeds/{name}", s.getFeed)
+	h("PUT /api/v1/feeds/{name}", s.updateFeed)
+	h("DELETE /api/v1/feeds/{name}", s.deleteFeed)
+	h("GET /api/v1/feeds/{name}/status", s.feedStatus)
+
+	h("GET /api/v1/tokens", s.listTokens)
+	h("POST /api/v1/tokens", s.createToken)
+	h("DELETE /api/v1/tokens/{id}", s.deleteToken)
+}
+
+// serveHTTP counts the request under its route pattern (bounded: the
+// patterns above plus "unmatched"), authenticates, then routes.
+func (s *server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	_, route := s.mux.Handler(r)
+	if route == "" {
+		route = "unmatched"
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		s.requests.WithLabelValues(route, strconv.Itoa(sw.code())).Inc()
+	}()
+	role, ok := s.authenticate(sw, r)
+	if !ok {
+		return
+	}
+	s.mux.ServeHTTP(sw, r.WithContext(withRole(r.Context(), role)))
+}
+
+// statusWriter remembers the status code for the metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// changed tells the owner of the configuration that it changed.
+func (s *server) changed(r *http.Request, what, action, id string) {
+	s.log.Info("api config change", "what", what, "action", action, "id", id, "role", roleFrom(r.Context()))
+	if s.cfg.OnChange != nil {
+		s.cfg.OnChange(what)
+	}
+}
+
+type storeSearcher struct{ st store.Store }
+
+func (s storeSearcher) Search(ctx context.Context, q store.CallQuery) ([]store.CallRecord, error) {
+	return s.st.SearchCalls(ctx, q)
+}

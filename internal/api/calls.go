@@ -1,0 +1,99 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/store"
+)
+
+// Call log search limits (the store's contract).
+const (
+	defaultCallLimit = 100
+	maxCallLimit     = 10000
+)
+
+var callDecisions = []string{"permit", "deny", "divert", "indeterminate"}
+
+// searchCalls answers GET /api/v1/calls?number=&decision=&policy=&since=&until=&limit=
+// with {"calls":[...]}, newest first.
+func (s *server) searchCalls(w http.ResponseWriter, r *http.Request) {
+	q, err := parseCallQuery(r.URL.Query(), s.now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	calls, err := s.calls.Search(r.Context(), q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if calls == nil {
+		calls = []store.CallRecord{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"calls": calls})
+}
+
+func parseCallQuery(v map[string][]string, now time.Time) (store.CallQuery, error) {
+	get := func(k string) string {
+		if vs := v[k]; len(vs) > 0 {
+			return strings.TrimSpace(vs[0])
+		}
+		return ""
+	}
+	for k := range v {
+		switch k {
+		case "number", "decision", "policy", "since", "until", "limit":
+		default:
+			return store.CallQuery{}, badRequest(k, "%s: unknown parameter; use number, decision, policy, since, until, limit", k)
+		}
+	}
+	q := store.CallQuery{
+		Number:   get("number"),
+		Decision: get("decision"),
+		Policy:   get("policy"),
+		Limit:    defaultCallLimit,
+	}
+	if q.Decision != "" && !slices.Contains(callDecisions, q.Decision) {
+		return q, badRequest("decision", "decision: %q is not one of %s", q.Decision, strings.Join(callDecisions, ", "))
+	}
+	var err error
+	if q.Since, err = parseTimeParam("since", get("since"), now); err != nil {
+		return q, err
+	}
+	if q.Until, err = parseTimeParam("until", get("until"), now); err != nil {
+		return q, err
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
+		return q, badRequest("until", "until: %s is before since %s", q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339))
+	}
+	if raw := get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > maxCallLimit {
+			return q, badRequest("limit", "limit: %q is not a whole number from 1 to %d", raw, maxCallLimit)
+		}
+		q.Limit = n
+	}
+	return q, nil
+}
+
+// parseTimeParam takes RFC 3339 or a duration relative to now ("-1h",
+// "-30m"; a duration without sign means that long ago too).
+func parseTimeParam(name, raw string, now time.Time) (time.Time, error) {
+	if raw == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, raw); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(raw); err == nil {
+		if d > 0 {
+			d = -d
+		}
+		return now.Add(d), nil
+	}
+	return time.Time{}, badRequest(name, "%s: %q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a relative duration (-1h, -30m)", name, raw)
+}

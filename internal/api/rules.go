@@ -1,0 +1,231 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/store"
+)
+
+// ruleInput is a rule as clients send it. Enabled is a pointer so that an
+// omitted "enabled" means true. The read-only fields (hits, timestamps) are
+// accepted and ignored so that rules fetched with GET can be sent back.
+type ruleInput struct {
+	ID          int64                `json:"id"`
+	PolicyID    string               `json:"policy_id"`
+	Priority    int                  `json:"priority"`
+	Enabled     *bool                `json:"enabled"`
+	Match       callpolicy.Match     `json:"match"`
+	Action      callpolicy.Action    `json:"action"`
+	Schedule    *callpolicy.Schedule `json:"schedule"`
+	ExpiresAt   *time.Time           `json:"expires_at"`
+	Description string               `json:"description"`
+	Tags        []string             `json:"tags"`
+
+	Hits      int64      `json:"hits"`
+	LastHitAt *time.Time `json:"last_hit_at"`
+	CreatedAt *time.Time `json:"created_at"`
+	UpdatedAt *time.Time `json:"updated_at"`
+}
+
+func (in *ruleInput) rule(policyID string) callpolicy.Rule {
+	r := callpolicy.Rule{
+		PolicyID:    policyID,
+		Priority:    in.Priority,
+		Enabled:     true,
+		Match:       in.Match,
+		Action:      in.Action,
+		Schedule:    in.Schedule,
+		ExpiresAt:   in.ExpiresAt,
+		Description: in.Description,
+		Tags:        in.Tags,
+	}
+	if in.Enabled != nil {
+		r.Enabled = *in.Enabled
+	}
+	return r
+}
+
+// checkPolicyID refuses a body that names another policy than the path.
+func (in *ruleInput) checkPolicyID(field, policyID string) error {
+	if in.PolicyID != "" && in.PolicyID != policyID {
+		return badRequest(field, "%s: %q differs from policy %q; rules cannot move between policies", field, in.PolicyID, policyID)
+	}
+	return nil
+}
+
+func ruleID(r *http.Request) (int64, error) {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, notFound("rule %q not found: rule ids are positive integers", raw)
+	}
+	return id, nil
+}
+
+func (s *server) listRules(w http.ResponseWriter, r *http.Request) {
+	pid := r.PathValue("id")
+	if err := s.policyExists(r, pid); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rules, err := s.store.ListRules(r.Context(), pid)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if rules == nil {
+		rules = []callpolicy.Rule{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rules": rules})
+}
+
+func (s *server) createRule(w http.ResponseWriter, r *http.Request) {
+	pid := r.PathValue("id")
+	var in ruleInput
+	if err := decodeJSON(w, r, maxBodyBytes, &in); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.policyExists(r, pid); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := in.checkPolicyID("policy_id", pid); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rule := in.rule(pid)
+	if err := callpolicy.ValidateRule(&rule); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.store.CreateRule(r.Context(), &rule); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.changed(r, ChangedPolicies, "create rule", strconv.FormatInt(rule.ID, 10))
+	writeJSON(w, http.StatusCreated, rule)
+}
+
+// replaceRules is the bulk load: every rule is validated before any is
+// written, and the store swaps them in one transaction.
+func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
+	pid := r.PathValue("id")
+	var ins []ruleInput
+	if err := decodeJSON(w, r, maxBulkBodyBytes, &ins); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ins == nil {
+		s.fail(w, r, badRequest("", "expected a JSON array of rules (send [] to delete every rule)"))
+		return
+	}
+	if err := s.policyExists(r, pid); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rules := make([]callpolicy.Rule, len(ins))
+	for i := range ins {
+		field := fmt.Sprintf("rules[%d]", i)
+		if err := ins[i].checkPolicyID(field+".policy_id", pid); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		rules[i] = ins[i].rule(pid)
+		if err := callpolicy.ValidateRule(&rules[i]); err != nil {
+			s.fail(w, r, prefixField(field, err))
+			return
+		}
+	}
+	if err := s.store.ReplaceRules(r.Context(), pid, rules); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.changed(r, ChangedPolicies, "replace rules", pid)
+	// The rules themselves are not echoed: a bulk load can be 100,000.
+	writeJSON(w, http.StatusOK, map[string]any{"policy_id": pid, "rules": len(rules)})
+}
+
+func (s *server) getRule(w http.ResponseWriter, r *http.Request) {
+	id, err := ruleID(r)
+	if err == nil {
+		var rule callpolicy.Rule
+		rule, err = s.store.GetRule(r.Context(), id)
+		if err == nil {
+			writeJSON(w, http.StatusOK, rule)
+			return
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			err = notFound("rule %d not found", id)
+		}
+	}
+	s.fail(w, r, err)
+}
+
+func (s *server) updateRule(w http.ResponseWriter, r *http.Request) {
+	id, err := ruleID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var in ruleInput
+	if err := decodeJSON(w, r, maxBodyBytes, &in); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.ID != 0 && in.ID != id {
+		s.fail(w, r, badRequest("id", "id: %d in the body differs from %d in the path", in.ID, id))
+		return
+	}
+	old, err := s.store.GetRule(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			err = notFound("rule %d not found", id)
+		}
+		s.fail(w, r, err)
+		return
+	}
+	if err := in.checkPolicyID("policy_id", old.PolicyID); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rule := in.rule(old.PolicyID)
+	rule.ID = id
+	rule.CreatedAt = old.CreatedAt
+	rule.Hits = old.Hits
+	rule.LastHitAt = old.LastHitAt
+	if err := callpolicy.ValidateRule(&rule); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.store.UpdateRule(r.Context(), &rule); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.changed(r, ChangedPolicies, "update rule", strconv.FormatInt(id, 10))
+	if stored, err := s.store.GetRule(r.Context(), id); err == nil {
+		rule = stored
+	}
+	writeJSON(w, http.StatusOK, rule)
+}
+
+func (s *server) deleteRule(w http.ResponseWriter, r *http.Request) {
+	id, err := ruleID(r)
+	if err == nil {
+		err = s.store.DeleteRule(r.Context(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			err = notFound("rule %d not found", id)
+		}
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.changed(r, ChangedPolicies, "delete rule", strconv.FormatInt(id, 10))
+	w.WriteHeader(http.StatusNoContent)
+}
