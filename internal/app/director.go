@@ -1,0 +1,263 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/config"
+	"github.com/signalbox/signalbox/internal/director"
+)
+
+// directorParts is the running data director: the embedded broker (unless an
+// external cluster is used), the feed manager and the HTTP/2 ingest.
+type directorParts struct {
+	s        *Server
+	broker   *broker.Broker
+	client   broker.ClientConfig
+	mgr      *director.Manager
+	mgrDone  chan error
+	mgrStop  context.CancelFunc
+	ingestCl *kgo.Client
+	ingestLn net.Listener
+	ingest   *http.Server
+}
+
+func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error) {
+	cfg := s.cfg
+	topics, _ := config.ParseTopics(cfg.KafkaTopics)
+	var specs []broker.TopicSpec
+	for _, t := range topics {
+		specs = append(specs, broker.TopicSpec{Name: t.Name, Partitions: t.Partitions})
+	}
+	d := &directorParts{s: s}
+	clientTLS, serverTLS, err := kafkaTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.KafkaBrokers == "" {
+		bc := broker.Config{
+			Addr:            cfg.KafkaAddr,
+			AdvertisedAddr:  cfg.KafkaAdvertisedAddr,
+			DataDir:         filepath.Join(cfg.DataDir, "kafka"),
+			Retention:       cfg.KafkaRetention,
+			RetentionBytes:  cfg.KafkaRetentionBytes,
+			Topics:          specs,
+			TLS:             serverTLS,
+			MaxMessageBytes: int32(cfg.KafkaMaxMessageBytes),
+		}
+		if cfg.KafkaSASLMechanism != "" {
+			bc.SASL = &broker.SASLConfig{Mechanism: cfg.KafkaSASLMechanism, Users: map[string]string{cfg.KafkaUsername: cfg.KafkaPassword}}
+		}
+		b, err := broker.Start(ctx, bc, s.log)
+		if err != nil {
+			return nil, err
+		}
+		d.broker = b
+		d.client = broker.ClientConfig{Brokers: b.Addrs(), SASLMechanism: cfg.KafkaSASLMechanism,
+			Username: cfg.KafkaUsername, Password: cfg.KafkaPassword}
+		if serverTLS != nil {
+			// In-process clients trust the broker's own certificate.
+			d.client.TLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // loopback to our own broker
+		}
+		s.log.Info("embedded Kafka broker listening", "addrs", strings.Join(b.Addrs(), ","))
+	} else {
+		d.client = broker.ClientConfig{Brokers: splitList(cfg.KafkaBrokers), SASLMechanism: cfg.KafkaSASLMechanism,
+			Username: cfg.KafkaUsername, Password: cfg.KafkaPassword, TLS: clientTLS}
+		cl, err := kgo.NewClient(d.client.Opts()...)
+		if err != nil {
+			d.stop(ctx)
+			return nil, err
+		}
+		err = broker.EnsureTopics(ctx, cl, specs, cfg.KafkaCreateTopics)
+		cl.Close()
+		if err != nil {
+			d.stop(ctx)
+			return nil, err
+		}
+	}
+
+	mgr, err := director.NewManager(director.Config{
+		Client:     d.client,
+		Topics:     specs,
+		Registerer: s.reg,
+		Logger:     s.log,
+	})
+	if err != nil {
+		d.stop(ctx)
+		return nil, err
+	}
+	d.mgr = mgr
+	mctx, mstop := context.WithCancel(bgCtx)
+	d.mgrStop = mstop
+	d.mgrDone = make(chan error, 1)
+	go func() { d.mgrDone <- mgr.Run(mctx) }()
+	d.reconcile(ctx)
+
+	if cfg.IngestAddr != "" {
+		if d.ingestCl, err = kgo.NewClient(append(d.client.Opts(), kgo.ProducerLinger(time.Millisecond))...); err != nil {
+			d.stop(ctx)
+			return nil, err
+		}
+		h := director.NewIngestHandler(d.ingestCl, director.IngestConfig{Topics: specs, Registerer: s.reg, Logger: s.log})
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetUnencryptedHTTP2(true)
+		p.SetHTTP2(true)
+		d.ingest = &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
+		if d.ingestLn, err = net.Listen("tcp", cfg.IngestAddr); err != nil {
+			d.stop(ctx)
+			return nil, fmt.Errorf("ingest listener: %w", err)
+		}
+		useTLS := cfg.IngestTLSCert != ""
+		if useTLS {
+			cert, err := tls.LoadX509KeyPair(cfg.IngestTLSCert, cfg.IngestTLSKey)
+			if err != nil {
+				d.stop(ctx)
+				return nil, fmt.Errorf("ingest tls: %w", err)
+			}
+			d.ingest.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+		go s.serve("ingest", d.ingest, d.ingestLn, useTLS)
+		s.log.Info("HTTP/2 ingest listening", "addr", d.ingestLn.Addr().String(), "tls", useTLS)
+	}
+	return d, nil
+}
+
+// reconcile applies the stored feeds to the running manager.
+func (d *directorParts) reconcile(ctx context.Context) {
+	recs, err := d.s.store.ListFeeds(ctx)
+	if err != nil {
+		d.s.log.Error("loading feeds", "err", err)
+		return
+	}
+	specs := make([]director.FeedSpec, 0, len(recs))
+	for _, r := range recs {
+		var sp director.FeedSpec
+		if err := json.Unmarshal(r.Spec, &sp); err != nil {
+			d.s.log.Error("stored feed is unreadable; skipped", "feed", r.Name, "err", err)
+			continue
+		}
+		specs = append(specs, sp)
+	}
+	d.mgr.Apply(ctx, specs)
+}
+
+func (d *directorParts) stop(ctx context.Context) {
+	if d.ingest != nil {
+		d.ingest.Shutdown(ctx)
+	}
+	if d.ingestCl != nil {
+		d.ingestCl.Close()
+	}
+	if d.mgrStop != nil {
+		d.mgrStop()
+		select {
+		case <-d.mgrDone:
+		case <-ctx.Done():
+		}
+	}
+	if d.broker != nil {
+		d.broker.Close()
+	}
+}
+
+// KafkaAddrs is the bootstrap list of the director's Kafka (nil when off).
+func (s *Server) KafkaAddrs() []string {
+	if s.dir == nil {
+		return nil
+	}
+	return s.dir.client.Brokers
+}
+
+// IngestAddr is the bound address of the HTTP/2 ingest ("" when off).
+func (s *Server) IngestAddr() string {
+	if s.dir == nil || s.dir.ingestLn == nil {
+		return ""
+	}
+	return s.dir.ingestLn.Addr().String()
+}
+
+// feedRuntime is what the API needs of the director; with the director off,
+// feed writes are refused.
+func (s *Server) feedRuntime() feedRuntime { return feedRuntime{s} }
+
+type feedRuntime struct{ s *Server }
+
+var errNoDirector = errors.New("the data director is not running (serve -director=false)")
+
+func (f feedRuntime) Validate(spec *director.FeedSpec) error {
+	if f.s.dir == nil {
+		return errNoDirector
+	}
+	return f.s.dir.mgr.Validate(spec)
+}
+
+func (f feedRuntime) Prepare(ctx context.Context, spec *director.FeedSpec) error {
+	if f.s.dir == nil {
+		return errNoDirector
+	}
+	return f.s.dir.mgr.Prepare(ctx, spec)
+}
+
+func (f feedRuntime) Status(name string) (any, bool) {
+	if f.s.dir == nil {
+		return nil, false
+	}
+	return f.s.dir.mgr.Status(name)
+}
+
+func kafkaTLS(cfg config.Serve) (client, server *tls.Config, err error) {
+	if !cfg.KafkaTLS {
+		return nil, nil, nil
+	}
+	if cfg.KafkaBrokers == "" {
+		cert, err := tls.LoadX509KeyPair(cfg.KafkaTLSCert, cfg.KafkaTLSKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka tls: %w", err)
+		}
+		return nil, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.KafkaTLSInsecure} //nolint:gosec // opt-in flag
+	if cfg.KafkaTLSCA != "" {
+		pem, err := os.ReadFile(cfg.KafkaTLSCA)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka tls ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("kafka tls ca %s: no PEM certificates", cfg.KafkaTLSCA)
+		}
+		c.RootCAs = pool
+	}
+	if cfg.KafkaTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.KafkaTLSCert, cfg.KafkaTLSKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka tls client cert: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

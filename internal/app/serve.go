@@ -1,0 +1,534 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/signalbox/signalbox/internal/api"
+	"github.com/signalbox/signalbox/internal/calllog"
+	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/config"
+	"github.com/signalbox/signalbox/internal/curri"
+	"github.com/signalbox/signalbox/internal/obs"
+	"github.com/signalbox/signalbox/internal/store"
+	"github.com/signalbox/signalbox/internal/web"
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg config.Serve
+	fs := newFlagSet("serve", "Runs the CURRI call-policy server, the data director (embedded Kafka broker, feeds,\nHTTP/2 ingest), the REST API and the console. Every flag can also be set by env\nSIGNALBOX_<FLAG_NAME> (e.g. SIGNALBOX_HTTP_ADDR) or in the -config YAML file;\nflags win over env, env over the file.", stderr)
+	config.NewServeFlags(fs, &cfg)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := config.Resolve(fs, os.Getenv); err != nil {
+		return usageError{err}
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	srv, err := Start(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return srv.Shutdown()
+}
+
+// Server is a running signalbox.
+type Server struct {
+	cfg     config.Serve
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	health  *obs.Health
+	store   store.Store
+	engine  *callpolicy.Engine
+	calls   *calllog.Log
+	token   string
+	httpLn  net.Listener
+	curriLn net.Listener
+	httpSrv *http.Server
+	curriS  *http.Server
+
+	dir *directorParts // nil when the director is off
+
+	cancel  context.CancelFunc // stops background loops
+	bg      sync.WaitGroup     // background loops
+	logDone chan error         // call log writer
+	reload  chan struct{}      // policy rebuild requests
+	feedsCh chan struct{}      // feed reconcile requests
+	closed  sync.Once
+}
+
+// Start builds and starts everything; it returns once every listener is up.
+// logOut receives the logs.
+func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, err error) {
+	log := newLogger(cfg, logOut)
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	s = &Server{
+		cfg:     cfg,
+		log:     log,
+		reg:     obs.NewRegistry(Version),
+		health:  obs.NewHealth(),
+		reload:  make(chan struct{}, 1),
+		feedsCh: make(chan struct{}, 1),
+		logDone: make(chan error, 1),
+	}
+	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	defer func() {
+		if err != nil {
+			s.abort()
+		}
+	}()
+	for _, c := range []string{"store", "http", "curri"} {
+		s.health.Pending(c, "starting")
+	}
+
+	// Store.
+	st, err := store.Open(ctx, store.Options{DSN: cfg.Store, DataDir: cfg.DataDir, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s.store = st
+	s.health.Ready("store")
+	log.Info("store open", "backend", st.Backend())
+
+	if s.token, err = adminToken(cfg, log); err != nil {
+		return nil, err
+	}
+
+	// Call policy.
+	s.engine = callpolicy.NewEngine(s.reg)
+	if err := s.rebuildPolicies(ctx); err != nil {
+		return nil, err
+	}
+	s.calls = calllog.New(st, calllog.Config{MaxAge: cfg.CallLogMaxAge, MaxRows: cfg.CallLogMaxRows}, s.reg, log)
+	go func() { s.logDone <- s.calls.Run(bgCtx) }()
+
+	// Director (embedded broker, feeds, ingest).
+	if cfg.Director {
+		s.health.Pending("director", "starting")
+		if s.dir, err = startDirector(ctx, bgCtx, s); err != nil {
+			return nil, fmt.Errorf("director: %w", err)
+		}
+		s.health.Ready("director")
+	}
+
+	// CURRI listener.
+	h, err := curri.NewHandler(curri.HandlerConfig{
+		Decider:    s.engine,
+		OnDecision: s.recordDecision,
+		Registerer: s.reg,
+		Logger:     log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	curriTLS, err := curriTLSConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.curriLn, err = net.Listen("tcp", cfg.CURRIAddr); err != nil {
+		return nil, fmt.Errorf("curri listener: %w", err)
+	}
+	s.curriS = curri.NewServer(cfg.CURRIAddr, h, curriTLS)
+	go s.serve("curri", s.curriS, s.curriLn, curriTLS != nil)
+	s.health.Ready("curri")
+
+	// API, console, metrics, health.
+	apiH, err := api.New(api.Config{
+		Store:      st,
+		Policies:   s.engine,
+		Feeds:      s.feedRuntime(),
+		Calls:      s.calls,
+		OnChange:   s.changed,
+		AdminToken: s.token,
+		Logger:     log,
+		Registerer: s.reg,
+		Version:    VersionString(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/", apiH)
+	mux.Handle("GET /metrics", obs.MetricsHandler(s.reg))
+	mux.Handle("GET /healthz", obs.LiveHandler())
+	mux.Handle("GET /readyz", s.health.ReadyHandler())
+	mux.Handle("/", web.Handler())
+	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	s.httpSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go s.serve("http", s.httpSrv, s.httpLn, false)
+	s.health.Ready("http")
+
+	s.bg.Add(3)
+	go s.reloadLoop(bgCtx)
+	go s.hitsLoop(bgCtx)
+	go s.storeHealthLoop(bgCtx)
+
+	log.Info("signalbox ready", "version", Version, "http", s.HTTPAddr(), "curri", s.CURRIAddr(),
+		"curri_url", "http://"+displayAddr(s.CURRIAddr())+"/curri/default")
+	return s, nil
+}
+
+// HTTPAddr is the bound address of the API/console listener.
+func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+
+// CURRIAddr is the bound address of the CURRI listener.
+func (s *Server) CURRIAddr() string { return s.curriLn.Addr().String() }
+
+// AdminToken is the API admin bearer token in effect.
+func (s *Server) AdminToken() string { return s.token }
+
+// Registry is the app's metrics registry.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+func (s *Server) serve(name string, srv *http.Server, ln net.Listener, useTLS bool) {
+	var err error
+	if useTLS {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error("listener failed", "listener", name, "err", err)
+		s.health.Pending(name, err.Error())
+	}
+}
+
+// Shutdown stops accepting, finishes in-flight requests (bounded by
+// -shutdown-timeout), stops feeds, flushes the call log and closes the store.
+func (s *Server) Shutdown() error {
+	var errs []error
+	s.closed.Do(func() {
+		s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, srv := range []*http.Server{s.curriS, s.httpSrv} {
+			if srv == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := srv.Shutdown(ctx); err != nil {
+					errs = append(errs, err)
+					srv.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		if s.dir != nil {
+			s.dir.stop(ctx)
+		}
+		// Persist hit counts, then stop background loops and flush the call log.
+		s.flushHits(ctx)
+		s.cancel()
+		select {
+		case err := <-s.logDone:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				errs = append(errs, fmt.Errorf("call log: %w", err))
+			}
+		case <-ctx.Done():
+			errs = append(errs, errors.New("call log flush timed out"))
+		}
+		s.bg.Wait()
+		if s.store != nil {
+			if err := s.store.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.log.Info("stopped")
+	})
+	return errors.Join(errs...)
+}
+
+// abort releases what a failed Start opened.
+func (s *Server) abort() {
+	s.cancel()
+	for _, srv := range []*http.Server{s.curriS, s.httpSrv} {
+		if srv != nil {
+			srv.Close()
+		}
+	}
+	for _, ln := range []net.Listener{s.curriLn, s.httpLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	if s.dir != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.dir.stop(ctx)
+		cancel()
+	}
+	if s.calls != nil {
+		select {
+		case <-s.logDone:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+}
+
+func (s *Server) recordDecision(ev *curri.Event) {
+	d := ev.Decision.Action.Decision
+	if ev.Indeterminate {
+		d = "indeterminate"
+	}
+	s.calls.Record(store.CallRecord{
+		Time:               ev.Start,
+		Policy:             ev.Policy,
+		Calling:            ev.Call.Calling,
+		Called:             ev.Call.Called,
+		TransformedCalling: ev.Call.TransformedCalling,
+		TransformedCalled:  ev.Call.TransformedCalled,
+		TriggerPoint:       ev.Call.TriggerPoint,
+		DeviceName:         ev.Call.DeviceName,
+		Decision:           d,
+		Step:               string(ev.Decision.Step),
+		RuleID:             ev.Decision.RuleID,
+		EntryID:            ev.Decision.EntryID,
+		LatencyMicros:      ev.Latency.Microseconds(),
+		Client:             ev.Client,
+	})
+}
+
+// changed is called by the API after each committed config change.
+func (s *Server) changed(what string) {
+	ch := s.reload
+	if what == "feeds" {
+		ch = s.feedsCh
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) rebuildPolicies(ctx context.Context) error {
+	cfgs, err := s.store.LoadPolicies(ctx)
+	if err != nil {
+		return fmt.Errorf("load policies: %w", err)
+	}
+	snap, err := callpolicy.Compile(cfgs)
+	if err != nil {
+		return fmt.Errorf("compile policies: %w", err)
+	}
+	// Hits counted against the old snapshot are persisted before the swap.
+	s.flushHits(ctx)
+	s.engine.Swap(snap)
+	return nil
+}
+
+// reloadLoop rebuilds the policy snapshot after API changes, after
+// PostgreSQL notifications from other nodes, and when polling sees a new
+// config version; and reconciles feeds likewise.
+func (s *Server) reloadLoop(ctx context.Context) {
+	defer s.bg.Done()
+	changes := s.store.Changes(ctx)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	last, _ := s.store.ConfigVersion(ctx)
+	rebuild := func(feeds bool) {
+		v, _ := s.store.ConfigVersion(ctx)
+		start := time.Now()
+		if err := s.rebuildPolicies(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("policy reload failed; keeping the previous snapshot", "err", err)
+			}
+		} else {
+			s.log.Debug("policies reloaded", "version", v, "took", time.Since(start))
+		}
+		if feeds && s.dir != nil {
+			s.dir.reconcile(ctx)
+		}
+		last = v
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.reload:
+			rebuild(false)
+		case <-s.feedsCh:
+			if s.dir != nil {
+				s.dir.reconcile(ctx)
+			}
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil
+				continue
+			}
+			rebuild(true)
+		case <-tick.C:
+			if v, err := s.store.ConfigVersion(ctx); err == nil && v != last {
+				rebuild(true)
+			}
+		}
+	}
+}
+
+func (s *Server) hitsLoop(ctx context.Context) {
+	defer s.bg.Done()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.flushHits(ctx)
+		}
+	}
+}
+
+func (s *Server) flushHits(ctx context.Context) {
+	if s.engine == nil {
+		return
+	}
+	hits := s.engine.DrainHits()
+	if len(hits) == 0 {
+		return
+	}
+	m := make(map[int64]store.RuleHit, len(hits))
+	for id, h := range hits {
+		m[id] = store.RuleHit{Count: h.Count, Last: h.Last}
+	}
+	if err := s.store.AddRuleHits(context.WithoutCancel(ctx), m); err != nil {
+		s.log.Warn("saving rule hit counts", "err", err)
+	}
+}
+
+// storeHealthLoop marks the store not ready while it is unreachable.
+func (s *Server) storeHealthLoop(ctx context.Context) {
+	defer s.bg.Done()
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			err := s.store.Ping(pctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				s.health.Pending("store", "unreachable: "+err.Error())
+				s.log.Error("store unreachable", "err", err)
+			} else {
+				s.health.Ready("store")
+			}
+		}
+	}
+}
+
+func newLogger(cfg config.Serve, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	switch strings.ToLower(cfg.LogLevel) {
+	case "debug":
+		lvl = slog.LevelDebug
+	case "warn", "warning":
+		lvl = slog.LevelWarn
+	case "error":
+		lvl = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// adminToken returns the configured token, or the one kept in the data dir,
+// generating it on first start.
+func adminToken(cfg config.Serve, log *slog.Logger) (string, error) {
+	if cfg.AdminToken != "" {
+		return cfg.AdminToken, nil
+	}
+	path := filepath.Join(cfg.DataDir, "admin-token")
+	if b, err := os.ReadFile(path); err == nil {
+		tok := strings.TrimSpace(string(b))
+		if tok != "" {
+			log.Info("API admin token read from the data dir", "path", path)
+			return tok, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	tok := "sbx_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	log.Info("API admin token generated; it is kept in the data dir (set -admin-token or SIGNALBOX_ADMIN_TOKEN to choose your own)",
+		"token", tok, "path", path)
+	return tok, nil
+}
+
+func curriTLSConfig(cfg config.Serve) (*tls.Config, error) {
+	if cfg.CURRITLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.CURRITLSCert, cfg.CURRITLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("curri tls: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	if cfg.CURRIClientCA != "" {
+		pem, err := os.ReadFile(cfg.CURRIClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("curri client ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("curri client ca %s: no PEM certificates", cfg.CURRIClientCA)
+		}
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
+// displayAddr turns ":4080" or "[::]:4080" into "localhost:4080" for logs.
+func displayAddr(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return a
+	}
+	if host == "" || host == "::" || host == "0.0.0.0" {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
