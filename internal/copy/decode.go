@@ -1,0 +1,753 @@
+package copy
+
+import (
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// MaxRecordSize bounds a record Decode accepts; larger ones are too_large.
+const MaxRecordSize = 4 << 20
+
+// maxDepth matches encoding/json's nesting limit so both accept the same inputs.
+const maxDepth = 10000
+
+// DecodeError is a record Decode rejected. Field names the JSON field at fault
+// (dotted path); Reason is a short label from a fixed set, fit for a metric
+// label: syntax, missing_field, bad_type, bad_timestamp, bad_direction,
+// bad_port, bad_status, too_large.
+type DecodeError struct {
+	Field  string
+	Reason string
+	Offset int // byte offset in the record where the problem was seen
+}
+
+func (e *DecodeError) Error() string {
+	if e.Field == "" {
+		return "copy: " + e.Reason + " at offset " + strconv.Itoa(e.Offset)
+	}
+	return "copy: " + e.Field + ": " + e.Reason + " at offset " + strconv.Itoa(e.Offset)
+}
+
+// Decode parses one message-copy record into c. It is strict about what a
+// feed needs (timestamp, message-direction, feed-source.nf-type, and
+// :method+:path for requests or :status for responses) and tolerant of
+// unknown fields and field order. Duplicate keys: the last one wins, as with
+// encoding/json.
+//
+// Strings without escapes alias raw; escaped ones alias a scratch buffer of c.
+// Body and Headers reuse c's capacity, so a Copy reused in a loop allocates
+// nothing in steady state. Everything in c is valid until raw is modified or
+// the next Decode on c; Clone to keep it longer.
+func Decode(raw []byte, c *Copy) error {
+	body, hdrs, scratch := c.Body[:0], c.Headers[:0], c.scratch[:0]
+	*c = Copy{Body: body, Headers: hdrs, scratch: scratch, Raw: raw}
+	if len(raw) > MaxRecordSize {
+		return &DecodeError{Reason: "too_large"}
+	}
+	d := decoder{b: raw, c: c}
+	err := d.record()
+	c.scratch = d.c.scratch
+	if err != nil {
+		return err
+	}
+	return c.validate()
+}
+
+func (c *Copy) validate() error {
+	if c.Timestamp < 0 {
+		return &DecodeError{Field: "metadata-list.timestamp", Reason: "missing_field"}
+	}
+	if c.Direction == DirUnknown {
+		return &DecodeError{Field: "metadata-list.message-direction", Reason: "missing_field"}
+	}
+	if c.NFType == "" {
+		return &DecodeError{Field: "metadata-list.feed-source.nf-type", Reason: "missing_field"}
+	}
+	if c.Direction.IsRequest() {
+		if c.exact(":method") == "" {
+			return &DecodeError{Field: "header-list.:method", Reason: "missing_field"}
+		}
+		if c.exact(":path") == "" {
+			return &DecodeError{Field: "header-list.:path", Reason: "missing_field"}
+		}
+		return nil
+	}
+	s := c.exact(":status")
+	if s == "" {
+		return &DecodeError{Field: "header-list.:status", Reason: "missing_field"}
+	}
+	if len(s) != 3 || s[0] < '1' || s[0] > '5' || s[1] < '0' || s[1] > '9' || s[2] < '0' || s[2] > '9' {
+		return &DecodeError{Field: "header-list.:status", Reason: "bad_status"}
+	}
+	return nil
+}
+
+// exact is Header with an exact name match: the pseudo-header names the
+// checks need are lower case by HTTP/2 rule.
+func (c *Copy) exact(name string) string {
+	for i := range c.Headers {
+		if c.Headers[i].Name == name && len(c.Headers[i].Values) > 0 {
+			return c.Headers[i].Values[0]
+		}
+	}
+	return ""
+}
+
+type decoder struct {
+	b []byte
+	i int
+	c *Copy
+}
+
+func (d *decoder) fail(field, reason string) error {
+	return &DecodeError{Field: field, Reason: reason, Offset: d.i}
+}
+
+func (d *decoder) syntax(field string) error { return d.fail(field, "syntax") }
+
+func (d *decoder) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte (0 at end of input).
+func (d *decoder) peek() byte {
+	d.ws()
+	if d.i < len(d.b) {
+		return d.b[d.i]
+	}
+	return 0
+}
+
+func (d *decoder) record() error {
+	d.c.Timestamp = -1
+	if d.peek() != '{' {
+		return d.syntax("")
+	}
+	err := d.object("", 1, func(key string) error {
+		switch key {
+		case "version":
+			s, null, err := d.str("version")
+			if err != nil {
+				return err
+			}
+			if !null {
+				d.c.Version = s
+			} else {
+				d.c.Version = ""
+			}
+			return nil
+		case "metadata-list":
+			return d.metadata()
+		case "header-list":
+			return d.headers()
+		case "5g-sbi-message":
+			return d.body()
+		}
+		return d.skip(key, 2)
+	})
+	if err != nil {
+		return err
+	}
+	d.ws()
+	if d.i != len(d.b) {
+		return d.syntax("")
+	}
+	return nil
+}
+
+// object parses {"k": v, ...} at d.i, calling member with d.i at each value.
+// depth is the nesting of this object (top level is 1).
+func (d *decoder) object(field string, depth int, member func(key string) error) error {
+	if depth > maxDepth {
+		return d.syntax(field)
+	}
+	if d.peek() != '{' {
+		if err := d.skip(field, depth); err != nil {
+			return err
+		}
+		return d.fail(field, "bad_type")
+	}
+	d.i++
+	if d.peek() == '}' {
+		d.i++
+		return nil
+	}
+	for {
+		if d.peek() != '"' {
+			return d.syntax(field)
+		}
+		key, err := d.rawString(field)
+		if err != nil {
+			return err
+		}
+		if d.peek() != ':' {
+			return d.syntax(field)
+		}
+		d.i++
+		d.ws()
+		if err := member(key); err != nil {
+			return err
+		}
+		switch d.peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			return nil
+		default:
+			return d.syntax(field)
+		}
+	}
+}
+
+func (d *decoder) isNull() bool {
+	if len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "null" {
+		d.i += 4
+		return true
+	}
+	return false
+}
+
+func (d *decoder) metadata() error {
+	c := d.c
+	// A repeated metadata-list replaces the earlier one entirely.
+	c.CorrelationID, c.ProducerID, c.ProducerFQDN, c.ConsumerID, c.ConsumerFQDN, c.HopByHopID = "", "", "", "", "", ""
+	c.Timestamp, c.Direction, c.SourceIP, c.DestIP, c.SourcePort, c.DestPort = -1, DirUnknown, "", "", 0, 0
+	c.NFType, c.NFFQDN, c.NFInstanceID, c.PodInstanceID = "", "", "", ""
+	if d.isNull() {
+		return nil
+	}
+	return d.object("metadata-list", 2, func(key string) error {
+		var dst *string
+		var f string // constant field names: no allocation per record
+		switch key {
+		case "correlation-id":
+			dst, f = &c.CorrelationID, "metadata-list.correlation-id"
+		case "producer-id":
+			dst, f = &c.ProducerID, "metadata-list.producer-id"
+		case "producer-fqdn":
+			dst, f = &c.ProducerFQDN, "metadata-list.producer-fqdn"
+		case "consumer-id":
+			dst, f = &c.ConsumerID, "metadata-list.consumer-id"
+		case "consumer-fqdn":
+			dst, f = &c.ConsumerFQDN, "metadata-list.consumer-fqdn"
+		case "hop-by-hop-id":
+			dst, f = &c.HopByHopID, "metadata-list.hop-by-hop-id"
+		case "source-ip":
+			dst, f = &c.SourceIP, "metadata-list.source-ip"
+		case "destination-ip":
+			dst, f = &c.DestIP, "metadata-list.destination-ip"
+		case "timestamp":
+			return d.timestamp()
+		case "message-direction":
+			s, null, err := d.str("metadata-list.message-direction")
+			if err != nil {
+				return err
+			}
+			c.Direction = DirUnknown
+			if null {
+				return nil
+			}
+			if c.Direction = ParseDirection(s); c.Direction == DirUnknown {
+				return d.fail("metadata-list.message-direction", "bad_direction")
+			}
+			return nil
+		case "source-port":
+			return d.port("metadata-list.source-port", &c.SourcePort)
+		case "destination-port":
+			return d.port("metadata-list.destination-port", &c.DestPort)
+		case "feed-source":
+			return d.feedSource()
+		default:
+			return d.skip("metadata-list", 3)
+		}
+		s, _, err := d.str(f)
+		*dst = s
+		return err
+	})
+}
+
+func (d *decoder) feedSource() error {
+	c := d.c
+	c.NFType, c.NFFQDN, c.NFInstanceID, c.PodInstanceID = "", "", "", ""
+	if d.isNull() {
+		return nil
+	}
+	return d.object("metadata-list.feed-source", 3, func(key string) error {
+		var dst *string
+		var f string
+		switch key {
+		case "nf-type":
+			dst, f = &c.NFType, "metadata-list.feed-source.nf-type"
+		case "nf-fqdn":
+			dst, f = &c.NFFQDN, "metadata-list.feed-source.nf-fqdn"
+		case "nf-instance-id":
+			dst, f = &c.NFInstanceID, "metadata-list.feed-source.nf-instance-id"
+		case "pod-instance-id":
+			dst, f = &c.PodInstanceID, "metadata-list.feed-source.pod-instance-id"
+		default:
+			return d.skip("metadata-list.feed-source", 4)
+		}
+		s, _, err := d.str(f)
+		*dst = s
+		return err
+	})
+}
+
+// digits parses an unsigned decimal of 1..maxLen ASCII digits not above max.
+func digits(s []byte, max uint64) (uint64, bool) {
+	if len(s) == 0 || len(s) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for _, ch := range s {
+		v := ch - '0'
+		if v > 9 {
+			return 0, false
+		}
+		if n > (max-uint64(v))/10 {
+			return 0, false
+		}
+		n = n*10 + uint64(v)
+	}
+	return n, true
+}
+
+// intValue reads a string of digits or a JSON integer; ok=false if the value
+// is of the wrong form, null=true for JSON null.
+func (d *decoder) intValue(field string, max uint64) (n uint64, null, ok bool, err error) {
+	switch ch := d.peek(); {
+	case ch == '"':
+		s, _, err := d.str(field)
+		if err != nil {
+			return 0, false, false, err
+		}
+		n, ok = digits(unsafe.Slice(unsafe.StringData(s), len(s)), max)
+		return n, false, ok, nil
+	case ch == '-' || (ch >= '0' && ch <= '9'):
+		num, err := d.number(field)
+		if err != nil {
+			return 0, false, false, err
+		}
+		n, ok = digits(num, max)
+		return n, false, ok, nil
+	case ch == 'n':
+		if d.isNull() {
+			return 0, true, true, nil
+		}
+		return 0, false, false, d.syntax(field)
+	default:
+		if err := d.skip(field, 3); err != nil {
+			return 0, false, false, err
+		}
+		return 0, false, false, nil
+	}
+}
+
+func (d *decoder) timestamp() error {
+	const field = "metadata-list.timestamp"
+	at := d.i
+	n, null, ok, err := d.intValue(field, 1<<63-1)
+	if err != nil {
+		return err
+	}
+	if null {
+		d.c.Timestamp = -1
+		return nil
+	}
+	if !ok {
+		return &DecodeError{Field: field, Reason: "bad_timestamp", Offset: at}
+	}
+	d.c.Timestamp = int64(n)
+	return nil
+}
+
+func (d *decoder) port(field string, dst *uint16) error {
+	at := d.i
+	n, null, ok, err := d.intValue(field, 65535)
+	if err != nil {
+		return err
+	}
+	if null {
+		*dst = 0
+		return nil
+	}
+	if !ok {
+		return &DecodeError{Field: field, Reason: "bad_port", Offset: at}
+	}
+	*dst = uint16(n)
+	return nil
+}
+
+func (d *decoder) headers() error {
+	c := d.c
+	c.Headers = c.Headers[:0]
+	if d.isNull() {
+		return nil
+	}
+	return d.object("header-list", 2, func(name string) error {
+		// Duplicate names: the last wins, as encoding/json into a map.
+		idx := -1
+		for i := range c.Headers {
+			if c.Headers[i].Name == name {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			idx = len(c.Headers)
+			if idx < cap(c.Headers) {
+				c.Headers = c.Headers[:idx+1]
+			} else {
+				c.Headers = append(c.Headers, Header{})
+			}
+			c.Headers[idx].Name = name
+		}
+		h := &c.Headers[idx]
+		h.Values = h.Values[:0]
+		if d.isNull() {
+			return nil
+		}
+		if d.peek() != '[' {
+			if err := d.skip("header-list", 3); err != nil {
+				return err
+			}
+			return d.fail("header-list."+name, "bad_type")
+		}
+		d.i++
+		if d.peek() == ']' {
+			d.i++
+			return nil
+		}
+		for {
+			if d.peek() != '"' {
+				if err := d.skip("header-list", 4); err != nil {
+					return err
+				}
+				return d.fail("header-list."+name, "bad_type")
+			}
+			v, err := d.rawString("header-list")
+			if err != nil {
+				return err
+			}
+			h = &c.Headers[idx] // rawString may not move Headers, but stay safe
+			h.Values = append(h.Values, v)
+			switch d.peek() {
+			case ',':
+				d.i++
+			case ']':
+				d.i++
+				return nil
+			default:
+				return d.syntax("header-list")
+			}
+		}
+	})
+}
+
+func (d *decoder) body() error {
+	c := d.c
+	c.Body = c.Body[:0]
+	if d.isNull() {
+		return nil
+	}
+	if d.peek() != '"' {
+		if err := d.skip("5g-sbi-message", 2); err != nil {
+			return err
+		}
+		return d.fail("5g-sbi-message", "bad_type")
+	}
+	start := d.i + 1
+	end, clean, err := d.scanString("5g-sbi-message")
+	if err != nil {
+		return err
+	}
+	if clean {
+		c.Body = append(c.Body, d.b[start:end]...)
+	} else {
+		c.Body = unescape(c.Body, d.b[start:end])
+	}
+	return nil
+}
+
+// str reads a string value (or null) for a known field.
+func (d *decoder) str(field string) (s string, null bool, err error) {
+	switch d.peek() {
+	case '"':
+		s, err = d.rawString(field)
+		return s, false, err
+	case 'n':
+		if d.isNull() {
+			return "", true, nil
+		}
+		return "", false, d.syntax(field)
+	}
+	if err := d.skip(field, 3); err != nil {
+		return "", false, err
+	}
+	return "", false, d.fail(field, "bad_type")
+}
+
+// rawString reads the string at d.i (which is '"'), aliasing the input when
+// it holds no escapes and only valid UTF-8, else unescaping into scratch.
+func (d *decoder) rawString(field string) (string, error) {
+	start := d.i + 1
+	end, clean, err := d.scanString(field)
+	if err != nil {
+		return "", err
+	}
+	if end == start {
+		return "", nil
+	}
+	if clean {
+		return unsafe.String(&d.b[start], end-start), nil
+	}
+	c := d.c
+	// Growing scratch leaves earlier strings on the old array, still valid.
+	if cap(c.scratch)-len(c.scratch) < end-start {
+		c.scratch = append(make([]byte, 0, 2*cap(c.scratch)+end-start), c.scratch...)
+	}
+	from := len(c.scratch)
+	c.scratch = unescape(c.scratch, d.b[start:end])
+	if len(c.scratch) == from {
+		return "", nil
+	}
+	return unsafe.String(&c.scratch[from], len(c.scratch)-from), nil
+}
+
+// scanString advances past the string at d.i and returns the end offset of
+// its content (the closing quote); clean means no escapes and pure ASCII or
+// valid UTF-8, so the bytes are the value.
+func (d *decoder) scanString(field string) (end int, clean bool, err error) {
+	b := d.b
+	i := d.i + 1
+	clean = true
+	utf := false
+	for i < len(b) {
+		ch := b[i]
+		if ch == '"' {
+			if utf && clean && !utf8.Valid(b[d.i+1:i]) {
+				clean = false
+			}
+			d.i = i + 1
+			return i, clean, nil
+		}
+		if ch < 0x20 {
+			d.i = i
+			return 0, false, d.syntax(field)
+		}
+		if ch == '\\' {
+			clean = false
+			i++
+			if i >= len(b) {
+				break
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+4 >= len(b) {
+					d.i = i
+					return 0, false, d.syntax(field)
+				}
+				for k := 1; k <= 4; k++ {
+					if hexval(b[i+k]) < 0 {
+						d.i = i
+						return 0, false, d.syntax(field)
+					}
+				}
+				i += 5
+			default:
+				d.i = i
+				return 0, false, d.syntax(field)
+			}
+			continue
+		}
+		if ch >= 0x80 {
+			utf = true
+		}
+		i++
+	}
+	d.i = len(b)
+	return 0, false, d.syntax(field)
+}
+
+func hexval(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+func hex4(s []byte) rune {
+	return rune(hexval(s[0])<<12 | hexval(s[1])<<8 | hexval(s[2])<<4 | hexval(s[3]))
+}
+
+// unescape appends the value of already-validated string content s to dst,
+// with encoding/json's rules: invalid UTF-8 and lone surrogates become U+FFFD.
+func unescape(dst, s []byte) []byte {
+	for i := 0; i < len(s); {
+		ch := s[i]
+		switch {
+		case ch == '\\':
+			i++
+			switch s[i] {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				r := hex4(s[i+1:])
+				i += 5
+				if utf16.IsSurrogate(r) {
+					if i+5 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+						r2 := hex4(s[i+2:])
+						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+							dst = utf8.AppendRune(dst, dec)
+							i += 6
+							continue
+						}
+					}
+					r = utf8.RuneError
+				}
+				dst = utf8.AppendRune(dst, r)
+				continue
+			default: // '"', '\\', '/'
+				dst = append(dst, s[i])
+			}
+			i++
+		case ch < utf8.RuneSelf:
+			j := i + 1
+			for j < len(s) && s[j] != '\\' && s[j] < utf8.RuneSelf {
+				j++
+			}
+			dst = append(dst, s[i:j]...)
+			i = j
+		default:
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, s[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return dst
+}
+
+// number validates a JSON number at d.i and returns its bytes.
+func (d *decoder) number(field string) ([]byte, error) {
+	b, start, i := d.b, d.i, d.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		d.i = i
+		return nil, d.syntax(field)
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			d.i = i
+			return nil, d.syntax(field)
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			d.i = i
+			return nil, d.syntax(field)
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	d.i = i
+	return b[start:i], nil
+}
+
+// skip validates and passes over any JSON value; depth is its nesting level.
+func (d *decoder) skip(field string, depth int) error {
+	switch ch := d.peek(); {
+	case ch == '"':
+		_, _, err := d.scanString(field)
+		return err
+	case ch == '{':
+		return d.object(field, depth, func(string) error { return d.skip(field, depth+1) })
+	case ch == '[':
+		if depth > maxDepth {
+			return d.syntax(field)
+		}
+		d.i++
+		if d.peek() == ']' {
+			d.i++
+			return nil
+		}
+		for {
+			if err := d.skip(field, depth+1); err != nil {
+				return err
+			}
+			switch d.peek() {
+			case ',':
+				d.i++
+			case ']':
+				d.i++
+				return nil
+			default:
+				return d.syntax(field)
+			}
+		}
+	case ch == '-' || (ch >= '0' && ch <= '9'):
+		_, err := d.number(field)
+		return err
+	case ch == 't':
+		return d.lit(field, "true")
+	case ch == 'f':
+		return d.lit(field, "false")
+	case ch == 'n':
+		return d.lit(field, "null")
+	}
+	return d.syntax(field)
+}
+
+func (d *decoder) lit(field, word string) error {
+	if len(d.b)-d.i >= len(word) && string(d.b[d.i:d.i+len(word)]) == word {
+		d.i += len(word)
+		return nil
+	}
+	return d.syntax(field)
+}
