@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// sqliteBackend keeps two pools on one WAL file: a single writer connection
+// (SQLite allows one writer anyway; config writes are rare and call-log writes
+// batched) and a few readers that never wait for it.
+type sqliteBackend struct {
+	w *sql.DB
+	r *sql.DB
+}
+
+// sqliteMaxVars is SQLite's default SQLITE_MAX_VARIABLE_NUMBER since 3.32.
+const sqliteMaxVars = 32766
+
+func openSQLite(ctx context.Context, file string) (*sqliteBackend, error) {
+	base := "file:" + (&url.URL{Path: file}).EscapedPath() + "?" + url.Values{"_pragma": {
+		"busy_timeout(10000)",
+		"journal_mode(WAL)",
+		"foreign_keys(1)",
+		"synchronous(NORMAL)",
+	}}.Encode()
+	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", file, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+	// Open the writer first so WAL mode is set before any reader connects.
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", file, err)
+	}
+	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", file, err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	return &sqliteBackend{w: w, r: r}, nil
+}
+
+func (b *sqliteBackend) name() string { return "sqlite" }
+
+func (b *sqliteBackend) begin(ctx context.Context, readOnly bool) (tx, error) {
+	db := b.w
+	if readOnly {
+		db = b.r
+	}
+	t, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &sqliteTx{t: t}, nil
+}
+
+func (b *sqliteBackend) query(ctx context.Context, q string, args ...any) (rows, error) {
+	return b.r.QueryContext(ctx, q, args...)
+}
+
+func (b *sqliteBackend) queryRow(ctx context.Context, q string, args ...any) row {
+	return b.r.QueryRowContext(ctx, q, args...)
+}
+
+func (b *sqliteBackend) ping(ctx context.Context) error {
+	if err := b.w.PingContext(ctx); err != nil {
+		return err
+	}
+	return b.r.PingContext(ctx)
+}
+
+func (b *sqliteBackend) close() error {
+	return errors.Join(b.r.Close(), b.w.Close())
+}
+
+func (b *sqliteBackend) isUniqueViolation(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code()
+	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}
+
+// changes: one SQLite file has one process writing it; that process reloads
+// after its own writes, so there is nothing to listen for.
+func (b *sqliteBackend) changes(ctx context.Context, done <-chan struct{}) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+type sqliteTx struct{ t *sql.Tx }
+
+func (t *sqliteTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := t.t.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t *sqliteTx) query(ctx context.Context, q string, args ...any) (rows, error) {
+	return t.t.QueryContext(ctx, q, args...)
+}
+
+func (t *sqliteTx) queryRow(ctx context.Context, q string, args ...any) row {
+	return t.t.QueryRowContext(ctx, q, args...)
+}
+
+// copyRows uses multi-row INSERTs from one prepared statement: per-row
+// statements cost a VM run each, which dominates bulk imports.
+func (t *sqliteTx) copyRows(ctx context.Context, table string, cols []string, n int, row func(i int) []any) error {
+	if n == 0 {
+		return nil
+	}
+	per := min(sqliteMaxVars/len(cols), 1000)
+	var full *sql.Stmt
+	if n >= per {
+		st, err := t.t.PrepareContext(ctx, multiInsert(table, cols, per))
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		full = st
+	}
+	args := make([]any, 0, per*len(cols))
+	for i := 0; i < n; i += per {
+		k := min(per, n-i)
+		args = args[:0]
+		for j := i; j < i+k; j++ {
+			args = append(args, row(j)...)
+		}
+		var err error
+		if k == per {
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			_, err = t.t.ExecContext(ctx, multiInsert(table, cols, k), args...)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertIDs runs one prepared single-row INSERT ... RETURNING per row: in
+// process that costs microseconds, and it returns ids in order.
+func (t *sqliteTx) insertIDs(ctx context.Context, table string, cols []string, n int, row func(i int) []any) ([]int64, error) {
+	ids := make([]int64, n)
+	if n == 0 {
+		return ids, nil
+	}
+	st, err := t.t.PrepareContext(ctx, multiInsert(table, cols, 1)+" RETURNING id")
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	for i := range n {
+		if err := st.QueryRowContext(ctx, row(i)...).Scan(&ids[i]); err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
+		}
+	}
+	return ids, nil
+}
+
+// lockMigrations: the write transaction began IMMEDIATE and holds the lock.
+func (t *sqliteTx) lockMigrations(context.Context) error { return nil }
+
+func (t *sqliteTx) notifyChange(context.Context) error { return nil }
+
+func (t *sqliteTx) commit(context.Context) error   { return t.t.Commit() }
+func (t *sqliteTx) rollback(context.Context) error { return t.t.Rollback() }
+
+func multiInsert(table string, cols []string, n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO ")
+	b.WriteString(table)
+	b.WriteString(" (")
+	b.WriteString(strings.Join(cols, ", "))
+	b.WriteString(") VALUES ")
+	one := "(" + strings.Repeat("?, ", len(cols)-1) + "?)"
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(one)
+	}
+	return b.String()
+}
