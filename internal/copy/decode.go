@@ -534,6 +534,10 @@ func (d *decoder) scanString(field string) (end int, clean bool, err error) {
 	utf := false
 	for i < len(b) {
 		ch := b[i]
+		if !special[ch] {
+			i++
+			continue
+		}
 		if ch == '"' {
 			if utf && clean && !utf8.Valid(b[d.i+1:i]) {
 				clean = false
@@ -580,6 +584,15 @@ func (d *decoder) scanString(field string) (end int, clean bool, err error) {
 	d.i = len(b)
 	return 0, false, d.syntax(field)
 }
+
+// special marks the bytes a string scan must look at: quote, backslash,
+// control characters and non-ASCII.
+var special = func() (t [256]bool) {
+	for i := range t {
+		t[i] = i < 0x20 || i == '"' || i == '\\' || i >= 0x80
+	}
+	return t
+}()
 
 func hexval(c byte) int {
 	switch {
@@ -638,7 +651,7 @@ func unescape(dst, s []byte) []byte {
 			i++
 		case ch < utf8.RuneSelf:
 			j := i + 1
-			for j < len(s) && s[j] != '\\' && s[j] < utf8.RuneSelf {
+			for j < len(s) && !special[s[j]] {
 				j++
 			}
 			dst = append(dst, s[i:j]...)

@@ -103,7 +103,7 @@ func appendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		ch := s[i]
-		if ch >= 0x20 && ch != '"' && ch != '\\' && ch < utf8.RuneSelf {
+		if !special[ch] {
 			i++
 			continue
 		}
