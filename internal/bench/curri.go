@@ -1,0 +1,321 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// curriConfig is the parsed command line of `bench curri`.
+type curriConfig struct {
+	target      string
+	api         string
+	token       string
+	policy      string
+	serverBin   string
+	allowRemote bool
+
+	shape RuleShape
+
+	conns       int
+	rate        int // calls/s; 0 = max (closed loop)
+	duration    time.Duration
+	warmup      time.Duration
+	reloadEvery time.Duration
+	timeout     time.Duration
+	pool        int
+	seed        uint64
+	jsonFile    string
+}
+
+const curriUsage = `Usage: signalbox bench curri [flags]
+
+Measures the CURRI call-policy server as Cisco Unified CM uses it: HTTP/1.1
+keep-alive connections opened with a HEAD probe, POSTs of XACML requests with
+CUCM's exact headers, numbers drawn to hit and miss every rule kind.
+
+Without -target it starts this signalbox binary (or -server-bin) as a child
+process on free loopback ports (serve -director=false), loads the rule set
+through its API, drives it, reads the server's own CPU and memory from its
+/metrics, and stops it. With -target it drives a running server; with -api
+and -token as well it loads the rule set into -policy first (REPLACING that
+policy's rules and adding list entries) and reads the server's /metrics.
+
+Latency is measured from each call's intended send time in the open-loop
+schedule (-rate N), so a stalled server cannot hide queueing. -rate max runs
+closed loop: every connection sends as fast as it gets answers.
+
+Load goes to loopback only unless -allow-remote. Flags:
+`
+
+func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
+	var c curriConfig
+	fs := flag.NewFlagSet("bench curri", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, curriUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.target, "target", "", "CURRI URL of a running server, e.g. http://127.0.0.1:4080/curri/default (default: start a server)")
+	fs.StringVar(&c.api, "api", "", "with -target: base URL of that server's REST API and /metrics, e.g. http://127.0.0.1:8080, to load rules and read its CPU/RSS")
+	fs.StringVar(&c.token, "token", "", "with -api: admin bearer token of the REST API")
+	fs.StringVar(&c.policy, "policy", "default", "policy to load the rules into (and, without -target, to call)")
+	fs.StringVar(&c.serverBin, "server-bin", "", "signalbox binary to start as the server (default: this executable)")
+	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow a -target/-api that is not on loopback")
+	rules := fs.Int("rules", 1000, "rule count, shaped like the reference test: 80% exact (calling number), 20% regex (called number)")
+	fs.IntVar(&c.shape.Exact, "exact", 0, "exact calling-number rules (any of -exact/-prefix/-pattern/-regex overrides -rules)")
+	fs.IntVar(&c.shape.Prefix, "prefix", 0, "prefix rules on the called number, e.g. prefix:+1600200")
+	fs.IntVar(&c.shape.Pattern, "pattern", 0, "CUCM route-pattern rules on the called number, e.g. pattern:9.1200[2-9]XXXXXX")
+	fs.IntVar(&c.shape.Regex, "regex", 0, `dial-plan regex rules on the called number, e.g. regex:^\+?1?8(00|88|77|66|55|44|33)200\d{4}$`)
+	fs.IntVar(&c.shape.Allow, "allow", 100, "allow-list entries (calling numbers)")
+	fs.IntVar(&c.shape.Block, "block", 100, "block-list entries (calling numbers)")
+	fs.IntVar(&c.conns, "conns", 32, "keep-alive connections, as CUCM nodes hold them")
+	rate := fs.String("rate", "1000", "calls per second on an open-loop schedule, or 'max' for closed loop")
+	fs.DurationVar(&c.duration, "duration", 60*time.Second, "measured window")
+	fs.DurationVar(&c.warmup, "warmup", 5*time.Second, "load before the measured window, excluded from the stats")
+	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap (0 = never)")
+	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "per-call timeout; a call without an answer by then is a transport error")
+	fs.IntVar(&c.pool, "pool", 4096, "distinct pre-rendered requests, cycled")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the number draws")
+	fs.StringVar(&c.jsonFile, "json", "", "also write the report as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("bench curri: unexpected argument %q", fs.Arg(0))
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "exact", "prefix", "pattern", "regex":
+			explicit = true
+		}
+	})
+	if !explicit {
+		if *rules < 0 {
+			return c, fmt.Errorf("bench curri: -rules %d: must be >= 0", *rules)
+		}
+		c.shape.Regex = *rules / 5
+		c.shape.Exact = *rules - c.shape.Regex
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"exact", c.shape.Exact}, {"prefix", c.shape.Prefix}, {"pattern", c.shape.Pattern}, {"regex", c.shape.Regex}, {"allow", c.shape.Allow}, {"block", c.shape.Block}} {
+		if v.n < 0 || v.n > 10_000_000 {
+			return c, fmt.Errorf("bench curri: -%s %d: must be between 0 and 10000000", v.name, v.n)
+		}
+	}
+	if *rate == "max" {
+		c.rate = 0
+	} else {
+		n, err := strconv.Atoi(*rate)
+		if err != nil || n <= 0 || n > 10_000_000 {
+			return c, fmt.Errorf("bench curri: -rate %q: want a number of calls per second (1..10000000) or 'max'", *rate)
+		}
+		c.rate = n
+	}
+	switch {
+	case c.conns < 1 || c.conns > 10000:
+		return c, fmt.Errorf("bench curri: -conns %d: must be between 1 and 10000", c.conns)
+	case c.duration <= 0:
+		return c, fmt.Errorf("bench curri: -duration %v: must be positive", c.duration)
+	case c.warmup < 0:
+		return c, fmt.Errorf("bench curri: -warmup %v: must not be negative", c.warmup)
+	case c.reloadEvery < 0 || (c.reloadEvery > 0 && c.reloadEvery < 500*time.Millisecond):
+		return c, fmt.Errorf("bench curri: -reload-every %v: must be 0 (off) or at least 500ms", c.reloadEvery)
+	case c.timeout <= 0:
+		return c, fmt.Errorf("bench curri: -timeout %v: must be positive", c.timeout)
+	case c.pool < 1 || c.pool > 1_000_000:
+		return c, fmt.Errorf("bench curri: -pool %d: must be between 1 and 1000000", c.pool)
+	case c.policy == "" || strings.ContainsAny(c.policy, "/?#"):
+		return c, fmt.Errorf("bench curri: -policy %q: not a policy id", c.policy)
+	}
+	if c.target == "" {
+		if c.api != "" || c.token != "" {
+			return c, errors.New("bench curri: -api and -token go with -target; without -target the bench starts its own server")
+		}
+	} else {
+		if err := checkURL("-target", c.target, c.allowRemote); err != nil {
+			return c, err
+		}
+		if c.api != "" {
+			if err := checkURL("-api", c.api, c.allowRemote); err != nil {
+				return c, err
+			}
+		}
+		if c.reloadEvery > 0 && c.api == "" {
+			return c, errors.New("bench curri: -reload-every needs -api (and -token) with -target")
+		}
+	}
+	return c, nil
+}
+
+// checkURL accepts an http URL on loopback (or anywhere with allowRemote).
+func checkURL(flagName, raw string, allowRemote bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("bench curri: %s %q: %w", flagName, raw, err)
+	}
+	if u.Scheme != "http" {
+		return fmt.Errorf("bench curri: %s %q: want an http:// URL (https is not supported by the load client)", flagName, raw)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return fmt.Errorf("bench curri: %s %q: no host", flagName, raw)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("bench curri: %s %q: not a loopback address; load goes to loopback only unless -allow-remote", flagName, raw)
+}
+
+// lockedWriter serializes writes from the bench and the child's output.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// RunCURRI runs `signalbox bench curri`: see curriUsage, or -h.
+func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	stderr = &lockedWriter{w: stderr}
+	cfg, err := parseCURRIFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+
+	targetHost, targetPath := "", ""
+	var api *apiClient
+	if cfg.target == "" {
+		fmt.Fprintln(stderr, "bench curri: starting the server")
+		ch, err := startChild(ctx, cfg.serverBin, stderr)
+		if err != nil {
+			return fmt.Errorf("bench curri: %w", err)
+		}
+		defer ch.stop()
+		targetHost, targetPath = ch.curri, "/curri/"+url.PathEscape(cfg.policy)
+		cfg.target = "http://" + targetHost + targetPath
+		api = newAPIClient(ch.api, ch.token, cfg.policy)
+	} else {
+		u, _ := url.Parse(cfg.target)
+		targetHost, targetPath = u.Host, u.EscapedPath()
+		if u.Port() == "" {
+			targetHost = net.JoinHostPort(u.Hostname(), "80")
+		}
+		if u.RawQuery != "" {
+			targetPath += "?" + u.RawQuery
+		}
+		if targetPath == "" {
+			targetPath = "/"
+		}
+		if cfg.api != "" {
+			api = newAPIClient(cfg.api, cfg.token, cfg.policy)
+		}
+	}
+
+	rep := &curriReport{
+		Target:    cfg.target,
+		Conns:     cfg.conns,
+		Rate:      cfg.rate,
+		DurationS: cfg.duration.Seconds(),
+		WarmupS:   cfg.warmup.Seconds(),
+		Pool:      cfg.pool,
+	}
+	rep.Mode = "open-loop"
+	if cfg.rate == 0 {
+		rep.Mode = "closed-loop"
+	}
+	if api != nil {
+		rep.Shape = &cfg.shape
+		fmt.Fprintf(stderr, "bench curri: loading %s\n", cfg.shape)
+		ld, err := loadRuleSet(ctx, api, cfg.shape)
+		if err != nil {
+			return fmt.Errorf("bench curri: load the rule set: %w", err)
+		}
+		rep.Load = ld
+	}
+
+	r := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
+	calls := drawCalls(cfg.shape, cfg.pool, r)
+	pool := make([]pooled, len(calls))
+	for i, c := range calls {
+		pool[i] = pooled{class: c.class, req: renderRequest(targetHost, targetPath, c)}
+	}
+
+	res, err := drive(ctx, driveConfig{
+		addr:        targetHost,
+		head:        renderHead(targetHost, targetPath),
+		pool:        pool,
+		conns:       cfg.conns,
+		rate:        cfg.rate,
+		warmup:      cfg.warmup,
+		duration:    cfg.duration,
+		timeout:     cfg.timeout,
+		reloadEvery: cfg.reloadEvery,
+		shape:       cfg.shape,
+		api:         api,
+		log:         stderr,
+	})
+	if err != nil {
+		return fmt.Errorf("bench curri: %w", err)
+	}
+	rep.fill(res)
+	if err := rep.writeTable(stdout); err != nil {
+		return err
+	}
+	if cfg.jsonFile != "" {
+		if err := rep.writeJSONFile(cfg.jsonFile); err != nil {
+			return fmt.Errorf("bench curri: %w", err)
+		}
+	}
+	return nil
+}
+
+// loadRuleSet adds the list entries, bulk-loads rule set generation 0 and
+// times how long until it answers calls. The lists go first so that once
+// the canary rule is live, everything is.
+func loadRuleSet(ctx context.Context, api *apiClient, shape RuleShape) (*loadResult, error) {
+	t0 := time.Now()
+	if err := api.addEntries(ctx, "block", buildEntries(shape.Block, blockNumber, "bench")); err != nil {
+		return nil, err
+	}
+	if err := api.addEntries(ctx, "allow", buildEntries(shape.Allow, allowNumber, "bench")); err != nil {
+		return nil, err
+	}
+	lists := time.Since(t0)
+	t1 := time.Now()
+	if err := api.replaceRules(ctx, buildRules(shape, 0)); err != nil {
+		return nil, err
+	}
+	put := time.Since(t1)
+	if err := api.waitLive(ctx, 0, 60*time.Second); err != nil {
+		return nil, err
+	}
+	return &loadResult{ListsPostMs: ms(lists), RulesPutMs: ms(put), RulesLiveMs: ms(time.Since(t1)), TotalMs: ms(time.Since(t0))}, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

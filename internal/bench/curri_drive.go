@@ -1,0 +1,416 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Histogram range: 1 µs to 60 s at 3 significant digits.
+const (
+	histMinUs = 1
+	histMaxUs = 60_000_000
+	histSig   = 3
+)
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMinUs, histMaxUs, histSig) }
+
+func recordUs(h *hdrhistogram.Histogram, d time.Duration) {
+	us := d.Microseconds()
+	if us < histMinUs {
+		us = histMinUs
+	}
+	if us > histMaxUs {
+		us = histMaxUs
+	}
+	_ = h.RecordValue(us)
+}
+
+// pooled is one pre-rendered request and the class it was drawn for.
+type pooled struct {
+	class int
+	req   []byte
+}
+
+type driveConfig struct {
+	addr        string
+	head        []byte
+	pool        []pooled
+	conns       int
+	rate        int // 0 = closed loop
+	warmup      time.Duration
+	duration    time.Duration
+	timeout     time.Duration
+	reloadEvery time.Duration
+	shape       RuleShape
+	api         *apiClient // nil: no rule loading, no server stats
+	log         io.Writer
+}
+
+// tally is one connection's counts, merged at the end (no sharing on the
+// hot path).
+type tally struct {
+	hist      *hdrhistogram.Histogram
+	calls     int64 // answered (any status) in the measured window
+	decisions [numDecisions]int64
+	byClass   [numClasses][numDecisions]int64
+	transport int64
+	non200    int64
+	unsent    int64 // open loop: slots never sent because the run hit its hard stop
+	warmup    int64 // calls in the warmup
+	warmupErr int64
+	firstErr  string
+}
+
+func newTally() *tally { return &tally{hist: newHist()} }
+
+func (t *tally) merge(o *tally) {
+	t.hist.Merge(o.hist)
+	t.calls += o.calls
+	for i := range t.decisions {
+		t.decisions[i] += o.decisions[i]
+	}
+	for c := range t.byClass {
+		for d := range t.byClass[c] {
+			t.byClass[c][d] += o.byClass[c][d]
+		}
+	}
+	t.transport += o.transport
+	t.non200 += o.non200
+	t.unsent += o.unsent
+	t.warmup += o.warmup
+	t.warmupErr += o.warmupErr
+	if t.firstErr == "" {
+		t.firstErr = o.firstErr
+	}
+}
+
+// swapWindow collects the calls intended from the start of a rule-set
+// replacement until shortly after it is live.
+type swapWindow struct {
+	start     time.Time
+	mu        sync.Mutex
+	hist      *hdrhistogram.Histogram
+	calls     int64
+	transport int64
+	non200    int64
+	indet     int64
+}
+
+func (w *swapWindow) record(lat time.Duration, resp response, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err != nil:
+		w.transport++
+		return
+	case resp.status != 200:
+		w.non200++
+	case resp.decision == decIndeterminate:
+		w.indet++
+	}
+	w.calls++
+	recordUs(w.hist, lat)
+}
+
+// swapTail is how long after going live a swap window keeps collecting:
+// the old snapshot's garbage and the new one's first use land here.
+const swapTail = 250 * time.Millisecond
+
+type driveResult struct {
+	tally       *tally
+	measured    time.Duration
+	server      *serverResult
+	reloads     []reloadResult
+	serverError string
+}
+
+type serverResult struct {
+	cpuSeconds   float64
+	rssStart     float64
+	rssPeak      float64
+	rssSamples   int
+	scrapeErrors int
+}
+
+// drive opens the connections (each with its HEAD probe), runs warmup plus
+// the measured window, and stops by itself.
+func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
+	conns := make([]*conn, cfg.conns)
+	for i := range conns {
+		conns[i] = newConn(cfg.addr, cfg.head, cfg.timeout)
+		if err := conns[i].connect(); err != nil {
+			for _, c := range conns[:i] {
+				c.close()
+			}
+			return nil, fmt.Errorf("connection %d to %s: %w", i+1, cfg.addr, err)
+		}
+	}
+	defer func() {
+		for _, c := range conns {
+			c.close()
+		}
+	}()
+
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now().Add(20 * time.Millisecond)
+	measureStart := start.Add(cfg.warmup)
+	end := measureStart.Add(cfg.duration)
+	// Past this, an open-loop run that fell behind stops sending: what is
+	// left is reported as unsent rather than stretching the run.
+	hardStop := end.Add(cfg.timeout + time.Second)
+
+	var active atomic.Pointer[swapWindow]
+	var next atomic.Int64
+	tallies := make([]*tally, cfg.conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		tallies[i] = newTally()
+		wg.Add(1)
+		go func(c *conn, t *tally, off int) {
+			defer wg.Done()
+			if cfg.rate > 0 {
+				openLoop(ctx, c, t, cfg, start, measureStart, end, hardStop, &next, &active)
+			} else {
+				closedLoop(ctx, c, t, cfg, off, measureStart, end, &active)
+			}
+		}(conns[i], tallies[i], i*len(cfg.pool)/cfg.conns)
+	}
+
+	res := &driveResult{}
+	var bg sync.WaitGroup
+	if cfg.api != nil {
+		res.server = &serverResult{}
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			sampleServer(ctx, cfg.api, measureStart, end, res.server, &res.serverError)
+		}()
+		if cfg.reloadEvery > 0 {
+			bg.Add(1)
+			go func() {
+				defer bg.Done()
+				res.reloads = reloadLoop(ctx, cfg, start, end, &active)
+			}()
+		}
+	}
+	wg.Wait()
+	res.measured = end.Sub(measureStart)
+	cancel()
+	bg.Wait()
+	if err := parent.Err(); err != nil {
+		return nil, err
+	}
+	total := newTally()
+	for _, t := range tallies {
+		total.merge(t)
+	}
+	res.tally = total
+	return res, nil
+}
+
+// openLoop takes slots from the shared schedule (slot n is due at
+// start + n/rate) and measures each call from its due time, so a server
+// that stalls is charged for the calls that queued behind the stall.
+func openLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, start, measureStart, end, hardStop time.Time,
+	next *atomic.Int64, active *atomic.Pointer[swapWindow]) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	nsPerSlot := 1e9 / float64(cfg.rate)
+	for {
+		n := next.Add(1) - 1
+		due := start.Add(time.Duration(float64(n) * nsPerSlot))
+		if !due.Before(end) {
+			return
+		}
+		now := time.Now()
+		if now.After(hardStop) {
+			if !due.Before(measureStart) {
+				t.unsent++
+			}
+			continue
+		}
+		if d := due.Sub(now); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+		p := &cfg.pool[int(n%int64(len(cfg.pool)))]
+		resp, err := c.do(p.req)
+		done := time.Now()
+		account(t, p.class, due, done, measureStart, resp, err, active)
+		if err != nil && c.c == nil {
+			pause(ctx, 10*time.Millisecond) // do not spin on a dead server
+		}
+	}
+}
+
+// closedLoop sends back to back; each connection walks the pool from its
+// own offset.
+func closedLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, off int, measureStart, end time.Time,
+	active *atomic.Pointer[swapWindow]) {
+	for i := off; ctx.Err() == nil; i++ {
+		sent := time.Now()
+		if !sent.Before(end) {
+			return
+		}
+		p := &cfg.pool[i%len(cfg.pool)]
+		resp, err := c.do(p.req)
+		account(t, p.class, sent, time.Now(), measureStart, resp, err, active)
+		if err != nil && c.c == nil {
+			pause(ctx, 10*time.Millisecond)
+		}
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func account(t *tally, class int, due, done, measureStart time.Time, resp response, err error, active *atomic.Pointer[swapWindow]) {
+	lat := done.Sub(due)
+	if w := active.Load(); w != nil && !due.Before(w.start) {
+		w.record(lat, resp, err)
+	}
+	if due.Before(measureStart) {
+		t.warmup++
+		if err != nil || resp.status != 200 {
+			t.warmupErr++
+		}
+		return
+	}
+	if err != nil {
+		t.transport++
+		if t.firstErr == "" {
+			t.firstErr = err.Error()
+		}
+		return
+	}
+	t.calls++
+	recordUs(t.hist, lat)
+	if resp.status != 200 {
+		t.non200++
+		if t.firstErr == "" {
+			t.firstErr = fmt.Sprintf("HTTP status %d", resp.status)
+		}
+		return
+	}
+	t.decisions[resp.decision]++
+	t.byClass[class][resp.decision]++
+}
+
+// sampleServer reads the server's CPU at the edges of the measured window
+// and its RSS every second.
+func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Time, out *serverResult, errOut *string) {
+	scrape := func() (procStats, bool) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		ps, err := api.scrapeProc(sctx)
+		if err != nil {
+			out.scrapeErrors++
+			if *errOut == "" {
+				*errOut = err.Error()
+			}
+			return ps, false
+		}
+		return ps, true
+	}
+	waitUntil := func(t time.Time) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Until(t)):
+			return true
+		}
+	}
+	if !waitUntil(measureStart) {
+		return
+	}
+	first, ok := scrape()
+	if !ok {
+		return
+	}
+	out.rssStart, out.rssPeak, out.rssSamples = first.rssBytes, first.rssBytes, 1
+	for t := measureStart.Add(time.Second); t.Before(end); t = t.Add(time.Second) {
+		if !waitUntil(t) {
+			return
+		}
+		if ps, ok := scrape(); ok {
+			out.rssPeak = max(out.rssPeak, ps.rssBytes)
+			out.rssSamples++
+		}
+	}
+	// The end scrape is due at the end of the window even if the load
+	// goroutines have been cancelled by then.
+	select {
+	case <-time.After(time.Until(end)):
+	case <-ctx.Done():
+	}
+	if last, ok := scrape(); ok {
+		out.cpuSeconds = last.cpuSeconds - first.cpuSeconds
+		out.rssPeak = max(out.rssPeak, last.rssBytes)
+		out.rssSamples++
+	}
+}
+
+// reloadLoop replaces the whole rule set every cfg.reloadEvery and times
+// each swap, collecting the calls of the swap window.
+func reloadLoop(ctx context.Context, cfg driveConfig, start, end time.Time, active *atomic.Pointer[swapWindow]) []reloadResult {
+	var out []reloadResult
+	for gen := 1; ; gen++ {
+		at := start.Add(time.Duration(gen) * cfg.reloadEvery)
+		if !at.Before(end) {
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(time.Until(at)):
+		}
+		rules := buildRules(cfg.shape, gen)
+		w := &swapWindow{start: time.Now(), hist: newHist()}
+		active.Store(w)
+		rr := reloadResult{Generation: gen, AtS: w.start.Sub(start).Seconds()}
+		err := cfg.api.replaceRules(ctx, rules)
+		rr.PutMs = ms(time.Since(w.start))
+		if err == nil {
+			err = cfg.api.waitLive(ctx, gen, 30*time.Second)
+		}
+		rr.LiveMs = ms(time.Since(w.start))
+		if err != nil {
+			rr.Error = err.Error()
+			fmt.Fprintf(cfg.log, "bench curri: reload %d: %v\n", gen, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(swapTail):
+		}
+		active.Store(nil)
+		w.mu.Lock()
+		rr.Calls = w.calls
+		rr.TransportErrors = w.transport
+		rr.Non200 = w.non200
+		rr.Indeterminate = w.indet
+		if w.calls > 0 {
+			rr.P99Us = w.hist.ValueAtQuantile(99)
+			rr.MaxUs = w.hist.Max()
+		}
+		w.mu.Unlock()
+		out = append(out, rr)
+	}
+}

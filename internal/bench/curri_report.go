@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+// curriReport is the outcome of a run, printed as a table and written as
+// JSON with -json.
+type curriReport struct {
+	Target    string      `json:"target"`
+	Mode      string      `json:"mode"` // open-loop | closed-loop
+	Rate      int         `json:"rate"` // target calls/s; 0 with closed loop
+	Conns     int         `json:"conns"`
+	DurationS float64     `json:"duration_s"`
+	WarmupS   float64     `json:"warmup_s"`
+	Pool      int         `json:"pool"`
+	Shape     *RuleShape  `json:"rule_set,omitempty"` // nil when no rules were loaded
+	Load      *loadResult `json:"load,omitempty"`
+
+	Calls       int64            `json:"calls"`
+	CallsPerSec float64          `json:"calls_per_s"`
+	Latency     latencyReport    `json:"latency_us"`
+	Decisions   map[string]int64 `json:"decisions"`
+	// ByClass: decisions by the rule kind the request was drawn to hit.
+	ByClass         map[string]map[string]int64 `json:"decisions_by_class"`
+	TransportErrors int64                       `json:"transport_errors"`
+	Non200          int64                       `json:"non_200"`
+	Indeterminate   int64                       `json:"indeterminate"`
+	Unsent          int64                       `json:"unsent"`
+	WarmupCalls     int64                       `json:"warmup_calls"`
+	WarmupErrors    int64                       `json:"warmup_errors"`
+	FirstError      string                      `json:"first_error,omitempty"`
+
+	Server    *serverReport  `json:"server,omitempty"`
+	Reloads   []reloadResult `json:"reloads,omitempty"`
+	Reference referenceFigs  `json:"reference"`
+}
+
+type loadResult struct {
+	ListsPostMs float64 `json:"lists_post_ms"`
+	RulesPutMs  float64 `json:"rules_put_ms"`
+	RulesLiveMs float64 `json:"rules_live_ms"` // from the PUT until the rules answer calls
+	TotalMs     float64 `json:"total_ms"`
+}
+
+type latencyReport struct {
+	P50  int64   `json:"p50"`
+	P90  int64   `json:"p90"`
+	P95  int64   `json:"p95"`
+	P99  int64   `json:"p99"`
+	P999 int64   `json:"p99_9"`
+	Max  int64   `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+type serverReport struct {
+	CPUSeconds         float64 `json:"cpu_seconds"`
+	CoresUsed          float64 `json:"cores_used"`
+	CallsPerCoreSecond float64 `json:"calls_per_core_s"`
+	RSSStartBytes      float64 `json:"rss_start_bytes"`
+	RSSPeakBytes       float64 `json:"rss_peak_bytes"`
+	RSSSamples         int     `json:"rss_samples"`
+	ScrapeError        string  `json:"scrape_error,omitempty"`
+}
+
+type reloadResult struct {
+	Generation      int     `json:"generation"`
+	AtS             float64 `json:"at_s"` // since the start of the run (warmup included)
+	PutMs           float64 `json:"put_ms"`
+	LiveMs          float64 `json:"live_ms"`
+	Calls           int64   `json:"calls"` // calls due from the PUT until 250 ms after live
+	P99Us           int64   `json:"p99_us"`
+	MaxUs           int64   `json:"max_us"`
+	TransportErrors int64   `json:"transport_errors"`
+	Non200          int64   `json:"non_200"`
+	Indeterminate   int64   `json:"indeterminate"`
+	Error           string  `json:"error,omitempty"`
+}
+
+// referenceFigs are the reference appliance's published numbers
+// (Call Telemetry sizing page; see reference/curri.md §4.4).
+type referenceFigs struct {
+	CallsPerVCPU        float64 `json:"calls_per_vcpu_s"`
+	P95MsRange          string  `json:"p95_ms"`
+	RuleSetCallsPerCore float64 `json:"rule_set_calls_per_core_s"`
+	RuleSetP95Ms        float64 `json:"rule_set_p95_ms"`
+	RuleSet             string  `json:"rule_set"`
+}
+
+var reference = referenceFigs{
+	CallsPerVCPU:        100,
+	P95MsRange:          "4-12",
+	RuleSetCallsPerCore: 58,
+	RuleSetP95Ms:        17,
+	RuleSet:             "1,000 rules (800 exact + 200 regex)",
+}
+
+func (r *curriReport) fill(res *driveResult) {
+	t := res.tally
+	r.Calls = t.calls
+	if res.measured > 0 {
+		r.CallsPerSec = float64(t.calls) / res.measured.Seconds()
+	}
+	h := t.hist
+	if h.TotalCount() > 0 {
+		r.Latency = latencyReport{
+			P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90), P95: h.ValueAtQuantile(95),
+			P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max(), Mean: h.Mean(),
+		}
+	}
+	r.Decisions = map[string]int64{}
+	for d, n := range t.decisions {
+		if n > 0 {
+			r.Decisions[decisionNames[d]] = n
+		}
+	}
+	r.ByClass = map[string]map[string]int64{}
+	for c := range t.byClass {
+		for d, n := range t.byClass[c] {
+			if n == 0 {
+				continue
+			}
+			if r.ByClass[classNames[c]] == nil {
+				r.ByClass[classNames[c]] = map[string]int64{}
+			}
+			r.ByClass[classNames[c]][decisionNames[d]] = n
+		}
+	}
+	r.TransportErrors, r.Non200, r.Unsent = t.transport, t.non200, t.unsent
+	r.Indeterminate = t.decisions[decIndeterminate]
+	r.WarmupCalls, r.WarmupErrors, r.FirstError = t.warmup, t.warmupErr, t.firstErr
+	if s := res.server; s != nil {
+		sr := &serverReport{CPUSeconds: s.cpuSeconds, RSSStartBytes: s.rssStart, RSSPeakBytes: s.rssPeak,
+			RSSSamples: s.rssSamples, ScrapeError: res.serverError}
+		if res.measured > 0 {
+			sr.CoresUsed = s.cpuSeconds / res.measured.Seconds()
+		}
+		if s.cpuSeconds > 0 {
+			sr.CallsPerCoreSecond = float64(t.calls) / s.cpuSeconds
+		}
+		r.Server = sr
+	}
+	r.Reloads = res.reloads
+	r.Reference = reference
+}
+
+func msOf(us int64) string { return fmt.Sprintf("%.3f ms", float64(us)/1000) }
+
+func (r *curriReport) writeTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := func(k, f string, a ...any) { fmt.Fprintf(tw, "%s\t"+f+"\n", append([]any{k}, a...)...) }
+	p("target", "%s", r.Target)
+	if r.Shape != nil {
+		p("rule set", "%s", r.Shape)
+	} else {
+		p("rule set", "as found on the server (no -api: nothing loaded)")
+	}
+	if r.Load != nil {
+		p("loaded", "rules live %.1f ms after the PUT (PUT %.1f ms; lists %.1f ms; total %.1f ms)",
+			r.Load.RulesLiveMs, r.Load.RulesPutMs, r.Load.ListsPostMs, r.Load.TotalMs)
+	}
+	if r.Rate > 0 {
+		p("load", "open loop at %d calls/s over %d keep-alive conns; %gs measured after %gs warmup", r.Rate, r.Conns, r.DurationS, r.WarmupS)
+	} else {
+		p("load", "closed loop (max) over %d keep-alive conns; %gs measured after %gs warmup", r.Conns, r.DurationS, r.WarmupS)
+	}
+	p("calls", "%d answered, %.1f calls/s", r.Calls, r.CallsPerSec)
+	l := r.Latency
+	p("latency", "p50 %s  p90 %s  p95 %s  p99 %s  p99.9 %s  max %s  (mean %.3f ms; from intended send time)",
+		msOf(l.P50), msOf(l.P90), msOf(l.P95), msOf(l.P99), msOf(l.P999), msOf(l.Max), l.Mean/1000)
+	p("decisions", "%s", joinCounts(r.Decisions, decisionNames[:]))
+	for _, c := range classNames {
+		if m := r.ByClass[c]; m != nil {
+			p("  "+c, "%s", joinCounts(m, decisionNames[:]))
+		}
+	}
+	p("errors", "transport %d  non-200 %d  Indeterminate %d  unsent %d  (warmup: %d calls, %d errors)",
+		r.TransportErrors, r.Non200, r.Indeterminate, r.Unsent, r.WarmupCalls, r.WarmupErrors)
+	if r.FirstError != "" {
+		p("first error", "%s", r.FirstError)
+	}
+	if s := r.Server; s != nil {
+		p("server", "CPU %.2f s (%.2f cores) -> %.0f calls/s per core; RSS %.1f MB at start, peak %.1f MB (%d samples)",
+			s.CPUSeconds, s.CoresUsed, s.CallsPerCoreSecond, s.RSSStartBytes/1e6, s.RSSPeakBytes/1e6, s.RSSSamples)
+		if s.ScrapeError != "" {
+			p("", "metrics: %s", s.ScrapeError)
+		}
+	} else {
+		p("server", "not measured (no -api)")
+	}
+	for _, rr := range r.Reloads {
+		line := fmt.Sprintf("at %.1fs: PUT %.1f ms, live %.1f ms; swap window %d calls, p99 %s, max %s, errors %d, non-200 %d, Indeterminate %d",
+			rr.AtS, rr.PutMs, rr.LiveMs, rr.Calls, msOf(rr.P99Us), msOf(rr.MaxUs), rr.TransportErrors, rr.Non200, rr.Indeterminate)
+		if rr.Error != "" {
+			line += "; " + rr.Error
+		}
+		p(fmt.Sprintf("reload %d", rr.Generation), "%s", line)
+	}
+	ref := r.Reference
+	p("reference", "Call Telemetry: ~%.0f calls/s per vCPU at P95 %s ms; %.0f calls/s per core with %s at P95 %.0f ms",
+		ref.CallsPerVCPU, ref.P95MsRange, ref.RuleSetCallsPerCore, ref.RuleSet, ref.RuleSetP95Ms)
+	return tw.Flush()
+}
+
+func joinCounts(m map[string]int64, order []string) string {
+	var parts []string
+	for _, k := range order {
+		if n, ok := m[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "  ")
+}
+
+func (r *curriReport) writeJSONFile(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write -json %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,308 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// child is a signalbox server the bench started as its own process, so that
+// the server's CPU and memory are its own and not the load generator's.
+type child struct {
+	cmd     *exec.Cmd
+	dataDir string
+	done    chan error
+	api     string // http://127.0.0.1:port
+	curri   string // 127.0.0.1:port
+	token   string
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startChild runs `bin serve` on free loopback ports with a random admin
+// token and waits until /readyz answers 200.
+func startChild(ctx context.Context, bin string, logOut io.Writer) (*child, error) {
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the signalbox binary: %w (use -server-bin)", err)
+		}
+		bin = exe
+	}
+	httpPort, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("pick a port: %w", err)
+	}
+	curriPort, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("pick a port: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "signalbox-bench-*")
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	c := &child{
+		dataDir: dir,
+		done:    make(chan error, 1),
+		api:     "http://127.0.0.1:" + strconv.Itoa(httpPort),
+		curri:   "127.0.0.1:" + strconv.Itoa(curriPort),
+		token:   hex.EncodeToString(tok[:]),
+	}
+	c.cmd = exec.Command(bin, "serve",
+		"-data-dir", dir,
+		"-http-addr", "127.0.0.1:"+strconv.Itoa(httpPort),
+		"-curri-addr", c.curri,
+		"-director=false",
+		"-admin-token", c.token,
+		"-log-level", "warn")
+	c.cmd.Stdout = logOut
+	c.cmd.Stderr = logOut
+	if err := c.cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() { c.done <- c.cmd.Wait() }()
+
+	deadline := time.Now().Add(60 * time.Second)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.api+"/readyz", nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return c, nil
+			}
+		}
+		select {
+		case err := <-c.done:
+			c.done <- err
+			c.stop()
+			return nil, fmt.Errorf("server %s exited before it was ready: %v", bin, err)
+		case <-ctx.Done():
+			c.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			c.stop()
+			return nil, fmt.Errorf("server %s not ready within 60s (last: %v)", bin, err)
+		}
+	}
+}
+
+// stop asks the server to shut down (SIGTERM), kills it if it has not
+// exited within 10s, and removes its data directory.
+func (c *child) stop() {
+	if c.cmd.Process != nil {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	}
+	_ = os.RemoveAll(c.dataDir)
+}
+
+// apiClient talks to the REST API to load rules and to the /metrics page.
+type apiClient struct {
+	base   string // http://host:port
+	token  string
+	policy string
+	hc     *http.Client
+}
+
+func newAPIClient(base, token, policy string) *apiClient {
+	return &apiClient{base: strings.TrimRight(base, "/"), token: token, policy: policy,
+		hc: &http.Client{Timeout: 60 * time.Second}}
+}
+
+func (a *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return &apiStatusError{method: method, path: path, status: resp.StatusCode, body: strings.TrimSpace(string(b))}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: decode reply: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+type apiStatusError struct {
+	method, path string
+	status       int
+	body         string
+}
+
+func (e *apiStatusError) Error() string {
+	return fmt.Sprintf("%s %s: status %d: %s", e.method, e.path, e.status, clip([]byte(e.body)))
+}
+
+func (a *apiClient) policyPath() string { return "/api/v1/policies/" + url.PathEscape(a.policy) }
+
+// replaceRules is the bulk load: the whole rule set in one PUT.
+func (a *apiClient) replaceRules(ctx context.Context, rules []ruleJSON) error {
+	return a.do(ctx, http.MethodPut, a.policyPath()+"/rules", rules, nil)
+}
+
+func (a *apiClient) addEntries(ctx context.Context, list string, entries []entryJSON) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	return a.do(ctx, http.MethodPost, a.policyPath()+"/lists/"+list+"/entries", entries, nil)
+}
+
+// evaluate dry-runs a call and returns the decision ("permit", "deny", ...).
+// A 503 (policy not compiled yet) is reported as "" without error.
+func (a *apiClient) evaluate(ctx context.Context, calling, called string) (string, error) {
+	var out struct {
+		Decision struct {
+			Action struct {
+				Decision string `json:"decision"`
+			} `json:"action"`
+		} `json:"decision"`
+	}
+	err := a.do(ctx, http.MethodPost, a.policyPath()+"/evaluate", map[string]string{"calling": calling, "called": called}, &out)
+	var se *apiStatusError
+	if errors.As(err, &se) && se.status == http.StatusServiceUnavailable {
+		return "", nil
+	}
+	return out.Decision.Action.Decision, err
+}
+
+// waitLive polls the dry run until the canary of generation gen is denied,
+// i.e. until that rule set is the live one.
+func (a *apiClient) waitLive(ctx context.Context, gen int, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		d, err := a.evaluate(ctx, canaryNumber(gen), "50000")
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("rule set %d not live within %v: %w", gen, limit, err)
+			}
+			return fmt.Errorf("check rule set %d is live: %w", gen, err)
+		}
+		if d == "deny" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rule set %d not live within %v (canary %s decided %q)", gen, limit, canaryNumber(gen), d)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// procStats is the server's process collector as seen on /metrics.
+type procStats struct {
+	cpuSeconds float64
+	rssBytes   float64
+}
+
+// scrapeProc reads process_cpu_seconds_total and
+// process_resident_memory_bytes from a Prometheus text page.
+func (a *apiClient) scrapeProc(ctx context.Context) (procStats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/metrics", nil)
+	if err != nil {
+		return procStats{}, err
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return procStats{}, fmt.Errorf("GET /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return procStats{}, fmt.Errorf("GET /metrics: status %d", resp.StatusCode)
+	}
+	return parseProcMetrics(resp.Body)
+}
+
+func parseProcMetrics(r io.Reader) (procStats, error) {
+	var ps procStats
+	var gotCPU, gotRSS bool
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// "name value [timestamp]"; HELP/TYPE comments and labelled
+		// series have other first fields.
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "process_cpu_seconds_total":
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err == nil {
+				ps.cpuSeconds, gotCPU = v, true
+			}
+		case "process_resident_memory_bytes":
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err == nil {
+				ps.rssBytes, gotRSS = v, true
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return ps, fmt.Errorf("read /metrics: %w", err)
+	}
+	if !gotCPU || !gotRSS {
+		return ps, errors.New("/metrics has no process_cpu_seconds_total or process_resident_memory_bytes (no process collector?)")
+	}
+	return ps, nil
+}
