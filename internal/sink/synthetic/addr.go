@@ -1,0 +1,188 @@
+package synthetic
+
+import (
+	"net/netip"
+
+	"github.com/signalbox/signalbox/internal/copy"
+)
+
+// Who is client and who is server. A copy is one HTTP/2 message on one hop;
+// the HTTP/2 client is the side that sent the request on that hop:
+//
+//	REQUEST_INGRESS   consumer → copying NF      client = consumer,   server = NF
+//	RESPONSE_EGRESS   copying NF → consumer      client = consumer,   server = NF
+//	REQUEST_EGRESS    copying NF → producer      client = NF,         server = producer
+//	RESPONSE_INGRESS  producer → copying NF      client = NF,         server = producer
+//
+// (An NF copying at its own gateways is the producer of what it receives, so
+// the table holds for SCP, SEPP and NRF alike.) When the copying NF is not
+// identified (no nf-fqdn / nf-instance-id), the producer stands in for it on
+// the server side and the consumer on the client side. A copy of unknown
+// direction is a response when it carries :status, else a request; it is
+// treated as an ingress copy.
+//
+// Requests travel client→server, responses server→client. Each side's address
+// is taken, in order of preference, from:
+//  1. the copy's metadata: source-ip/source-port is the sender of this
+//     message (client for a request, server for a response),
+//     destination-ip/destination-port the receiver;
+//  2. the first Mapping whose NFInstanceID or NFFQDN (case-insensitive)
+//     matches the side's NF; the mapping's port is used when the NF is the
+//     server (a zero port means the default);
+//  3. the NF's FQDN itself when it is an IP address (or ip:port), as NFs
+//     often write (producer-fqdn "10.251.74.72");
+//  4. a stable default: 10.x.y.z from a hash of the NF's FQDN (or instance
+//     id).
+//
+// Default ports: the server listens on 443 when the scheme is https, else
+// 8080; the client uses a stable ephemeral port (32768–60999) derived from
+// both NF identities, so each client/server pair is one TCP flow.
+type nfIdent struct{ fqdn, id, role string }
+
+func (e *Encoder) endpoints(c *copy.Copy, ci copyInfo) (client, server netip.AddrPort) {
+	nf := nfIdent{c.NFFQDN, c.NFInstanceID, "nf"}
+	cons := nfIdent{c.ConsumerFQDN, c.ConsumerID, "consumer"}
+	prod := nfIdent{c.ProducerFQDN, c.ProducerID, "producer"}
+	nfKnown := nf.fqdn != "" || nf.id != ""
+
+	var cl, sv nfIdent
+	egress := c.Direction == copy.RequestEgress || c.Direction == copy.ResponseIngress
+	switch {
+	case egress && nfKnown:
+		cl, sv = nf, prod
+	case egress:
+		cl, sv = cons, prod
+	case nfKnown:
+		cl, sv = cons, nf
+	default:
+		cl, sv = cons, prod
+	}
+
+	// Metadata: the sender of this message is source-*.
+	cMetaIP, cMetaPort := c.SourceIP, c.SourcePort
+	sMetaIP, sMetaPort := c.DestIP, c.DestPort
+	if !ci.request {
+		cMetaIP, cMetaPort, sMetaIP, sMetaPort = sMetaIP, sMetaPort, cMetaIP, cMetaPort
+	}
+
+	sPort := uint16(8080)
+	if ci.https {
+		sPort = 443
+	}
+	cPort := uint16(32768 + (hashString(hashString(fnvOffset, cl.key()), sv.key()) % 28232))
+
+	server = e.resolve(sv, sMetaIP, sMetaPort, sPort, true)
+	client = e.resolve(cl, cMetaIP, cMetaPort, cPort, false)
+	// One flow has one address family: lift a lone IPv4 side into IPv6.
+	if client.Addr().Is4() != server.Addr().Is4() {
+		client = to6(client)
+		server = to6(server)
+	}
+	return client, server
+}
+
+func to6(ap netip.AddrPort) netip.AddrPort {
+	if ap.Addr().Is4() {
+		return netip.AddrPortFrom(netip.AddrFrom16(ap.Addr().As16()), ap.Port())
+	}
+	return ap
+}
+
+func (n nfIdent) key() string {
+	switch {
+	case n.fqdn != "":
+		return n.fqdn
+	case n.id != "":
+		return n.id
+	}
+	return n.role
+}
+
+func (e *Encoder) resolve(n nfIdent, metaIP string, metaPort, defPort uint16, isServer bool) netip.AddrPort {
+	port := defPort
+	if maybeIP(metaIP) {
+		if a, err := netip.ParseAddr(metaIP); err == nil {
+			if metaPort != 0 {
+				port = metaPort
+			}
+			return netip.AddrPortFrom(a.Unmap(), port)
+		}
+	}
+	if ap, ok := e.lookup(n); ok {
+		if isServer && ap.Port() != 0 {
+			port = ap.Port()
+		}
+		return netip.AddrPortFrom(ap.Addr().Unmap(), port)
+	}
+	if maybeIP(n.fqdn) {
+		if a, err := netip.ParseAddr(n.fqdn); err == nil {
+			return netip.AddrPortFrom(a.Unmap(), port)
+		}
+		if ap, err := netip.ParseAddrPort(n.fqdn); err == nil {
+			if isServer && ap.Port() != 0 {
+				port = ap.Port()
+			}
+			return netip.AddrPortFrom(ap.Addr().Unmap(), port)
+		}
+	}
+	h := hashString(fnvOffset, n.key())
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(h >> 16), byte(h >> 8), byte(1 + h%254)}), port)
+}
+
+func (e *Encoder) lookup(n nfIdent) (netip.AddrPort, bool) {
+	if n.id != "" {
+		if ap, ok := e.byID[n.id]; ok {
+			return ap, true
+		}
+	}
+	if n.fqdn != "" && len(e.byFQDN) > 0 {
+		if ap, ok := e.byFQDN[n.fqdn]; ok {
+			return ap, true
+		}
+		if hasUpper(n.fqdn) {
+			ap, ok := e.byFQDN[asciiLower(n.fqdn)]
+			return ap, ok
+		}
+	}
+	return netip.AddrPort{}, false
+}
+
+// maybeIP screens out FQDNs cheaply: netip's parse errors allocate, and this
+// runs for every copy.
+func maybeIP(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == ':' {
+			return true
+		} else if c != '.' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// hashString is FNV-1a, continued from h.
+func hashString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+func hashAddrPort(h uint64, ap netip.AddrPort) uint64 {
+	b := ap.Addr().As16()
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= fnvPrime
+	}
+	h ^= uint64(ap.Port())
+	return h * fnvPrime
+}

@@ -1,0 +1,339 @@
+package synthetic
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/signalbox/signalbox/internal/copy"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+const baseTS = 1678705695995010066
+
+func h(name string, values ...string) copy.Header { return copy.Header{Name: name, Values: values} }
+
+// request and response build a transaction's copies the way an SCP writes them.
+func request(i int, dir copy.Direction, body []byte) *copy.Copy {
+	c := &copy.Copy{
+		Version:       "1.0.0",
+		CorrelationID: fmt.Sprintf("ff561bdb-%04d", i),
+		ProducerFQDN:  "udm1.5gc.mnc030.mcc234.3gppnetwork.org",
+		ConsumerFQDN:  "ausf1.5gc.mnc030.mcc234.3gppnetwork.org",
+		Timestamp:     baseTS + int64(i)*1000,
+		Direction:     dir,
+		NFType:        "SCP",
+		NFFQDN:        "scp901xwp.5gc.mnc030.mcc234.3gppnetwork.org",
+		NFInstanceID:  "c7c359b2-0000-4000-8000-000000000001",
+		Headers: []copy.Header{
+			h("host", "10.251.11.99:8000"),
+			h("x-http2-scheme", "http"),
+			h("content-type", "application/json"),
+			h("user-agent", "AUSF-auth"),
+			h("content-length", strconv.Itoa(len(body))),
+			h("x-http2-stream-id", strconv.Itoa(2*i+3)),
+			h(":scheme", "http"),
+			h(":authority", "10.251.11.99:8000"),
+			h(":path", fmt.Sprintf("/nudm-ueau/v1/suci-0-234-30-0-0-0-%010d/security-information/generate-auth-data", i)),
+			h(":method", "POST"),
+		},
+		Body: body,
+	}
+	return c
+}
+
+func response(req *copy.Copy, dir copy.Direction, status string, body []byte) *copy.Copy {
+	c := *req
+	c.Direction = dir
+	c.Timestamp = req.Timestamp + 500_000
+	c.Headers = []copy.Header{
+		h("content-type", "application/json"),
+		h("x-http2-stream-id", headerValue(req, "x-http2-stream-id")),
+		h(":status", status),
+		h("date", "Mon, 13 Mar 2023 11:08:15 GMT"),
+	}
+	c.Body = body
+	// The response's sender is the request's receiver.
+	c.SourceIP, c.DestIP, c.SourcePort, c.DestPort = req.DestIP, req.SourceIP, req.DestPort, req.SourcePort
+	return &c
+}
+
+func jsonBody(n int) []byte {
+	b := []byte(`{"servingNetworkName":"5G:mnc030.mcc234.3gppnetwork.org","pad":"`)
+	for len(b) < n-2 {
+		b = append(b, byte('a'+len(b)%26))
+	}
+	return append(b, `"}`...)
+}
+
+// sampleCopies covers the cases the encoder distinguishes.
+func sampleCopies() []*copy.Copy {
+	req := request(1, copy.RequestIngress, jsonBody(300))
+	get := request(2, copy.RequestEgress, nil)
+	get.Headers[9] = h(":method", "GET")
+	upper := request(3, copy.RequestIngress, jsonBody(50))
+	upper.Headers = append(upper.Headers, h("Connection", "keep-alive"), h("X-Custom", "a", "b"))
+	v6 := request(4, copy.RequestIngress, jsonBody(20))
+	v6.SourceIP, v6.SourcePort, v6.DestIP, v6.DestPort = "2001:db8::1", 40000, "2001:db8::2", 443
+	noStream := request(5, copy.RequestEgress, jsonBody(10))
+	noStream.Headers = noStream.Headers[:5]
+	noStream.Headers = append(noStream.Headers, h(":method", "PUT"), h(":path", "/x"), h(":scheme", "https"))
+	return []*copy.Copy{
+		req,
+		response(req, copy.ResponseEgress, "200", jsonBody(200)),
+		get,
+		response(get, copy.ResponseIngress, "204", nil),
+		upper,
+		v6,
+		response(v6, copy.ResponseEgress, "503", []byte(`{"cause":"NF_CONGESTION"}`)),
+		noStream,
+		response(noStream, copy.ResponseIngress, "201", jsonBody(40)),
+	}
+}
+
+func encodeAll(opts EncoderOptions, copies []*copy.Copy) []byte {
+	e := NewEncoder(opts)
+	b := e.AppendHeader(nil)
+	for _, c := range copies {
+		b = e.AppendCopy(b, c)
+	}
+	return b
+}
+
+func TestGolden(t *testing.T) {
+	got := encodeAll(EncoderOptions{}, sampleCopies())
+	path := filepath.Join("testdata", "sample.pcap")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("encoding differs from %s (%d vs %d bytes); run with -update if intended", path, len(got), len(want))
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	big := request(10, copy.RequestIngress, jsonBody(150_000)) // several DATA frames and TCP segments
+	hugeHdr := request(11, copy.RequestIngress, jsonBody(10))
+	hugeHdr.Headers = append(hugeHdr.Headers, h("x-big", strings.Repeat("v", 40_000))) // CONTINUATION
+	hugeV6 := request(12, copy.RequestIngress, jsonBody(70_000))
+	hugeV6.SourceIP, hugeV6.DestIP = "2001:db8::a", "2001:db8::b"
+	noCorr := request(13, copy.RequestIngress, jsonBody(10))
+	noCorr.CorrelationID = ""
+	noCorr.Headers = noCorr.Headers[:5]
+	noCorr.Headers = append(noCorr.Headers, h(":method", "POST"), h(":path", "/y"))
+	noCorr2 := *noCorr
+	noCorr2.Timestamp++
+	tests := []struct {
+		name   string
+		copies []*copy.Copy
+	}{
+		{"sample", sampleCopies()},
+		{"large body", []*copy.Copy{big, response(big, copy.ResponseEgress, "200", jsonBody(100_000))}},
+		{"large header block", []*copy.Copy{hugeHdr}},
+		{"large ipv6", []*copy.Copy{hugeV6, response(hugeV6, copy.ResponseEgress, "200", nil)}},
+		{"no correlation id", []*copy.Copy{noCorr, &noCorr2}},
+		{"repeated flow", append(sampleCopies(), sampleCopies()...)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs, err := decodeStream(encodeAll(EncoderOptions{}, tt.copies))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkMessages(t, tt.copies, msgs)
+		})
+	}
+}
+
+func TestStreamIDs(t *testing.T) {
+	c := sampleCopies()
+	msgs, err := decodeStream(encodeAll(EncoderOptions{}, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The copy without x-http2-stream-id and its response share a stable id
+	// derived from the correlation id.
+	if msgs[7].streamID != msgs[8].streamID {
+		t.Errorf("request stream %d, response stream %d", msgs[7].streamID, msgs[8].streamID)
+	}
+	if msgs[7].streamID != uint32(hashString(fnvOffset, c[7].CorrelationID)&0x3fffffff)*2+1 {
+		t.Errorf("stream id %d not derived from correlation id", msgs[7].streamID)
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	mappings := []Mapping{
+		{NFFQDN: "SCP901XWP.5gc.mnc030.mcc234.3gppnetwork.org", Addr: ap("192.0.2.10:9443")},
+		{NFInstanceID: "udm-instance-1", Addr: ap("192.0.2.20:8443")},
+		{NFFQDN: "ausf1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: ap("192.0.2.30:1234")},
+		{NFFQDN: "v6.example", Addr: ap("[2001:db8::30]:7777")},
+	}
+	base := func(dir copy.Direction) *copy.Copy {
+		c := request(1, dir, nil)
+		if !dir.IsRequest() {
+			c = response(c, dir, "200", nil)
+		}
+		return c
+	}
+	tests := []struct {
+		name           string
+		copy           func() *copy.Copy
+		client, server string // "" port means: check only the IP
+	}{
+		{"request ingress: consumer -> NF (mapped)", func() *copy.Copy { return base(copy.RequestIngress) },
+			"192.0.2.30", "192.0.2.10:9443"},
+		{"response egress: NF -> consumer", func() *copy.Copy { return base(copy.ResponseEgress) },
+			"192.0.2.30", "192.0.2.10:9443"},
+		{"request egress: NF -> producer (by instance id)", func() *copy.Copy {
+			c := base(copy.RequestEgress)
+			c.ProducerID = "udm-instance-1"
+			return c
+		}, "192.0.2.10", "192.0.2.20:8443"},
+		{"response ingress: producer fqdn is an IP", func() *copy.Copy {
+			c := base(copy.ResponseIngress)
+			c.ProducerFQDN = "10.251.74.72"
+			return c
+		}, "192.0.2.10", "10.251.74.72:8080"},
+		{"metadata wins, request", func() *copy.Copy {
+			c := base(copy.RequestIngress)
+			c.SourceIP, c.SourcePort, c.DestIP, c.DestPort = "198.51.100.1", 50000, "198.51.100.2", 8443
+			return c
+		}, "198.51.100.1:50000", "198.51.100.2:8443"},
+		{"metadata wins, response: source is the server", func() *copy.Copy {
+			c := base(copy.ResponseEgress)
+			c.SourceIP, c.SourcePort, c.DestIP, c.DestPort = "198.51.100.2", 8443, "198.51.100.1", 50000
+			return c
+		}, "198.51.100.1:50000", "198.51.100.2:8443"},
+		{"https default port, hashed default address", func() *copy.Copy {
+			c := base(copy.RequestEgress)
+			c.NFFQDN, c.NFInstanceID = "", ""
+			c.ConsumerFQDN = "unmapped-consumer"
+			c.ProducerFQDN = "unmapped-producer"
+			c.Headers[6] = h(":scheme", "https")
+			return c
+		}, "10.", "10.*:443"},
+		{"mixed families lift IPv4 into IPv6", func() *copy.Copy {
+			c := base(copy.RequestIngress)
+			c.NFFQDN = "v6.example"
+			return c
+		}, "::ffff:192.0.2.30", "[2001:db8::30]:7777"},
+	}
+	e := NewEncoder(EncoderOptions{Mappings: mappings})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.copy()
+			client, server := e.endpoints(c, scanHeaders(c))
+			if !matchAddr(client, tt.client) || !matchAddr(server, tt.server) {
+				t.Errorf("client %v server %v, want %s %s", client, server, tt.client, tt.server)
+			}
+			if !strings.Contains(tt.client, ":") || strings.Contains(tt.client, "::") {
+				if p := client.Port(); p < 32768 || p > 60999 {
+					t.Errorf("client port %d not ephemeral", p)
+				}
+			}
+			// Stable: the same copy maps to the same flow.
+			c2, s2 := e.endpoints(c, scanHeaders(c))
+			if c2 != client || s2 != server {
+				t.Errorf("unstable endpoints")
+			}
+		})
+	}
+}
+
+// matchAddr matches "ip:port", "[ip6]:port", a bare IP, an IP prefix ("10.")
+// or "10.*:port".
+func matchAddr(got netip.AddrPort, want string) bool {
+	if ap, err := netip.ParseAddrPort(want); err == nil {
+		return got == ap
+	}
+	if a, err := netip.ParseAddr(want); err == nil {
+		return got.Addr() == a
+	}
+	if pfx, port, ok := strings.Cut(want, "*:"); ok {
+		return strings.HasPrefix(got.Addr().String(), pfx) && strconv.Itoa(int(got.Port())) == port
+	}
+	return strings.HasPrefix(got.Addr().String(), want)
+}
+
+func TestResetResendsSetup(t *testing.T) {
+	e := NewEncoder(EncoderOptions{})
+	c := sampleCopies()[0]
+	first := e.AppendCopy(nil, c)
+	again := e.AppendCopy(nil, c)
+	e.Reset()
+	afterReset := e.AppendCopy(nil, c)
+	if len(first) <= len(again) || len(afterReset) != len(first) {
+		t.Fatalf("set-up records: first %d, again %d, after reset %d bytes", len(first), len(again), len(afterReset))
+	}
+}
+
+func TestFlowTableBounded(t *testing.T) {
+	e := NewEncoder(EncoderOptions{MaxFlows: 4})
+	for i := 0; i < 20; i++ {
+		c := request(i, copy.RequestIngress, nil)
+		c.SourceIP, c.SourcePort = "192.0.2.1", uint16(30000+i)
+		e.AppendCopy(nil, c)
+		if len(e.flows) > 4 {
+			t.Fatalf("flow table grew to %d", len(e.flows))
+		}
+	}
+}
+
+func BenchmarkAppendCopy(b *testing.B) {
+	e := NewEncoder(EncoderOptions{})
+	c := request(1, copy.RequestIngress, jsonBody(3000))
+	buf := e.AppendCopy(nil, c)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(c.Body)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf = e.AppendCopy(buf[:0], c)
+	}
+}
+
+func FuzzAppendCopy(f *testing.F) {
+	f.Add("POST", "/nudm-ueau/v1/x", "200", "content-type", "application/json", []byte(`{"a":1}`), uint8(1), "", "", "3")
+	f.Add("GET", "/", "", "X-Up", "v", []byte{}, uint8(0), "2001:db8::1", "10.0.0.1", "")
+	f.Add("", "", "500", "te", "gzip", make([]byte, 20000), uint8(4), "bad-ip", "", "99999999999")
+	f.Fuzz(func(t *testing.T, method, path, status, hname, hval string, body []byte, dir uint8, src, dst, sid string) {
+		c := &copy.Copy{
+			CorrelationID: path,
+			Direction:     copy.Direction(dir % 6),
+			SourceIP:      src,
+			DestIP:        dst,
+			NFFQDN:        hname,
+			Body:          body,
+			Timestamp:     int64(len(body)) * 1e9,
+		}
+		if method != "" {
+			c.Headers = append(c.Headers, h(":method", method), h(":path", path))
+		}
+		if status != "" {
+			c.Headers = append(c.Headers, h(":status", status))
+		}
+		c.Headers = append(c.Headers, h(hname, hval), h("x-http2-stream-id", sid))
+		e := NewEncoder(EncoderOptions{})
+		data := e.AppendCopy(e.AppendHeader(nil), c)
+		msgs, err := decodeStream(data)
+		if err != nil {
+			t.Fatalf("own output does not decode: %v", err)
+		}
+		if len(msgs) != 1 || !bytes.Equal(msgs[0].body, body) {
+			t.Fatalf("decoded %d messages", len(msgs))
+		}
+	})
+}

@@ -1,0 +1,278 @@
+package synthetic
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/copy"
+)
+
+// Config configures a Sink.
+type Config struct {
+	Endpoint     string      // host:port of the consumer
+	TLS          *tls.Config // nil = plain TCP
+	Mappings     []Mapping
+	DialTimeout  time.Duration // default 5s
+	WriteTimeout time.Duration // per batch write; default 10s
+	BackoffMin   time.Duration // first reconnect delay; default 100ms
+	BackoffMax   time.Duration // cap of the exponential backoff; default 10s
+	Logger       *slog.Logger  // default slog.Default()
+}
+
+// Sink streams copies as synthetic pcap to one TCP or TLS consumer.
+//
+// Guarantee: Send returns nil once the batch has been written to the
+// connection (handed to the kernel / TLS). The stream is write-only, so a
+// batch written just before the consumer drops the connection can still be
+// lost; a reader goroutine notices the peer's close, so the next Send
+// reconnects instead of writing into a dead socket.
+type Sink struct {
+	cfg    Config
+	log    *slog.Logger
+	dialer net.Dialer
+
+	mu       sync.Mutex // serialises Send and Close
+	enc      *Encoder
+	buf      []byte
+	conn     net.Conn
+	dead     chan struct{} // closed when the connection's reader sees EOF/error
+	failures int           // consecutive failures, drives the backoff
+	nextDial time.Time
+	attempts uint64
+	closed   bool
+
+	connected atomic.Bool
+	retries   atomic.Uint64
+	lastErr   atomic.Pointer[string]
+}
+
+// maxKeptBuf bounds the batch buffer kept between Sends; one exceptional
+// batch must not pin its memory forever.
+const maxKeptBuf = 32 << 20
+
+// New validates cfg and returns a Sink; it connects lazily on the first Send.
+func New(cfg Config) (*Sink, error) {
+	if cfg.Endpoint == "" {
+		return nil, errors.New("synthetic: endpoint: required (host:port)")
+	}
+	host, port, err := net.SplitHostPort(cfg.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("synthetic: endpoint %q: %w", cfg.Endpoint, err)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return nil, fmt.Errorf("synthetic: endpoint %q: invalid port %q", cfg.Endpoint, port)
+	}
+	for i, m := range cfg.Mappings {
+		if !m.Addr.Addr().IsValid() {
+			return nil, fmt.Errorf("synthetic: mappings[%d]: invalid address", i)
+		}
+		if m.NFFQDN == "" && m.NFInstanceID == "" {
+			return nil, fmt.Errorf("synthetic: mappings[%d]: needs an NF FQDN or NF instance id", i)
+		}
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = 100 * time.Millisecond
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 10 * time.Second
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		return nil, fmt.Errorf("synthetic: backoff max %v below backoff min %v", cfg.BackoffMax, cfg.BackoffMin)
+	}
+	if cfg.TLS != nil {
+		cfg.TLS = cfg.TLS.Clone()
+		if cfg.TLS.ServerName == "" && !cfg.TLS.InsecureSkipVerify {
+			cfg.TLS.ServerName = host
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Sink{
+		cfg:    cfg,
+		log:    log.With("sink", "synthetic", "endpoint", cfg.Endpoint),
+		dialer: net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
+		enc:    NewEncoder(EncoderOptions{Mappings: cfg.Mappings}),
+	}, nil
+}
+
+var errClosed = errors.New("synthetic: sink closed")
+
+// Send encodes the whole batch into one buffer and writes it with one Write
+// call, connecting first if needed (on a new connection the pcap global
+// header is written again and flows restart). On failure the connection is
+// closed and the error returned; the caller sends the batch again. Send does
+// not retain batch.
+func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	if s.conn != nil {
+		select {
+		case <-s.dead:
+			s.dropConn()
+			s.log.Warn("synthetic sink connection closed by peer")
+		default:
+		}
+	}
+	fresh := false
+	if s.conn == nil {
+		if err := s.connect(ctx); err != nil {
+			return err
+		}
+		fresh = true
+	}
+	b := s.buf[:0]
+	if fresh {
+		s.enc.Reset()
+		b = s.enc.AppendHeader(b)
+	}
+	for _, c := range batch {
+		b = s.enc.AppendCopy(b, c)
+	}
+	if cap(b) <= maxKeptBuf {
+		s.buf = b
+	} else {
+		s.buf = nil
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(s.cfg.WriteTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn := s.conn
+	_ = conn.SetWriteDeadline(deadline)
+	// A cancelled ctx interrupts a write blocked on a slow consumer.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
+	_, err := conn.Write(b)
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
+		err = fmt.Errorf("synthetic: write %d bytes to %s: %w", len(b), s.cfg.Endpoint, err)
+		s.recordFailure(err)
+		s.dropConn()
+		return err
+	}
+	s.failures = 0
+	return nil
+}
+
+// connect waits out any backoff, then dials. Called with s.mu held.
+func (s *Sink) connect(ctx context.Context) error {
+	if wait := time.Until(s.nextDial); s.failures > 0 && wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("synthetic: waiting to reconnect to %s: %w", s.cfg.Endpoint, ctx.Err())
+		case <-t.C:
+		}
+	}
+	s.attempts++
+	if s.attempts > 1 {
+		s.retries.Add(1)
+	}
+	var conn net.Conn
+	var err error
+	if s.cfg.TLS != nil {
+		d := tls.Dialer{NetDialer: &s.dialer, Config: s.cfg.TLS}
+		conn, err = d.DialContext(ctx, "tcp", s.cfg.Endpoint)
+	} else {
+		conn, err = s.dialer.DialContext(ctx, "tcp", s.cfg.Endpoint)
+	}
+	if err != nil {
+		err = fmt.Errorf("synthetic: connect %s: %w", s.cfg.Endpoint, err)
+		s.recordFailure(err)
+		s.log.Warn("synthetic sink connect failed", "error", err, "retry_in", time.Until(s.nextDial).Round(time.Millisecond))
+		return err
+	}
+	dead := make(chan struct{})
+	// The consumer never sends; reading only detects its close early.
+	go func() {
+		_, _ = io.Copy(io.Discard, conn)
+		// Safe: a new connection is only made after dropConn has
+		// waited for dead.
+		s.connected.Store(false)
+		close(dead)
+	}()
+	s.conn, s.dead = conn, dead
+	s.connected.Store(true)
+	s.log.Info("synthetic sink connected", "tls", s.cfg.TLS != nil)
+	return nil
+}
+
+func (s *Sink) recordFailure(err error) {
+	s.failures++
+	s.nextDial = time.Now().Add(s.backoff(s.failures))
+	msg := err.Error()
+	s.lastErr.Store(&msg)
+}
+
+// backoff is exponential from BackoffMin, capped at BackoffMax, with jitter
+// over its upper half so that many sinks do not reconnect in step.
+func (s *Sink) backoff(n int) time.Duration {
+	d := s.cfg.BackoffMin
+	for i := 1; i < n && d < s.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.BackoffMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+// dropConn closes the connection and waits for its reader. Called with s.mu held.
+func (s *Sink) dropConn() {
+	if s.conn == nil {
+		return
+	}
+	_ = s.conn.Close()
+	<-s.dead
+	s.conn, s.dead = nil, nil
+	s.connected.Store(false)
+}
+
+// Close closes the connection; Send fails afterwards.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.dropConn()
+	return nil
+}
+
+// Connected reports whether a connection is currently open.
+func (s *Sink) Connected() bool { return s.connected.Load() }
+
+// Retries counts connection attempts after the first one (reconnects and
+// retried dials).
+func (s *Sink) Retries() uint64 { return s.retries.Load() }
+
+// LastError is the most recent connect or write error ("" if none).
+func (s *Sink) LastError() string {
+	if p := s.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
