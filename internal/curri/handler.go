@@ -1,0 +1,412 @@
+package curri
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/signalbox/signalbox/internal/callpolicy"
+)
+
+// Decider turns a call into a decision for a named policy. ok=false means the
+// policy does not exist. It runs on the request path and must not block.
+type Decider interface {
+	Decide(policy string, call *callpolicy.Call, now time.Time) (d callpolicy.Decision, ok bool)
+}
+
+// Event describes one answered CURRI request.
+type Event struct {
+	Policy        string
+	Call          callpolicy.Call
+	Decision      callpolicy.Decision
+	Indeterminate bool   // the reply was Indeterminate (Err says why)
+	Err           string // empty unless Indeterminate
+	Start         time.Time
+	Latency       time.Duration // from handler entry to the response flushed
+	Client        string        // remote address, host:port
+}
+
+// HandlerConfig configures NewHandler.
+type HandlerConfig struct {
+	Decider Decider // required
+	// OnDecision, if set, is called after the response has been written and
+	// flushed, so slow logging never delays CUCM. The Event is reused for
+	// later requests once OnDecision returns: copy what you keep.
+	OnDecision func(*Event)
+	// OnHead, if set, is called for each HEAD keepalive (policy "default"
+	// for /curri), e.g. to show when CUCM was last seen per policy.
+	OnHead     func(policy string)
+	Registerer prometheus.Registerer // default: a private registry
+	Logger     *slog.Logger          // default: slog.Default()
+	MaxBody    int64                 // request body limit in bytes; default 64 KiB
+}
+
+// Handler serves CURRI: POST /curri (policy "default") and POST
+// /curri/{policy}; HEAD on the same paths is CUCM's keepalive.
+type Handler struct {
+	decider    Decider
+	onDecision func(*Event)
+	onHead     func(string)
+	log        *slog.Logger
+	maxBody    int64
+
+	pool sync.Pool // *reqState
+
+	requests *prometheus.CounterVec
+	duration prometheus.Histogram
+	errs     map[string]prometheus.Counter // fixed set of reasons, read-only
+
+	mu      sync.RWMutex
+	known   map[string]*policyCounters // policies the Decider has recognised
+	unknown *policyCounters
+
+	logMu      sync.Mutex
+	lastLogged map[string]time.Time // unknown policy name -> last warning
+	overflowAt time.Time
+
+	// Header values, shared read-only by every response.
+	hdrContentType, hdrKeepAlive, hdrConnection, hdrClose, hdrAllow []string
+}
+
+type policyCounters struct{ permit, deny, divert, indeterminate prometheus.Counter }
+
+// reqState is the per-request scratch, pooled.
+type reqState struct {
+	body []byte
+	out  []byte
+	ev   Event
+}
+
+const (
+	defaultMaxBody = 64 << 10
+	// maxKnownPolicies caps the per-policy counter cache and maxLoggedNames
+	// the unknown-policy log memory; both keep memory bounded whatever
+	// paths clients send.
+	maxKnownPolicies = 4096
+	maxLoggedNames   = 256
+	unknownLabel     = "_unknown"
+	reasonUnknown    = "unknown_policy"
+	reasonRead       = "read_error"
+	maxPolicyName    = 128
+)
+
+// NewHandler builds a Handler and registers its metrics.
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	if cfg.Decider == nil {
+		return nil, errors.New("curri: HandlerConfig.Decider is required")
+	}
+	if cfg.MaxBody < 0 {
+		return nil, fmt.Errorf("curri: MaxBody %d is negative", cfg.MaxBody)
+	}
+	h := &Handler{
+		decider:        cfg.Decider,
+		onDecision:     cfg.OnDecision,
+		onHead:         cfg.OnHead,
+		log:            cfg.Logger,
+		maxBody:        cfg.MaxBody,
+		known:          make(map[string]*policyCounters),
+		lastLogged:     make(map[string]time.Time),
+		errs:           make(map[string]prometheus.Counter),
+		hdrContentType: []string{"text/xml; charset=utf-8"},
+		hdrKeepAlive:   []string{"timeout=" + strconv.Itoa(int(IdleTimeout/time.Second))},
+		hdrConnection:  []string{"Keep-Alive"},
+		hdrClose:       []string{"close"},
+		hdrAllow:       []string{"POST, HEAD"},
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.maxBody == 0 {
+		h.maxBody = defaultMaxBody
+	}
+	reg := cfg.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	h.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "signalbox_curri_requests_total",
+		Help: "CURRI routing requests answered, by policy (unknown names as _unknown) and decision.",
+	}, []string{"policy", "decision"})
+	h.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "signalbox_curri_request_duration_seconds",
+		Help:    "Time from reading a CURRI request body to the response flushed.",
+		Buckets: []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3},
+	})
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "signalbox_curri_errors_total",
+		Help: "CURRI requests answered Indeterminate, by reason.",
+	}, []string{"reason"})
+	for _, c := range []prometheus.Collector{h.requests, h.duration, errs} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("curri: register metrics: %w", err)
+		}
+	}
+	for _, r := range []string{ReasonDoctype, ReasonTooLarge, ReasonMalformed, ReasonNotXACML, ReasonMissingAttribute,
+		ReasonBadEncoding, ReasonSlowBody, ReasonEmpty, reasonUnknown, reasonRead} {
+		h.errs[r] = errs.WithLabelValues(r)
+	}
+	h.unknown = h.newCounters(unknownLabel)
+	h.pool.New = func() any { return &reqState{body: make([]byte, 0, 4096), out: make([]byte, 0, 2048)} }
+	return h, nil
+}
+
+func (h *Handler) newCounters(policy string) *policyCounters {
+	return &policyCounters{
+		permit:        h.requests.WithLabelValues(policy, callpolicy.Permit),
+		deny:          h.requests.WithLabelValues(policy, callpolicy.Deny),
+		divert:        h.requests.WithLabelValues(policy, callpolicy.Divert),
+		indeterminate: h.requests.WithLabelValues(policy, "indeterminate"),
+	}
+}
+
+// counters returns the counters of a policy the Decider recognised.
+func (h *Handler) counters(policy string) *policyCounters {
+	h.mu.RLock()
+	c := h.known[policy]
+	h.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	c = h.newCounters(policy)
+	h.mu.Lock()
+	if len(h.known) < maxKnownPolicies {
+		h.known[strings.Clone(policy)] = c
+	}
+	h.mu.Unlock()
+	return c
+}
+
+// countersIfKnown labels a request whose policy was never asked about (the
+// body was bad): its name if the Decider has recognised it before, else
+// _unknown, so paths cannot grow the label set.
+func (h *Handler) countersIfKnown(policy string) *policyCounters {
+	h.mu.RLock()
+	c := h.known[policy]
+	h.mu.RUnlock()
+	if c == nil {
+		return h.unknown
+	}
+	return c
+}
+
+// policyFromPath maps /curri to "default" and /curri/{policy} to policy.
+func policyFromPath(p string) (string, bool) {
+	const prefix = "/curri"
+	if !strings.HasPrefix(p, prefix) {
+		return "", false
+	}
+	rest := p[len(prefix):]
+	if rest == "" {
+		return callpolicy.DefaultPolicyID, true
+	}
+	if rest[0] != '/' || len(rest) == 1 || strings.IndexByte(rest[1:], '/') >= 0 {
+		return "", false
+	}
+	return rest[1:], true
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	policy, ok := policyFromPath(r.URL.Path)
+	if !ok {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodHead:
+		// CUCM's keepalive: answer at once, no body.
+		hd := w.Header()
+		hd["Keep-Alive"] = h.hdrKeepAlive
+		w.WriteHeader(http.StatusOK)
+		if h.onHead != nil {
+			h.onHead(policy)
+		}
+		return
+	default:
+		w.Header()["Allow"] = h.hdrAllow
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+
+	st := h.pool.Get().(*reqState)
+	ev := &st.ev
+	*ev = Event{Policy: policy, Start: start, Client: r.RemoteAddr}
+	var counters *policyCounters
+	var decodeErr error
+	var decisionLabel string
+
+	body, reason, err := h.readBody(r, st)
+	if err == nil {
+		err = Decode(body, &ev.Call)
+		if de, ok := err.(*DecodeError); ok {
+			reason = de.Reason
+		}
+	}
+	switch {
+	case err != nil:
+		decodeErr = err
+		counters = h.countersIfKnown(policy)
+		st.out = AppendError(st.out[:0], err)
+	default:
+		dec, known := h.decider.Decide(policy, &ev.Call, start)
+		if !known {
+			reason = reasonUnknown
+			decodeErr = errUnknownPolicy
+			counters = h.unknown
+			st.out = appendIndeterminate(st.out[:0], statusProcessingError, "unknown policy")
+			break
+		}
+		ev.Decision = dec
+		counters = h.counters(policy)
+		if !encodable(&dec.Action) {
+			reason = "" // a policy engine bug, not a request error: counted as indeterminate only
+			decodeErr = errUnencodable
+		}
+		st.out = AppendResponse(st.out[:0], &dec.Action)
+		decisionLabel = dec.Action.Decision
+	}
+
+	hd := w.Header()
+	hd["Content-Type"] = h.hdrContentType
+	hd["Content-Length"] = []string{strconv.Itoa(len(st.out))}
+	hd["Keep-Alive"] = h.hdrKeepAlive
+	if reason == ReasonTooLarge || reason == ReasonSlowBody || reason == reasonRead {
+		hd["Connection"] = h.hdrClose // the rest of the body was not read
+	} else {
+		hd["Connection"] = h.hdrConnection
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(st.out)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	ev.Latency = time.Since(start)
+	h.duration.Observe(ev.Latency.Seconds())
+
+	if decodeErr != nil {
+		ev.Indeterminate = true
+		ev.Err = decodeErr.Error()
+		counters.indeterminate.Inc()
+		if c := h.errs[reason]; c != nil {
+			c.Inc()
+		}
+	} else {
+		switch decisionLabel {
+		case callpolicy.Permit:
+			counters.permit.Inc()
+		case callpolicy.Deny:
+			counters.deny.Inc()
+		case callpolicy.Divert:
+			counters.divert.Inc()
+		}
+	}
+	if reason == reasonUnknown {
+		h.logUnknown(policy, r.RemoteAddr, start)
+	}
+	if h.onDecision != nil {
+		h.onDecision(ev)
+	}
+	*ev = Event{}
+	if cap(st.body) <= 4*defaultMaxBody {
+		h.pool.Put(st)
+	}
+}
+
+var (
+	errUnknownPolicy = errors.New("unknown policy")
+	errUnencodable   = errors.New("decision cannot be expressed in CIXML (divert without destination or unknown decision)")
+)
+
+// encodable mirrors AppendResponse's Indeterminate fallbacks.
+func encodable(a *callpolicy.Action) bool {
+	switch a.Decision {
+	case callpolicy.Permit, callpolicy.Deny:
+		return true
+	case callpolicy.Divert:
+		return a.Destination != ""
+	}
+	return false
+}
+
+// readBody reads the request body into st.body, at most maxBody bytes. On
+// failure it returns the error reason and a *DecodeError.
+func (h *Handler) readBody(r *http.Request, st *reqState) ([]byte, string, error) {
+	if r.ContentLength > h.maxBody {
+		return nil, ReasonTooLarge, &DecodeError{Reason: ReasonTooLarge, Msg: "Content-Length " + strconv.FormatInt(r.ContentLength, 10) + " over the limit of " + strconv.FormatInt(h.maxBody, 10) + " bytes"}
+	}
+	buf := st.body[:0]
+	if want := int(r.ContentLength) + 1; want > cap(buf) {
+		buf = make([]byte, 0, want)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > h.maxBody {
+			st.body = buf[:0]
+			return nil, ReasonTooLarge, &DecodeError{Reason: ReasonTooLarge, Msg: "body over the limit of " + strconv.FormatInt(h.maxBody, 10) + " bytes"}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			st.body = buf[:0]
+			var ne net.Error
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+				return nil, ReasonSlowBody, &DecodeError{Reason: ReasonSlowBody, Msg: "body not received in time: " + err.Error()}
+			}
+			return nil, reasonRead, fmt.Errorf("read body: %w", err)
+		}
+	}
+	st.body = buf
+	return buf, "", nil
+}
+
+// logUnknown warns about an unknown policy at most once a minute per name,
+// remembering at most maxLoggedNames names.
+func (h *Handler) logUnknown(policy, client string, now time.Time) {
+	if len(policy) > maxPolicyName {
+		policy = policy[:maxPolicyName] + "…"
+	}
+	h.logMu.Lock()
+	last, seen := h.lastLogged[policy]
+	if seen && now.Sub(last) < time.Minute {
+		h.logMu.Unlock()
+		return
+	}
+	if !seen && len(h.lastLogged) >= maxLoggedNames {
+		for name, t := range h.lastLogged {
+			if now.Sub(t) >= time.Minute {
+				delete(h.lastLogged, name)
+			}
+		}
+	}
+	if !seen && len(h.lastLogged) >= maxLoggedNames {
+		// Too many distinct names this minute: one summary line instead.
+		if now.Sub(h.overflowAt) < time.Minute {
+			h.logMu.Unlock()
+			return
+		}
+		h.overflowAt = now
+		h.logMu.Unlock()
+		h.log.Warn("curri requests for many unknown policies; further names suppressed for a minute",
+			"policy", policy, "client", client)
+		return
+	}
+	h.lastLogged[strings.Clone(policy)] = now
+	h.logMu.Unlock()
+	h.log.Warn("curri request for unknown policy answered Indeterminate", "policy", policy, "client", client)
+}
