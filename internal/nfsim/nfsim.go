@@ -1,0 +1,618 @@
+// Package nfsim simulates 5G network functions (SCP, NRF, SEPP, ...) copying
+// realistic SBI traffic into Kafka or to an HTTP/2 ingest, paced at a target
+// rate. Every copy carries x-signalbox-seq so a probe can count losses and
+// duplicates, and its metadata timestamp is the send time so end-to-end
+// latency is measurable.
+package nfsim
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// DefaultMix is the seed benchmark's traffic mix (16K SCP, 5K NRF, 9K SEPP).
+func DefaultMix() map[string]float64 {
+	return map[string]float64{"SCP": 16000, "NRF": 5000, "SEPP": 9000}
+}
+
+// Config is one simulator run.
+type Config struct {
+	Brokers  []string           // Kafka bootstrap brokers
+	Ingest   string             // URL of an HTTP/2 ingest (alternative to Kafka)
+	Rate     float64            // total copies per second; 0 = as fast as possible
+	Mix      map[string]float64 // NF type → weight (proportions); nil = DefaultMix
+	Size     int                // every record padded to exactly this many bytes (0 = 3000)
+	Duration time.Duration      // stop after this long (0 = no limit)
+	Count    int64              // stop after this many copies in total (0 = no limit)
+	Topics   map[string]string  // NF type → topic; missing = the NF type's name
+	RunID    string             // prefix of x-signalbox-seq; "" = random
+	Progress time.Duration      // progress line interval (0 = 5s)
+
+	SASLMechanism string // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; "" = none
+	SASLUser      string
+	SASLPassword  string
+	TLS           bool
+	TLSCAFile     string
+	TLSInsecure   bool
+}
+
+// RegisterFlags registers the simulator's flags on fs, writing into c.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Func("brokers", "Kafka bootstrap brokers, comma-separated", func(s string) error {
+		c.Brokers = splitList(s)
+		return nil
+	})
+	fs.StringVar(&c.Ingest, "ingest", c.Ingest, "URL of an HTTP/2 ingest (h2c for http://), instead of Kafka")
+	fs.Float64Var(&c.Rate, "rate", c.Rate, "total copies per second (0 = as fast as possible)")
+	fs.Func("mix", "NF mix as TYPE=weight,... (default SCP=16000,NRF=5000,SEPP=9000)", func(s string) error {
+		m, err := ParseMix(s)
+		c.Mix = m
+		return err
+	})
+	fs.IntVar(&c.Size, "size", c.Size, "record size in bytes (padded; 0 = 3000)")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "run for this long (0 = until -count or interrupted)")
+	fs.Int64Var(&c.Count, "count", c.Count, "total copies to send (0 = no limit)")
+	fs.Func("topics", "NF type to topic as TYPE=topic,... (default: the NF type)", func(s string) error {
+		m, err := ParseMap(s)
+		c.Topics = m
+		return err
+	})
+	fs.StringVar(&c.RunID, "run-id", c.RunID, "run id in x-signalbox-seq (default random)")
+	fs.StringVar(&c.SASLMechanism, "sasl-mechanism", c.SASLMechanism, "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+	fs.StringVar(&c.SASLUser, "sasl-user", c.SASLUser, "Kafka SASL user")
+	fs.StringVar(&c.SASLPassword, "sasl-password", c.SASLPassword, "Kafka SASL password")
+	fs.BoolVar(&c.TLS, "tls", c.TLS, "use TLS to Kafka (and for https:// ingest)")
+	fs.StringVar(&c.TLSCAFile, "tls-ca", c.TLSCAFile, "CA file (PEM) to verify the server")
+	fs.BoolVar(&c.TLSInsecure, "tls-insecure", c.TLSInsecure, "skip server certificate verification")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ParseMix parses "SCP=16000,NRF=5000" into weights; weights must be > 0.
+func ParseMix(s string) (map[string]float64, error) {
+	m := map[string]float64{}
+	for _, p := range splitList(s) {
+		k, v, ok := strings.Cut(p, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("mix %q: want TYPE=weight", p)
+		}
+		w, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("mix %q: weight must be a positive number", p)
+		}
+		m[k] = w
+	}
+	if len(m) == 0 {
+		return nil, errors.New("mix: empty")
+	}
+	return m, nil
+}
+
+// ParseMap parses "A=x,B=y".
+func ParseMap(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, p := range splitList(s) {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || strings.TrimSpace(k) == "" || strings.TrimSpace(v) == "" {
+			return nil, fmt.Errorf("%q: want KEY=value", p)
+		}
+		m[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return m, nil
+}
+
+// Stats is what a run did.
+type Stats struct {
+	RunID    string
+	Sent     map[string]int64 // per NF type, acknowledged by Kafka / the ingest
+	Errors   int64            // copies not delivered
+	Oversize int64            // records that came out larger than Size
+	Elapsed  time.Duration
+	Rate     float64 // achieved copies per second
+	FirstErr string
+}
+
+// Total is the number of copies delivered.
+func (s Stats) Total() int64 {
+	var n int64
+	for _, v := range s.Sent {
+		n += v
+	}
+	return n
+}
+
+// nfState is one NF type's generator and counters.
+type nfState struct {
+	name  string
+	topic string
+	rate  float64 // copies per second
+	quota int64   // copies to send in total (0 = unlimited)
+	gen   *gen
+	made  int64        // generated
+	sent  atomic.Int64 // acknowledged
+}
+
+// Quotas splits count over the mix by the largest-remainder method, so the
+// per-NF counts are exact and sum to count.
+func Quotas(mix map[string]float64, count int64) map[string]int64 {
+	names := sortedKeys(mix)
+	var sum float64
+	for _, n := range names {
+		sum += mix[n]
+	}
+	out := map[string]int64{}
+	type rem struct {
+		name string
+		frac float64
+	}
+	var rems []rem
+	var given int64
+	for _, n := range names {
+		exact := float64(count) * mix[n] / sum
+		q := int64(exact)
+		out[n] = q
+		given += q
+		rems = append(rems, rem{n, exact - float64(q)})
+	}
+	sort.SliceStable(rems, func(i, j int) bool { return rems[i].frac > rems[j].frac })
+	for i := 0; given < count; i++ {
+		out[rems[i%len(rems)].name]++
+		given++
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// sender delivers encoded records; done is called once per record with its
+// outcome, from any goroutine.
+type sender interface {
+	send(ctx context.Context, nf *nfState, key string, rec []byte, done func(error))
+	endTick(ctx context.Context) // the records of one tick are all handed over
+	flush(ctx context.Context) error
+	close()
+}
+
+// Run simulates the NFs until Count copies are sent, Duration passes or ctx
+// ends, printing progress to out every few seconds and a summary at the end.
+func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
+	if (len(cfg.Brokers) == 0) == (cfg.Ingest == "") {
+		return Stats{}, errors.New("nfsim: set exactly one of brokers and ingest")
+	}
+	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
+		return Stats{}, fmt.Errorf("nfsim: rate %v: must be >= 0", cfg.Rate)
+	}
+	if cfg.Count < 0 || cfg.Duration < 0 || cfg.Size < 0 {
+		return Stats{}, errors.New("nfsim: count, duration and size must not be negative")
+	}
+	if cfg.Size == 0 {
+		cfg.Size = 3000
+	}
+	if cfg.Mix == nil {
+		cfg.Mix = DefaultMix()
+	}
+	for k, w := range cfg.Mix {
+		if !(w > 0) {
+			return Stats{}, fmt.Errorf("nfsim: mix %s: weight must be positive", k)
+		}
+	}
+	if cfg.Progress <= 0 {
+		cfg.Progress = 5 * time.Second
+	}
+	if cfg.RunID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg.RunID = hex.EncodeToString(b[:])
+	}
+	if strings.Contains(cfg.RunID, "/") {
+		return Stats{}, fmt.Errorf("nfsim: run id %q must not contain '/'", cfg.RunID)
+	}
+
+	var snd sender
+	var err error
+	if cfg.Ingest != "" {
+		snd, err = newHTTPSender(cfg)
+	} else {
+		snd, err = newKafkaSender(cfg)
+	}
+	if err != nil {
+		return Stats{}, err
+	}
+	defer snd.close()
+
+	var quotas map[string]int64
+	if cfg.Count > 0 {
+		quotas = Quotas(cfg.Mix, cfg.Count)
+	}
+	var sum float64
+	for _, w := range cfg.Mix {
+		sum += w
+	}
+	var seed [8]byte
+	_, _ = rand.Read(seed[:])
+	var nfs []*nfState
+	for i, name := range sortedKeys(cfg.Mix) {
+		topic := cfg.Topics[name]
+		if topic == "" {
+			topic = name
+		}
+		nfs = append(nfs, &nfState{name: name, topic: topic, rate: cfg.Rate * cfg.Mix[name] / sum,
+			quota: quotas[name], gen: newGen(name, cfg.RunID, binary.LittleEndian.Uint64(seed[:])+uint64(i))})
+	}
+
+	var errs atomic.Int64
+	var firstErr atomic.Pointer[string]
+	var oversize int64
+	pool := sync.Pool{New: func() any { b := make([]byte, 0, cfg.Size+256); return &b }}
+
+	runCtx := ctx
+	if cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	nextProgress := start.Add(cfg.Progress)
+	var lastTotal int64
+	lastAt := start
+
+	produce := func(nf *nfState) {
+		c := nf.gen.nextCopy()
+		bp := pool.Get().(*[]byte)
+		rec, over := nf.gen.appendRecord((*bp)[:0], c, time.Now().UnixNano(), cfg.Size)
+		if over {
+			oversize++
+		}
+		*bp = rec
+		nf.made++
+		// The parent ctx, not runCtx: copies made before the deadline still go.
+		snd.send(ctx, nf, c.CorrelationID, rec, func(err error) {
+			if err != nil {
+				if errs.Add(1) == 1 {
+					s := fmt.Sprintf("%s: %v", nf.name, err)
+					firstErr.Store(&s)
+				}
+			} else {
+				nf.sent.Add(1)
+			}
+			pool.Put(bp)
+		})
+	}
+
+loop:
+	for {
+		now := time.Now()
+		elapsed := now.Sub(start).Seconds()
+		finished := true
+		for _, nf := range nfs {
+			due := int64(math.MaxInt64)
+			if cfg.Rate > 0 {
+				due = int64(nf.rate * elapsed)
+			} else {
+				due = nf.made + 256 // unpaced: a batch per NF per round
+			}
+			if nf.quota > 0 && due > nf.quota {
+				due = nf.quota
+			}
+			for nf.made < due {
+				if runCtx.Err() != nil {
+					break loop
+				}
+				produce(nf)
+			}
+			if nf.quota == 0 || nf.made < nf.quota {
+				finished = false
+			}
+		}
+		snd.endTick(ctx)
+		if finished {
+			break
+		}
+		if now.After(nextProgress) {
+			total := sumSent(nfs)
+			fmt.Fprintf(out, "nfsim %s: sent %d (%.0f/s), errors %d\n", cfg.RunID, total,
+				float64(total-lastTotal)/now.Sub(lastAt).Seconds(), errs.Load())
+			lastTotal, lastAt = total, now
+			nextProgress = now.Add(cfg.Progress)
+		}
+		if cfg.Rate > 0 {
+			select {
+			case <-runCtx.Done():
+				break loop
+			case <-tick.C:
+			}
+		} else if runCtx.Err() != nil {
+			break loop
+		}
+	}
+	// Deliver what is in flight even when the run's time is up.
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ferr := snd.flush(flushCtx)
+	cancel()
+
+	st := Stats{RunID: cfg.RunID, Sent: map[string]int64{}, Errors: errs.Load(), Oversize: oversize, Elapsed: time.Since(start)}
+	for _, nf := range nfs {
+		st.Sent[nf.name] = nf.sent.Load()
+	}
+	if p := firstErr.Load(); p != nil {
+		st.FirstErr = *p
+	}
+	if secs := st.Elapsed.Seconds(); secs > 0 {
+		st.Rate = float64(st.Total()) / secs
+	}
+	printSummary(out, cfg, st)
+	if ferr != nil {
+		return st, fmt.Errorf("nfsim: flush: %w", ferr)
+	}
+	if st.Errors > 0 {
+		return st, fmt.Errorf("nfsim: %d copies not delivered (first: %s)", st.Errors, st.FirstErr)
+	}
+	return st, nil
+}
+
+func sumSent(nfs []*nfState) int64 {
+	var n int64
+	for _, nf := range nfs {
+		n += nf.sent.Load()
+	}
+	return n
+}
+
+func printSummary(out io.Writer, cfg Config, st Stats) {
+	fmt.Fprintf(out, "nfsim %s: done in %s\n", st.RunID, st.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(out, "  %-8s %12s\n", "NF", "sent")
+	for _, k := range sortedKeys(st.Sent) {
+		fmt.Fprintf(out, "  %-8s %12d\n", k, st.Sent[k])
+	}
+	fmt.Fprintf(out, "  %-8s %12d\n  errors %d, oversize %d, size %d B, achieved %.0f copies/s (target %.0f)\n",
+		"total", st.Total(), st.Errors, st.Oversize, cfg.Size, st.Rate, cfg.Rate)
+	if st.FirstErr != "" {
+		fmt.Fprintf(out, "  first error: %s\n", st.FirstErr)
+	}
+}
+
+func tlsConfig(cfg Config) (*tls.Config, error) {
+	tc := &tls.Config{InsecureSkipVerify: cfg.TLSInsecure, MinVersion: tls.VersionTLS12}
+	if cfg.TLSCAFile != "" {
+		pem, err := os.ReadFile(cfg.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("nfsim: tls ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("nfsim: tls ca %s: no PEM certificates", cfg.TLSCAFile)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}
+
+// kafkaSender produces to the NF type's topic, keyed by correlation id so a
+// transaction stays in one partition.
+type kafkaSender struct{ cl *kgo.Client }
+
+func newKafkaSender(cfg Config) (*kafkaSender, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ProducerLinger(time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.MaxBufferedRecords(100000),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.AllowAutoTopicCreation(),
+	}
+	if cfg.TLS {
+		tc, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if cfg.SASLMechanism != "" {
+		var m sasl.Mechanism
+		switch strings.ToUpper(cfg.SASLMechanism) {
+		case "PLAIN":
+			m = plain.Auth{User: cfg.SASLUser, Pass: cfg.SASLPassword}.AsMechanism()
+		case "SCRAM-SHA-256":
+			m = scram.Auth{User: cfg.SASLUser, Pass: cfg.SASLPassword}.AsSha256Mechanism()
+		case "SCRAM-SHA-512":
+			m = scram.Auth{User: cfg.SASLUser, Pass: cfg.SASLPassword}.AsSha512Mechanism()
+		default:
+			return nil, fmt.Errorf("nfsim: sasl mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", cfg.SASLMechanism)
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nfsim: kafka client: %w", err)
+	}
+	return &kafkaSender{cl: cl}, nil
+}
+
+func (k *kafkaSender) send(ctx context.Context, nf *nfState, key string, rec []byte, done func(error)) {
+	r := &kgo.Record{Topic: nf.topic, Key: []byte(key), Value: rec}
+	k.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { done(err) })
+}
+
+func (k *kafkaSender) endTick(context.Context) {} // kgo lingers and batches itself
+
+func (k *kafkaSender) flush(ctx context.Context) error { return k.cl.Flush(ctx) }
+func (k *kafkaSender) close()                          { k.cl.Close() }
+
+// httpSender POSTs batches of records as application/x-ndjson over HTTP/2.
+// Records are gathered per tick and handed to a few workers, not one
+// goroutine per message.
+type httpSender struct {
+	url     string
+	client  *http.Client
+	mu      sync.Mutex
+	batch   *ndBatch
+	work    chan *ndBatch
+	wg      sync.WaitGroup
+	maxRecs int
+	closed  bool
+}
+
+type ndBatch struct {
+	buf   bytes.Buffer
+	dones []func(error)
+}
+
+func newHTTPSender(cfg Config) (*httpSender, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 8, ForceAttemptHTTP2: true}
+	var p http.Protocols
+	switch {
+	case strings.HasPrefix(cfg.Ingest, "http://"):
+		p.SetUnencryptedHTTP2(true) // h2c with prior knowledge
+	case strings.HasPrefix(cfg.Ingest, "https://"):
+		p.SetHTTP2(true)
+		tc, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = tc
+	default:
+		return nil, fmt.Errorf("nfsim: ingest %q: want an http:// or https:// URL", cfg.Ingest)
+	}
+	tr.Protocols = &p
+	h := &httpSender{url: cfg.Ingest, client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		work: make(chan *ndBatch, 64), maxRecs: 256}
+	for range 4 {
+		h.wg.Add(1)
+		go h.worker()
+	}
+	return h, nil
+}
+
+func (h *httpSender) worker() {
+	defer h.wg.Done()
+	for b := range h.work {
+		err := h.post(b)
+		for _, d := range b.dones {
+			d(err)
+		}
+	}
+}
+
+func (h *httpSender) post(b *ndBatch) error {
+	resp, err := h.client.Post(h.url, "application/x-ndjson", bytes.NewReader(b.buf.Bytes()))
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("ingest answered %s", resp.Status)
+	}
+	return nil
+}
+
+func (h *httpSender) send(ctx context.Context, _ *nfState, _ string, rec []byte, done func(error)) {
+	h.mu.Lock()
+	if h.batch == nil {
+		h.batch = &ndBatch{}
+	}
+	h.batch.buf.Write(rec)
+	h.batch.buf.WriteByte('\n')
+	h.batch.dones = append(h.batch.dones, done)
+	var full *ndBatch
+	if len(h.batch.dones) >= h.maxRecs {
+		full, h.batch = h.batch, nil
+	}
+	h.mu.Unlock()
+	if full != nil {
+		h.dispatch(ctx, full)
+	}
+}
+
+func (h *httpSender) dispatch(ctx context.Context, b *ndBatch) {
+	select {
+	case h.work <- b:
+	case <-ctx.Done():
+		for _, d := range b.dones {
+			d(ctx.Err())
+		}
+	}
+}
+
+// endTick posts the tick's partial batch so a low rate does not wait for a
+// full one.
+func (h *httpSender) endTick(ctx context.Context) {
+	h.mu.Lock()
+	b := h.batch
+	h.batch = nil
+	h.mu.Unlock()
+	if b != nil {
+		h.dispatch(ctx, b)
+	}
+}
+
+func (h *httpSender) flush(ctx context.Context) error {
+	h.mu.Lock()
+	b := h.batch
+	h.batch = nil
+	h.mu.Unlock()
+	if b != nil {
+		h.dispatch(ctx, b)
+	}
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.work)
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+	return nil
+}
+
+func (h *httpSender) close() {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.work)
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+	h.client.CloseIdleConnections()
+}

@@ -1,0 +1,297 @@
+package nfsim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	cpy "github.com/signalbox/signalbox/internal/copy"
+)
+
+// checker validates consumed records: sizes, decoding, contiguous seq per
+// NF type, transactions sharing correlation ids.
+type checker struct {
+	t     *testing.T
+	size  int
+	runID string
+	mu    sync.Mutex
+	count map[string]int64
+	seqs  map[string]map[int64]bool
+	corr  map[string]map[string][]cpy.Direction // nf → correlation id → directions
+	c     cpy.Copy
+}
+
+func newChecker(t *testing.T, size int, runID string) *checker {
+	return &checker{t: t, size: size, runID: runID, count: map[string]int64{}, seqs: map[string]map[int64]bool{},
+		corr: map[string]map[string][]cpy.Direction{}}
+}
+
+func (k *checker) add(topic string, rec []byte) {
+	t := k.t
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(rec) != k.size {
+		t.Errorf("record is %d bytes, want %d", len(rec), k.size)
+	}
+	if !json.Valid(rec) {
+		t.Fatalf("invalid JSON record: %s", rec)
+	}
+	c := &k.c
+	if err := cpy.Decode(rec, c); err != nil {
+		t.Fatalf("decode: %v\n%s", err, rec)
+	}
+	if topic != "" && c.NFType != topic {
+		t.Errorf("copy of %s on topic %s", c.NFType, topic)
+	}
+	if c.Body != nil && len(c.Body) > 0 && c.Body[0] == '{' && !json.Valid(c.Body) {
+		t.Errorf("body is not valid JSON: %s", c.Body)
+	}
+	parts := strings.Split(c.Header("x-signalbox-seq"), "/")
+	if len(parts) != 3 || parts[0] != k.runID || parts[1] != c.NFType {
+		t.Fatalf("bad x-signalbox-seq %q", c.Header("x-signalbox-seq"))
+	}
+	n, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.seqs[c.NFType] == nil {
+		k.seqs[c.NFType] = map[int64]bool{}
+		k.corr[c.NFType] = map[string][]cpy.Direction{}
+	}
+	if k.seqs[c.NFType][n] {
+		t.Errorf("duplicate seq %s", c.Header("x-signalbox-seq"))
+	}
+	k.seqs[c.NFType][n] = true
+	k.count[c.NFType]++
+	k.corr[c.NFType][c.CorrelationID] = append(k.corr[c.NFType][c.CorrelationID], c.Direction)
+	if c.Timestamp < time.Now().Add(-time.Minute).UnixNano() || c.Timestamp > time.Now().UnixNano() {
+		t.Errorf("timestamp %d is not the send time", c.Timestamp)
+	}
+	if c.StreamID() == 0 {
+		t.Errorf("no x-http2-stream-id")
+	}
+}
+
+func (k *checker) verify(want map[string]int64) {
+	t := k.t
+	for nf, w := range want {
+		if k.count[nf] != w {
+			t.Errorf("%s: got %d copies, want %d", nf, k.count[nf], w)
+		}
+		for i := int64(1); i <= w; i++ {
+			if !k.seqs[nf][i] {
+				t.Errorf("%s: seq %d missing", nf, i)
+				break
+			}
+		}
+		per := int64(2)
+		wantDirs := "REQUEST_INGRESS,RESPONSE_EGRESS"
+		if nf == "SCP" {
+			per, wantDirs = 4, "REQUEST_INGRESS,REQUEST_EGRESS,RESPONSE_INGRESS,RESPONSE_EGRESS"
+		}
+		if int64(len(k.corr[nf]))*per != w {
+			t.Errorf("%s: %d transactions for %d copies", nf, len(k.corr[nf]), w)
+		}
+		for id, dirs := range k.corr[nf] {
+			var s []string
+			for _, d := range dirs {
+				s = append(s, d.String())
+			}
+			if strings.Join(s, ",") != wantDirs {
+				t.Errorf("%s transaction %s: copies %v", nf, id, s)
+				break
+			}
+		}
+	}
+}
+
+func TestRunKafka(t *testing.T) {
+	cl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "SCP", "NRF", "SEPP"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := Config{Brokers: cl.ListenAddrs(), Rate: 4000, Count: 1200, Size: 3000, RunID: "t1"}
+	var out bytes.Buffer
+	st, err := Run(ctx, cfg, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	want := map[string]int64{"SCP": 640, "NRF": 200, "SEPP": 360}
+	for nf, w := range want {
+		if st.Sent[nf] != w {
+			t.Errorf("stats: %s sent %d, want %d", nf, st.Sent[nf], w)
+		}
+	}
+	if st.Oversize != 0 || st.Errors != 0 {
+		t.Errorf("oversize %d errors %d", st.Oversize, st.Errors)
+	}
+	// 1200 copies at 4000/s take about 0.3 s: the pacing must hold them back.
+	if st.Elapsed < 250*time.Millisecond {
+		t.Errorf("run took %s: not paced", st.Elapsed)
+	}
+	if !strings.Contains(out.String(), "total") {
+		t.Errorf("no summary printed: %s", out.String())
+	}
+
+	cons, err := kgo.NewClient(kgo.SeedBrokers(cl.ListenAddrs()...), kgo.ConsumeTopics("SCP", "NRF", "SEPP"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	k := newChecker(t, 3000, "t1")
+	got := 0
+	keysPerCorr := map[string]int32{}
+	for got < 1200 {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of 1200: %v", got, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			k.add(r.Topic, r.Value)
+			key := r.Topic + "/" + string(r.Key)
+			if p, ok := keysPerCorr[key]; ok && p != r.Partition {
+				t.Errorf("transaction %s split over partitions %d and %d", key, p, r.Partition)
+			}
+			keysPerCorr[key] = r.Partition
+		})
+	}
+	k.verify(want)
+}
+
+func TestRunHTTPIngest(t *testing.T) {
+	var mu sync.Mutex
+	var bodies [][]byte
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			http.Error(w, "want HTTP/2", http.StatusHTTPVersionNotSupported)
+			return
+		}
+		if r.Header.Get("Content-Type") != "application/x-ndjson" {
+			http.Error(w, "content type", http.StatusUnsupportedMediaType)
+			return
+		}
+		sc := bufio.NewScanner(r.Body)
+		sc.Buffer(make([]byte, 1<<16), 1<<20)
+		mu.Lock()
+		for sc.Scan() {
+			bodies = append(bodies, append([]byte(nil), sc.Bytes()...))
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+
+	cfg := Config{Ingest: srv.URL, Rate: 5000, Count: 300, Size: 2000, RunID: "h1",
+		Mix: map[string]float64{"SCP": 1, "NRF": 1, "PCF": 1}}
+	st, err := Run(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"SCP": 100, "NRF": 100, "PCF": 100}
+	k := newChecker(t, 2000, "h1")
+	for _, b := range bodies {
+		k.add("", b)
+	}
+	// 100 SCP copies end mid-transaction (4 per transaction): check counts
+	// and seqs only for SCP, everything for the 2-copy NF types.
+	k.verify(map[string]int64{"NRF": 100, "PCF": 100})
+	for nf, w := range want {
+		if st.Sent[nf] != w || k.count[nf] != w {
+			t.Errorf("%s: stats %d, received %d, want %d", nf, st.Sent[nf], k.count[nf], w)
+		}
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no target", Config{Count: 1}, "exactly one"},
+		{"both targets", Config{Brokers: []string{"x:1"}, Ingest: "http://x", Count: 1}, "exactly one"},
+		{"bad rate", Config{Ingest: "http://x", Rate: -1}, "rate"},
+		{"bad url", Config{Ingest: "ftp://x", Count: 1}, "http://"},
+		{"bad sasl", Config{Brokers: []string{"127.0.0.1:1"}, SASLMechanism: "GSSAPI", Count: 1}, "sasl"},
+		{"bad run id", Config{Ingest: "http://x", RunID: "a/b"}, "run id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Run(context.Background(), tt.cfg, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFlagsAndMix(t *testing.T) {
+	var c Config
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	err := fs.Parse([]string{"-brokers", "a:9092, b:9092", "-mix", "SCP=2,NRF=1", "-rate", "60000", "-size", "1500",
+		"-count", "10", "-duration", "2s", "-topics", "SCP=scp-in", "-sasl-mechanism", "PLAIN", "-tls"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Brokers) != 2 || c.Brokers[1] != "b:9092" || c.Mix["SCP"] != 2 || c.Rate != 60000 || c.Size != 1500 ||
+		c.Count != 10 || c.Duration != 2*time.Second || c.Topics["SCP"] != "scp-in" || !c.TLS {
+		t.Errorf("flags parsed to %+v", c)
+	}
+	for _, bad := range []string{"SCP", "SCP=0", "SCP=-1", "=3", "SCP=x", ""} {
+		if _, err := ParseMix(bad); err == nil {
+			t.Errorf("ParseMix(%q) accepted", bad)
+		}
+	}
+	q := Quotas(map[string]float64{"A": 1, "B": 1, "C": 1}, 10)
+	if q["A"]+q["B"]+q["C"] != 10 {
+		t.Errorf("quotas %v do not sum to 10", q)
+	}
+}
+
+func TestRecordSizes(t *testing.T) {
+	for _, nf := range []string{"SCP", "NRF", "SEPP", "PCF"} {
+		g := newGen(nf, "r", 7)
+		var c cpy.Copy
+		for i := 0; i < 400; i++ {
+			rec, over := g.appendRecord(nil, g.nextCopy(), 1, 3000)
+			if over || len(rec) != 3000 {
+				t.Fatalf("%s: record %d bytes (over=%v)", nf, len(rec), over)
+			}
+			if err := cpy.Decode(rec, &c); err != nil {
+				t.Fatalf("%s: %v\n%s", nf, err, rec)
+			}
+		}
+	}
+}
+
+func BenchmarkGenerate(b *testing.B) {
+	g := newGen("SCP", "bench", 1)
+	buf := make([]byte, 0, 4096)
+	b.SetBytes(3000)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000)
+	}
+}
