@@ -1,0 +1,328 @@
+package callpolicy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+	_ "time/tzdata" // schedules name IANA zones; do not depend on the host's zoneinfo
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/signalbox/signalbox/internal/match"
+)
+
+// Snapshot is an immutable compiled set of policies. Build one with Compile
+// and publish it with Engine.Swap; a Snapshot belongs to one Engine.
+type Snapshot struct {
+	policies  map[string]*policy
+	buildTime time.Duration
+}
+
+// Policies returns the ids of the compiled policies, sorted.
+func (s *Snapshot) Policies() []string {
+	ids := make([]string, 0, len(s.policies))
+	for id := range s.policies {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// BuildTime is how long Compile took.
+func (s *Snapshot) BuildTime() time.Duration { return s.buildTime }
+
+type policy struct {
+	id      string
+	def     Action
+	rules   []rule // rank order: priority, then id
+	matcher *match.Matcher
+	allow   entryList
+	block   entryList
+	limit   *rateLimit
+	hits    prometheus.Counter // set by Engine.Swap; nil before
+}
+
+type rule struct {
+	id      int64
+	action  Action
+	sched   *schedule
+	expires int64 // unix nanos; 0 = never
+	reason  string
+	hit     *hitCounter
+}
+
+type hitCounter struct {
+	count atomic.Int64
+	last  atomic.Int64 // unix nanos
+}
+
+type entry struct {
+	id      int64
+	expires int64
+	reason  string
+}
+
+type entryList struct {
+	entries []entry
+	matcher *match.Matcher // nil when the list is empty
+}
+
+type rateLimit struct {
+	perCalling, overall *Limit
+	block               time.Duration // 0: the window of the limit exceeded
+	action              Action
+	reasonCalling       string
+	reasonOverall       string
+}
+
+func (r *rule) active(now int64, t time.Time) bool {
+	if r.expires != 0 && r.expires <= now {
+		return false
+	}
+	return r.sched == nil || r.sched.active(t)
+}
+
+// Compile validates and compiles every policy. Disabled rules are left out;
+// expired rules and schedules are checked at evaluation time, since time
+// moves on while a snapshot is live. The error names the policy, the rule
+// or entry, and the field.
+func Compile(cfgs []PolicyConfig) (*Snapshot, error) {
+	start := time.Now()
+	s := &Snapshot{policies: make(map[string]*policy, len(cfgs))}
+	zones := map[string]*time.Location{}
+	for i := range cfgs {
+		cfg := &cfgs[i]
+		if err := ValidatePolicy(&cfg.Policy); err != nil {
+			return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
+		}
+		if _, dup := s.policies[cfg.Policy.ID]; dup {
+			return nil, fmt.Errorf("policy %q: defined twice", cfg.Policy.ID)
+		}
+		p, err := compilePolicy(cfg, zones)
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
+		}
+		s.policies[p.id] = p
+	}
+	s.buildTime = time.Since(start)
+	return s, nil
+}
+
+func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy, error) {
+	p := &policy{id: cfg.Policy.ID, def: cfg.Policy.DefaultAction}
+	if rl := cfg.Policy.RateLimit; rl != nil {
+		p.limit = &rateLimit{perCalling: rl.PerCalling, overall: rl.Overall,
+			block: time.Duration(rl.BlockSeconds) * time.Second,
+			action: Action{Decision: Deny, Reason: "blocked"}}
+		if rl.Action != nil {
+			p.limit.action = *rl.Action
+		}
+		if l := rl.PerCalling; l != nil {
+			p.limit.reasonCalling = fmt.Sprintf("rate limit: more than %d calls in %ds from this calling number", l.Calls, l.WindowSeconds)
+		}
+		if l := rl.Overall; l != nil {
+			p.limit.reasonOverall = fmt.Sprintf("rate limit: more than %d calls in %ds to policy %s", l.Calls, l.WindowSeconds, p.id)
+		}
+	}
+
+	idx := make([]int, 0, len(cfg.Rules))
+	seen := make(map[int64]bool, len(cfg.Rules))
+	for i := range cfg.Rules {
+		r := &cfg.Rules[i]
+		if seen[r.ID] {
+			return nil, fmt.Errorf("rule %d: id used twice", r.ID)
+		}
+		seen[r.ID] = true
+		if err := ValidateRule(r); err != nil {
+			return nil, fmt.Errorf("rule %d: %w", r.ID, err)
+		}
+		if r.Enabled {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		ra, rb := &cfg.Rules[a], &cfg.Rules[b]
+		if ra.Priority != rb.Priority {
+			return cmpInt(ra.Priority, rb.Priority)
+		}
+		return cmpInt(ra.ID, rb.ID)
+	})
+	b := match.NewBuilder(ruleFields(), match.Options{})
+	p.rules = make([]rule, 0, len(idx))
+	for _, i := range idx {
+		r := &cfg.Rules[i]
+		v := r.Match.values()
+		if err := b.Add(v[:]); err != nil {
+			return nil, fmt.Errorf("rule %d: match.%w", r.ID, err)
+		}
+		cr := rule{id: r.ID, action: r.Action, reason: ruleReason(r), hit: &hitCounter{}}
+		if r.ExpiresAt != nil {
+			cr.expires = r.ExpiresAt.UnixNano()
+		}
+		if r.Schedule != nil {
+			sc, err := compileSchedule(r.Schedule, zones)
+			if err != nil {
+				return nil, fmt.Errorf("rule %d: %w", r.ID, err)
+			}
+			cr.sched = sc
+		}
+		p.rules = append(p.rules, cr)
+	}
+	m, err := b.Build()
+	if err != nil {
+		return nil, err
+	}
+	p.matcher = m
+	if p.allow, err = compileList(AllowList, cfg.Allow); err != nil {
+		return nil, err
+	}
+	if p.block, err = compileList(BlockList, cfg.Block); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func ruleReason(r *Rule) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rule %d (priority %d)", r.ID, r.Priority)
+	if r.Description != "" {
+		d := r.Description
+		if len(d) > 80 {
+			d = d[:80] + "…"
+		}
+		fmt.Fprintf(&b, " %q", d)
+	}
+	b.WriteString(" matched")
+	return b.String()
+}
+
+func compileList(kind ListKind, entries []ListEntry) (entryList, error) {
+	var l entryList
+	if len(entries) == 0 {
+		return l, nil
+	}
+	idx := make([]int, len(entries))
+	for i := range entries {
+		idx[i] = i
+		if err := ValidateEntry(&entries[i]); err != nil {
+			return l, fmt.Errorf("%s list entry %d: %w", kind, entries[i].ID, err)
+		}
+	}
+	// Several entries may match one call; the lowest id is reported.
+	slices.SortStableFunc(idx, func(a, b int) int { return cmpInt(entries[a].ID, entries[b].ID) })
+	b := match.NewBuilder(listFields(), match.Options{})
+	for _, i := range idx {
+		e := &entries[i]
+		if err := b.Add([]string{e.Calling, e.Called}); err != nil {
+			return l, fmt.Errorf("%s list entry %d: %w", kind, e.ID, err)
+		}
+		ce := entry{id: e.ID, reason: fmt.Sprintf("%s list entry %d (calling %s", kind, e.ID, e.Calling)}
+		if e.Called != "" {
+			ce.reason += ", called " + e.Called
+		}
+		ce.reason += ") matched"
+		if e.ExpiresAt != nil {
+			ce.expires = e.ExpiresAt.UnixNano()
+		}
+		l.entries = append(l.entries, ce)
+	}
+	m, err := b.Build()
+	if err != nil {
+		return l, err
+	}
+	l.matcher = m
+	return l, nil
+}
+
+func cmpInt[T int | int64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// schedule is a compiled Schedule. A window with from > to spans midnight
+// and belongs to the day it starts on: "fri 22:00-06:00" covers Friday
+// 22:00 to Saturday 06:00. Times are wall-clock in the zone, so on a DST
+// change day a window over the skipped hour is shorter, and one over the
+// repeated hour longer.
+type schedule struct {
+	days     uint8 // bit per time.Weekday; all set when Days is empty
+	from, to int   // minutes after midnight; from == to == 0: whole day
+	loc      *time.Location
+}
+
+func compileSchedule(s *Schedule, zones map[string]*time.Location) (*schedule, error) {
+	cs := &schedule{loc: time.UTC}
+	for i, d := range s.Days {
+		wd, ok := weekdays[strings.ToLower(d)]
+		if !ok {
+			return nil, fieldErr(fmt.Sprintf("schedule.days[%d]", i), "%q is not one of mon tue wed thu fri sat sun", d)
+		}
+		cs.days |= 1 << wd
+	}
+	if len(s.Days) == 0 {
+		cs.days = 0x7f
+	}
+	if (s.From == "") != (s.To == "") {
+		return nil, fieldErr("schedule", "from and to go together (HH:MM each)")
+	}
+	if s.From != "" {
+		var err error
+		if cs.from, err = parseHHMM("schedule.from", s.From); err != nil {
+			return nil, err
+		}
+		if cs.to, err = parseHHMM("schedule.to", s.To); err != nil {
+			return nil, err
+		}
+		if cs.from == cs.to {
+			return nil, fieldErr("schedule.to", "equals from; omit both for the whole day")
+		}
+	}
+	if s.TimeZone != "" {
+		loc, ok := zones[s.TimeZone]
+		if !ok {
+			var err error
+			loc, err = time.LoadLocation(s.TimeZone)
+			if err != nil || s.TimeZone == "Local" {
+				return nil, fieldErr("schedule.time_zone", "%q is not an IANA time zone (e.g. Europe/Paris)", s.TimeZone)
+			}
+			if zones != nil {
+				zones[s.TimeZone] = loc
+			}
+		}
+		cs.loc = loc
+	}
+	return cs, nil
+}
+
+func parseHHMM(field, s string) (int, error) {
+	if !reHHMM.MatchString(s) {
+		return 0, fieldErr(field, "%q is not HH:MM (00:00-23:59)", s)
+	}
+	return int(s[0]-'0')*600 + int(s[1]-'0')*60 + int(s[3]-'0')*10 + int(s[4]-'0'), nil
+}
+
+func (s *schedule) active(now time.Time) bool {
+	t := now.In(s.loc)
+	wd := t.Weekday()
+	if s.from == s.to {
+		return s.days&(1<<wd) != 0
+	}
+	m := t.Hour()*60 + t.Minute()
+	if s.from < s.to {
+		return s.days&(1<<wd) != 0 && m >= s.from && m < s.to
+	}
+	if m >= s.from {
+		return s.days&(1<<wd) != 0
+	}
+	if m < s.to {
+		return s.days&(1<<((wd+6)%7)) != 0
+	}
+	return false
+}
