@@ -1,0 +1,375 @@
+// Package probe is a third-party consumer of the director's feeds, for tests
+// and benchmarks: it receives the synthetic pcap stream (TCP or TLS) or HTTP/2
+// JSON copies, validates them, and measures throughput, loss, duplicates
+// (from x-signalbox-seq) and end-to-end latency (HDR histogram).
+package probe
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	cpy "github.com/signalbox/signalbox/internal/copy"
+)
+
+// Modes.
+const (
+	ModeSynthetic = "synthetic"
+	ModeHTTP2     = "http2"
+)
+
+// Config is one probe.
+type Config struct {
+	Listen   string        // address to listen on, e.g. 127.0.0.1:0
+	Mode     string        // "synthetic" (default) or "http2"
+	TLSCert  string        // TLS certificate (PEM); with TLSKey, serve TLS (h2 in http2 mode), else plain TCP / h2c
+	TLSKey   string        // TLS key (PEM)
+	JSONFile string        // write the final report as JSON here
+	Interval time.Duration // progress line interval (0 = 5s)
+	Duration time.Duration // stop after this long (0 = until ctx done)
+	Expect   int64         // stop once this many unique copies arrived (0 = no)
+	Logger   *slog.Logger  // nil = discard
+}
+
+// RegisterFlags registers the probe's flags on fs, writing into c.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address to listen on")
+	fs.StringVar(&c.Mode, "mode", c.Mode, "feed type to receive: synthetic or http2")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); enables TLS")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS key file (PEM)")
+	fs.StringVar(&c.JSONFile, "json", c.JSONFile, "write the final report as JSON to this file")
+	fs.DurationVar(&c.Interval, "interval", c.Interval, "progress line interval (default 5s)")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "stop after this long (0 = until interrupted)")
+	fs.Int64Var(&c.Expect, "expect", c.Expect, "stop once this many unique copies arrived (0 = no limit)")
+}
+
+// Probe is a running consumer.
+type Probe struct {
+	cfg   Config
+	log   *slog.Logger
+	s     *stats
+	tlsc  *tls.Config
+	ln    net.Listener
+	srv   *http.Server
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	pool  sync.Pool // *cpy.Copy for the HTTP/2 handler
+}
+
+// New checks cfg and prepares a probe; Start listens.
+func New(cfg Config) (*Probe, error) {
+	if cfg.Mode == "" {
+		cfg.Mode = ModeSynthetic
+	}
+	if cfg.Mode != ModeSynthetic && cfg.Mode != ModeHTTP2 {
+		return nil, fmt.Errorf("probe: mode %q: want synthetic or http2", cfg.Mode)
+	}
+	if cfg.Listen == "" {
+		return nil, errors.New("probe: listen address required")
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("probe: tls-cert and tls-key go together")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.Expect < 0 || cfg.Duration < 0 {
+		return nil, errors.New("probe: expect and duration must not be negative")
+	}
+	p := &Probe{cfg: cfg, log: cfg.Logger, s: newStats(cfg.Expect), conns: map[net.Conn]struct{}{}}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.pool.New = func() any { return new(cpy.Copy) }
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("probe: tls: %w", err)
+		}
+		p.tlsc = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return p, nil
+}
+
+// Start listens and serves in the background until ctx ends.
+func (p *Probe) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", p.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("probe: listen %s: %w", p.cfg.Listen, err)
+	}
+	p.ln = ln
+	p.s.start = time.Now()
+	if p.cfg.Mode == ModeHTTP2 {
+		p.srv = &http.Server{Handler: http.HandlerFunc(p.serveHTTP), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)}
+		var protos http.Protocols
+		protos.SetHTTP1(true)
+		if p.tlsc != nil {
+			protos.SetHTTP2(true)
+			p.srv.TLSConfig = p.tlsc.Clone()
+		} else {
+			protos.SetUnencryptedHTTP2(true) // h2c with prior knowledge
+		}
+		p.srv.Protocols = &protos
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			var err error
+			if p.tlsc != nil {
+				err = p.srv.ServeTLS(ln, "", "")
+			} else {
+				err = p.srv.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				p.log.Error("probe http2 server", "err", err)
+			}
+		}()
+	} else {
+		if p.tlsc != nil {
+			p.ln = tls.NewListener(ln, p.tlsc)
+		}
+		p.wg.Add(1)
+		go p.acceptLoop()
+	}
+	go func() {
+		<-ctx.Done()
+		p.Close()
+	}()
+	return nil
+}
+
+// Addr is the listening address (after Start).
+func (p *Probe) Addr() string {
+	if p.ln == nil {
+		return ""
+	}
+	return p.ln.Addr().String()
+}
+
+// Done is closed once Expect unique copies have arrived.
+func (p *Probe) Done() <-chan struct{} { return p.s.done }
+
+// Snapshot reports what the probe has seen so far.
+func (p *Probe) Snapshot() Report { return p.s.report(p.cfg.Mode) }
+
+// Close stops listening, drops connections and waits for the handlers.
+func (p *Probe) Close() error {
+	var err error
+	if p.srv != nil {
+		err = p.srv.Close()
+	} else if p.ln != nil {
+		err = p.ln.Close()
+		p.mu.Lock()
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+	}
+	p.wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (p *Probe) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				p.log.Error("probe accept", "err", err)
+			}
+			return
+		}
+		p.mu.Lock()
+		p.conns[c] = struct{}{}
+		p.mu.Unlock()
+		p.s.connSeen()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer func() {
+				p.mu.Lock()
+				delete(p.conns, c)
+				p.mu.Unlock()
+				c.Close()
+			}()
+			err := newConnDecoder(p.s).run(c)
+			var se *errStream
+			switch {
+			case errors.As(err, &se):
+				p.s.bad(se.reason, se.detail)
+				p.log.Warn("probe dropped connection", "remote", c.RemoteAddr().String(), "err", err)
+			case err != nil && !errors.Is(err, net.ErrClosed):
+				p.log.Debug("probe connection ended", "remote", c.RemoteAddr().String(), "err", err)
+			}
+		}()
+	}
+}
+
+// maxRequest bounds one HTTP/2 POST.
+const maxRequest = 64 << 20
+
+// serveHTTP takes one JSON copy, or many as application/x-ndjson, and answers
+// 204. Invalid copies are counted, not refused: a refusal would make an
+// at-least-once sender resend the whole batch.
+func (p *Probe) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "POST copies here", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
+	if err != nil {
+		p.s.bad("read_error", err.Error())
+		http.Error(w, "read: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(body) > maxRequest {
+		p.s.bad("too_large", "request body over 64 MiB")
+		http.Error(w, "request too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	now := time.Now()
+	c := p.pool.Get().(*cpy.Copy)
+	defer p.pool.Put(c)
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-ndjson") {
+		for len(body) > 0 {
+			line := body
+			if i := bytes.IndexByte(body, '\n'); i >= 0 {
+				line, body = body[:i], body[i+1:]
+			} else {
+				body = nil
+			}
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			p.jsonCopy(c, line, now)
+		}
+	} else {
+		p.jsonCopy(c, body, now)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (p *Probe) jsonCopy(c *cpy.Copy, rec []byte, now time.Time) {
+	if err := cpy.Decode(rec, c); err != nil {
+		reason := "syntax"
+		var de *cpy.DecodeError
+		if errors.As(err, &de) {
+			reason = de.Reason
+		}
+		p.s.bad(reason, err.Error())
+		return
+	}
+	p.s.copySeen(c.Header("x-signalbox-seq"), c.NFType, len(rec), c.Timestamp, now)
+}
+
+// Run starts a probe, prints a progress line every Interval, and stops when
+// ctx ends, Duration passes or Expect copies arrived; it prints the final
+// table and writes JSONFile.
+func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
+	p, err := New(cfg)
+	if err != nil {
+		return Report{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		return Report{}, err
+	}
+	fmt.Fprintf(out, "probe: %s on %s\n", p.cfg.Mode, p.Addr())
+	var deadline <-chan time.Time
+	if cfg.Duration > 0 {
+		t := time.NewTimer(cfg.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	tick := time.NewTicker(p.cfg.Interval)
+	defer tick.Stop()
+	var last Report
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-deadline:
+			break loop
+		case <-p.Done():
+			break loop
+		case <-tick.C:
+			r := p.Snapshot()
+			rate := float64(r.Received-last.Received) / p.cfg.Interval.Seconds()
+			fmt.Fprintf(out, "probe: received %d (%.0f/s) unique %d dup %d gaps %d invalid %d latency avg %.0fus p99 %dus\n",
+				r.Received, rate, r.Unique, r.Duplicates, r.Missing, r.Invalid, r.Latency.Avg, r.Latency.P99)
+			last = r
+		}
+	}
+	cancel()
+	cerr := p.Close()
+	r := p.Snapshot()
+	WriteTable(out, r)
+	if cfg.JSONFile != "" {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err == nil {
+			err = os.WriteFile(cfg.JSONFile, append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			return r, fmt.Errorf("probe: write %s: %w", cfg.JSONFile, err)
+		}
+	}
+	return r, cerr
+}
+
+// WriteTable prints a report as a table.
+func WriteTable(out io.Writer, r Report) {
+	w := bufio.NewWriter(out)
+	defer w.Flush()
+	fmt.Fprintf(w, "probe report (%s, %.1fs)\n", r.Mode, r.Elapsed)
+	row := func(k string, v any) { fmt.Fprintf(w, "  %-14s %v\n", k, v) }
+	row("received", r.Received)
+	row("bytes", r.Bytes)
+	row("rate/s", fmt.Sprintf("%.0f", r.Rate))
+	row("unique", r.Unique)
+	row("duplicates", r.Duplicates)
+	row("missing", r.Missing)
+	row("no seq", r.NoSeq)
+	row("invalid", r.Invalid)
+	for _, k := range sortedKeys(r.InvalidReasons) {
+		row("  "+k, r.InvalidReasons[k])
+	}
+	for _, e := range r.FirstErrors {
+		fmt.Fprintf(w, "    e.g. %s\n", e)
+	}
+	for _, k := range sortedKeys(r.PerNF) {
+		row("nf "+k, r.PerNF[k])
+	}
+	l := r.Latency
+	fmt.Fprintf(w, "  latency (us)   n=%d avg=%.0f p50=%d p90=%d p95=%d p99=%d p99.9=%d max=%d\n",
+		l.Count, l.Avg, l.P50, l.P90, l.P95, l.P99, l.P999, l.Max)
+}
+
+func sortedKeys(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,524 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	cpy "github.com/signalbox/signalbox/internal/copy"
+)
+
+// streamWriter builds a synthetic stream per the contract in synthetic.go,
+// as internal/sink/synthetic writes it.
+type streamWriter struct {
+	t    testing.TB
+	w    *pcapgo.Writer
+	ipv6 bool
+	hbuf bytes.Buffer
+	enc  *hpack.Encoder
+	fbuf bytes.Buffer
+	fr   *http2.Framer
+	sbuf gopacket.SerializeBuffer
+	seq  uint32
+}
+
+func newStreamWriter(t testing.TB, out io.Writer) *streamWriter {
+	s := &streamWriter{t: t, w: pcapgo.NewWriterNanos(out), sbuf: gopacket.NewSerializeBuffer()}
+	if err := s.w.WriteFileHeader(262144, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	s.enc = hpack.NewEncoder(&s.hbuf)
+	s.enc.SetMaxDynamicTableSize(0) // no dynamic table: stateless blocks after a size update
+	s.fr = http2.NewFramer(&s.fbuf, nil)
+	return s
+}
+
+// packet writes one record with payload, client→server unless server.
+func (s *streamWriter) packet(payload []byte, ts time.Time, server bool) {
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}}
+	tcp := &layers.TCP{SrcPort: 40000, DstPort: 8080, Seq: s.seq, ACK: true, PSH: true, Window: 65535}
+	if server {
+		tcp.SrcPort, tcp.DstPort = 8080, 40000
+	}
+	s.seq += uint32(len(payload))
+	var ls []gopacket.SerializableLayer
+	if s.ipv6 {
+		eth.EthernetType = layers.EthernetTypeIPv6
+		ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolTCP,
+			SrcIP: net.ParseIP("2001:db8::1"), DstIP: net.ParseIP("2001:db8::2")}
+		if server {
+			ip.SrcIP, ip.DstIP = ip.DstIP, ip.SrcIP
+		}
+		_ = tcp.SetNetworkLayerForChecksum(ip)
+		ls = []gopacket.SerializableLayer{eth, ip, tcp, gopacket.Payload(payload)}
+	} else {
+		eth.EthernetType = layers.EthernetTypeIPv4
+		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP,
+			SrcIP: net.IPv4(10, 0, 0, 1), DstIP: net.IPv4(10, 0, 0, 2)}
+		if server {
+			ip.SrcIP, ip.DstIP = ip.DstIP, ip.SrcIP
+		}
+		_ = tcp.SetNetworkLayerForChecksum(ip)
+		ls = []gopacket.SerializableLayer{eth, ip, tcp, gopacket.Payload(payload)}
+	}
+	if err := gopacket.SerializeLayers(s.sbuf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
+		s.t.Fatal(err)
+	}
+	data := s.sbuf.Bytes()
+	if err := s.w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(data), Length: len(data)}, data); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// preface writes the flow's first packets: client preface + SETTINGS, and
+// the server's SETTINGS.
+func (s *streamWriter) preface() {
+	s.fbuf.Reset()
+	s.fbuf.WriteString(http2.ClientPreface)
+	_ = s.fr.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 0})
+	s.packet(s.fbuf.Bytes(), time.Now(), false)
+	s.fbuf.Reset()
+	_ = s.fr.WriteSettings()
+	s.packet(s.fbuf.Bytes(), time.Now(), true)
+}
+
+// copyFrames returns the HTTP/2 frames of one copy.
+func (s *streamWriter) copyFrames(c *cpy.Copy) []byte {
+	s.hbuf.Reset()
+	for _, h := range c.Headers {
+		for _, v := range h.Values {
+			_ = s.enc.WriteField(hpack.HeaderField{Name: h.Name, Value: v})
+		}
+	}
+	s.fbuf.Reset()
+	stream := c.StreamID()
+	_ = s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: s.hbuf.Bytes(),
+		EndHeaders: true, EndStream: len(c.Body) == 0})
+	for body := c.Body; len(body) > 0; {
+		n := min(len(body), 16384)
+		_ = s.fr.WriteData(stream, n == len(body), body[:n])
+		body = body[n:]
+	}
+	return s.fbuf.Bytes()
+}
+
+func testCopy(nf string, seq int64, size int) *cpy.Copy {
+	c := &cpy.Copy{NFType: nf, Direction: cpy.RequestIngress, Timestamp: time.Now().UnixNano(), CorrelationID: "c-" + strconv.FormatInt(seq, 10),
+		Headers: []cpy.Header{
+			{Name: ":method", Values: []string{"POST"}}, {Name: ":scheme", Values: []string{"http"}},
+			{Name: ":authority", Values: []string{"udm1.5gc.mnc030.mcc234.3gppnetwork.org"}},
+			{Name: ":path", Values: []string{"/nudm-ueau/v1/imsi-234300000000001/security-information/generate-auth-data"}},
+			{Name: "content-type", Values: []string{"application/json"}},
+			{Name: "x-http2-stream-id", Values: []string{strconv.FormatInt(2*seq+1, 10)}},
+			{Name: "x-signalbox-seq", Values: []string{"run1/" + nf + "/" + strconv.FormatInt(seq, 10)}},
+		}}
+	c.Body = []byte(`{"servingNetworkName":"5G:mnc030.mcc234.3gppnetwork.org","pad":"` + strings.Repeat("x", max(0, size-1100)) + `"}`)
+	return c
+}
+
+func TestSyntheticStream(t *testing.T) {
+	for _, ipv6 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ipv6=%v", ipv6), func(t *testing.T) {
+			var buf bytes.Buffer
+			sw := newStreamWriter(t, &buf)
+			sw.ipv6 = ipv6
+			sw.preface()
+			sent := time.Now().Add(-2 * time.Millisecond)
+			for _, n := range []int64{1, 2, 4, 4, 5} { // 3 missing, 4 duplicated
+				sw.packet(sw.copyFrames(testCopy("SCP", n, 3000)), sent, false)
+			}
+			sw.packet(sw.copyFrames(testCopy("NRF", 1, 20000)), sent, false) // DATA in two frames
+			// Response without body: HEADERS with END_STREAM.
+			resp := &cpy.Copy{Headers: []cpy.Header{{Name: ":status", Values: []string{"204"}},
+				{Name: "x-http2-stream-id", Values: []string{"9"}}, {Name: "x-signalbox-seq", Values: []string{"run1/NRF/2"}}}}
+			sw.packet(sw.copyFrames(resp), sent, true)
+			// Invalid ones: a truncated frame, a HEADERS without END_STREAM, garbage.
+			full := sw.copyFrames(testCopy("SCP", 6, 3000))
+			sw.packet(full[:len(full)-10], sent, false)
+			sw.fbuf.Reset()
+			_ = sw.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 11, BlockFragment: []byte{0x82}, EndHeaders: true})
+			sw.packet(sw.fbuf.Bytes(), sent, false)
+			sw.packet([]byte("GET / HTTP/1.1\r\n\r\n"), sent, false)
+
+			s := newStats(0)
+			if err := newConnDecoder(s).run(&buf); err != nil {
+				t.Fatal(err)
+			}
+			r := s.report(ModeSynthetic)
+			want := Report{Received: 7, Unique: 6, Duplicates: 1, Missing: 1, Invalid: 3, Control: 2}
+			if r.Received != want.Received || r.Unique != want.Unique || r.Duplicates != want.Duplicates ||
+				r.Missing != want.Missing || r.Invalid != want.Invalid || r.Control != want.Control {
+				t.Errorf("report %+v", r)
+			}
+			if r.PerNF["SCP"] != 4 || r.PerNF["NRF"] != 2 {
+				t.Errorf("per NF %v", r.PerNF)
+			}
+			for _, reason := range []string{"truncated_frame", "incomplete_copy", "bad_frame"} {
+				if r.InvalidReasons[reason] != 1 {
+					t.Errorf("invalid reasons %v: want one %s", r.InvalidReasons, reason)
+				}
+			}
+			if r.Latency.Count != 7 || r.Latency.P50 < 2000 || r.Latency.Max > 10_000_000 {
+				t.Errorf("latency %+v: want 7 samples of at least 2ms", r.Latency)
+			}
+		})
+	}
+}
+
+func TestSyntheticBadHeader(t *testing.T) {
+	tests := []struct {
+		name string
+		hdr  []byte
+	}{
+		{"magic", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
+		{"linktype", func() []byte {
+			var b bytes.Buffer
+			_ = pcapgo.NewWriterNanos(&b).WriteFileHeader(65535, layers.LinkTypeRaw)
+			return b.Bytes()
+		}()},
+		{"short", []byte{0xd4, 0xc3, 0xb2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := newConnDecoder(newStats(0)).run(bytes.NewReader(tt.hdr))
+			if se, ok := err.(*errStream); !ok || se.reason != "bad_pcap_header" {
+				t.Fatalf("got %v, want bad_pcap_header", err)
+			}
+		})
+	}
+	// A record longer than the limit is a framing error, not a hang.
+	var b bytes.Buffer
+	w := pcapgo.NewWriterNanos(&b)
+	_ = w.WriteFileHeader(0, layers.LinkTypeEthernet)
+	b.Write([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0})
+	err := newConnDecoder(newStats(0)).run(&b)
+	if se, ok := err.(*errStream); !ok || se.reason != "bad_record_length" {
+		t.Fatalf("got %v, want bad_record_length", err)
+	}
+}
+
+// selfSigned writes a certificate and key for 127.0.0.1 into dir.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "probe"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+func TestSyntheticOverTCPAndTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	for _, useTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
+			cfg := Config{Listen: "127.0.0.1:0", Mode: ModeSynthetic, Expect: 200}
+			if useTLS {
+				cfg.TLSCert, cfg.TLSKey = certFile, keyFile
+			}
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if err := p.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var conn net.Conn
+			if useTLS {
+				conn, err = tls.Dial("tcp", p.Addr(), &tls.Config{RootCAs: pool})
+			} else {
+				conn, err = net.Dial("tcp", p.Addr())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// Two connections' worth: each starts with its own global header.
+			for half := 0; half < 2; half++ {
+				if half == 1 {
+					conn.Close()
+					if useTLS {
+						conn, err = tls.Dial("tcp", p.Addr(), &tls.Config{RootCAs: pool})
+					} else {
+						conn, err = net.Dial("tcp", p.Addr())
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				sw := newStreamWriter(t, conn)
+				sw.preface()
+				for i := int64(1); i <= 100; i++ {
+					sw.packet(sw.copyFrames(testCopy("SEPP", int64(half)*100+i, 3000)), time.Now(), false)
+				}
+			}
+			select {
+			case <-p.Done():
+			case <-time.After(20 * time.Second):
+				t.Fatalf("probe did not see 200 copies: %+v", p.Snapshot())
+			}
+			cancel()
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r := p.Snapshot()
+			if r.Unique != 200 || r.Missing != 0 || r.Invalid != 0 || r.PerNF["SEPP"] != 200 || r.Connections != 2 {
+				t.Errorf("report %+v", r)
+			}
+		})
+	}
+}
+
+func TestHTTP2Mode(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	for _, useTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
+			cfg := Config{Listen: "127.0.0.1:0", Mode: ModeHTTP2}
+			tr := &http.Transport{}
+			var protos http.Protocols
+			scheme := "http"
+			if useTLS {
+				cfg.TLSCert, cfg.TLSKey = certFile, keyFile
+				protos.SetHTTP2(true)
+				tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+				scheme = "https"
+			} else {
+				protos.SetUnencryptedHTTP2(true)
+			}
+			tr.Protocols = &protos
+			client := &http.Client{Transport: tr}
+			defer tr.CloseIdleConnections()
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if err := p.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			url := scheme + "://" + p.Addr() + "/copies"
+			post := func(ct string, body []byte) {
+				t.Helper()
+				resp, err := client.Post(url, ct, bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusNoContent || resp.ProtoMajor != 2 {
+					t.Fatalf("got %s over %s", resp.Status, resp.Proto)
+				}
+			}
+			var nd []byte
+			for i := int64(1); i <= 50; i++ {
+				nd = cpy.AppendJSON(nd, testCopy("SCP", i, 3000))
+				nd = append(nd, '\n')
+			}
+			nd = append(nd, cpy.AppendJSON(nil, testCopy("SCP", 7, 3000))...) // a duplicate
+			nd = append(nd, "\n{\"metadata-list\":{}}\n"...)                 // invalid
+			post("application/x-ndjson", nd)
+			post("application/json", cpy.AppendJSON(nil, testCopy("NRF", 1, 500)))
+			resp, err := client.Get(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed {
+				t.Errorf("GET: %s", resp.Status)
+			}
+			r := p.Snapshot()
+			if r.Received != 52 || r.Unique != 51 || r.Duplicates != 1 || r.Invalid != 1 ||
+				r.InvalidReasons["missing_field"] != 1 || r.PerNF["SCP"] != 50 || r.PerNF["NRF"] != 1 || r.Latency.Count != 52 {
+				t.Errorf("report %+v", r)
+			}
+		})
+	}
+}
+
+func TestRunExpectAndJSON(t *testing.T) {
+	dir := t.TempDir()
+	jsonFile := filepath.Join(dir, "r.json")
+	// Find a free port, then hand it to Run.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	done := make(chan Report, 1)
+	var out bytes.Buffer
+	go func() {
+		r, err := Run(context.Background(), Config{Listen: addr, Expect: 10, JSONFile: jsonFile, Interval: 50 * time.Millisecond,
+			Duration: 20 * time.Second}, &out)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	var conn net.Conn
+	for i := 0; i < 100; i++ {
+		if conn, err = net.Dial("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if conn == nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sw := newStreamWriter(t, conn)
+	sw.preface()
+	for i := int64(1); i <= 10; i++ {
+		sw.packet(sw.copyFrames(testCopy("SCP", i, 3000)), time.Now(), false)
+	}
+	r := <-done
+	if r.Unique != 10 {
+		t.Errorf("unique %d", r.Unique)
+	}
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromFile Report
+	if err := json.Unmarshal(b, &fromFile); err != nil || fromFile.Unique != 10 || fromFile.PerNF["SCP"] != 10 {
+		t.Errorf("json report %s (%v)", b, err)
+	}
+	if !strings.Contains(out.String(), "p99.9=") {
+		t.Errorf("no final table:\n%s", out.String())
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	for _, cfg := range []Config{
+		{Listen: "127.0.0.1:0", Mode: "udp"},
+		{Mode: ModeHTTP2},
+		{Listen: "127.0.0.1:0", TLSCert: "x"},
+		{Listen: "127.0.0.1:0", TLSCert: "/nonexistent", TLSKey: "/nonexistent"},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+	var c Config
+	fs := flag.NewFlagSet("p", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-listen", ":9", "-mode", "http2", "-expect", "5", "-json", "x"}); err != nil ||
+		c.Listen != ":9" || c.Mode != "http2" || c.Expect != 5 || c.JSONFile != "x" {
+		t.Errorf("flags: %+v %v", c, err)
+	}
+}
+
+func TestSeqTrack(t *testing.T) {
+	var s seqTrack
+	for _, n := range []int64{1, 3, 2, 2, 6, 5} {
+		s.add(n)
+	}
+	if s.unique() != 5 || s.missing() != 1 || s.low != 3 {
+		t.Errorf("unique %d missing %d low %d", s.unique(), s.missing(), s.low)
+	}
+	if s.add(3) || s.add(6) {
+		t.Error("duplicates reported new")
+	}
+}
+
+// BenchmarkSyntheticDecode feeds a pcap stream of 3000-byte copies through
+// one connection decoder: ns/op is per copy.
+func BenchmarkSyntheticDecode(b *testing.B) {
+	const n = 4096
+	var buf bytes.Buffer
+	sw := newStreamWriter(b, &buf)
+	sw.preface()
+	hdr := buf.Len()
+	var recs bytes.Buffer
+	for i := int64(1); i <= n; i++ {
+		sw.packet(sw.copyFrames(testCopy("SCP", i, 3000)), time.Now(), false)
+	}
+	recs.Write(buf.Bytes()[hdr:])
+	perRec := recs.Len() / n
+	b.SetBytes(int64(perRec))
+	b.ReportAllocs()
+	s := newStats(0)
+	d := newConnDecoder(s)
+	if err := d.readGlobal(bytes.NewReader(buf.Bytes())); err != nil {
+		b.Fatal(err)
+	}
+	r := bytes.NewReader(recs.Bytes())
+	b.ResetTimer()
+	for i := 0; i < b.N; i += n {
+		r.Reset(recs.Bytes())
+		m := min(n, b.N-i)
+		for j := 0; j < m; j++ {
+			if _, err := io.ReadFull(r, d.hdr[:]); err != nil {
+				b.Fatal(err)
+			}
+			l := int(d.order.Uint32(d.hdr[8:]))
+			if cap(d.buf) < l {
+				d.buf = make([]byte, l)
+			}
+			d.buf = d.buf[:l]
+			_, _ = io.ReadFull(r, d.buf)
+			d.packet(d.buf, 1, time.Now())
+		}
+	}
+	b.StopTimer()
+	if rep := s.report(ModeSynthetic); rep.Invalid != 0 {
+		b.Fatalf("invalid copies: %+v", rep)
+	}
+}
+
+// BenchmarkHTTP2Decode measures the per-copy cost of the HTTP/2 mode's
+// record handling (decode + accounting).
+func BenchmarkHTTP2Decode(b *testing.B) {
+	p, err := New(Config{Listen: "127.0.0.1:0", Mode: ModeHTTP2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := cpy.AppendJSON(nil, testCopy("SCP", 1, 3000))
+	var c cpy.Copy
+	b.SetBytes(int64(len(rec)))
+	b.ReportAllocs()
+	now := time.Now()
+	for b.Loop() {
+		p.jsonCopy(&c, rec, now)
+	}
+}

@@ -1,0 +1,242 @@
+package probe
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// maxFirstErrors bounds the invalid examples a report keeps.
+const maxFirstErrors = 5
+
+// Latency is end-to-end latency in microseconds.
+type Latency struct {
+	Count int64   `json:"count"`
+	Avg   float64 `json:"avg_us"`
+	P50   int64   `json:"p50_us"`
+	P90   int64   `json:"p90_us"`
+	P95   int64   `json:"p95_us"`
+	P99   int64   `json:"p99_us"`
+	P999  int64   `json:"p99_9_us"`
+	Max   int64   `json:"max_us"`
+}
+
+// Report is what the probe has seen.
+type Report struct {
+	Mode     string  `json:"mode"`
+	Elapsed  float64 `json:"elapsed_s"`
+	Received int64   `json:"received"` // copies, valid ones, duplicates included
+	Bytes    int64   `json:"bytes"`    // bytes of those copies (pcap record or JSON record)
+	Rate     float64 `json:"rate"`     // received per second over Elapsed
+	Unique   int64   `json:"unique"`
+	// Duplicates are copies whose x-signalbox-seq was already seen.
+	Duplicates int64 `json:"duplicates"`
+	// Missing counts seq numbers below the highest seen (per run and NF
+	// type) that never arrived, plus any shortfall against Expect. Copies in
+	// flight may still fill a gap, so only the final report's figure is a loss.
+	Missing        int64            `json:"missing"`
+	NoSeq          int64            `json:"no_seq"` // valid copies without x-signalbox-seq
+	Invalid        int64            `json:"invalid"`
+	InvalidReasons map[string]int64 `json:"invalid_reasons,omitempty"`
+	FirstErrors    []string         `json:"first_errors,omitempty"`
+	Control        int64            `json:"control_packets"` // preface/SETTINGS-only packets (synthetic)
+	Connections    int64            `json:"connections"`
+	PerNF          map[string]int64 `json:"per_nf"`
+	Latency        Latency          `json:"latency"`
+}
+
+// seqTrack is the set of seq numbers seen for one run/NF type: all up to low,
+// plus the out-of-order ones above it.
+type seqTrack struct {
+	low     int64
+	max     int64
+	pending map[int64]struct{}
+}
+
+// add records n and reports whether it is new.
+func (s *seqTrack) add(n int64) bool {
+	if n <= s.low {
+		return false
+	}
+	if n > s.max {
+		s.max = n
+	}
+	if n == s.low+1 && len(s.pending) == 0 {
+		s.low = n
+		return true
+	}
+	if _, dup := s.pending[n]; dup {
+		return false
+	}
+	if s.pending == nil {
+		s.pending = map[int64]struct{}{}
+	}
+	s.pending[n] = struct{}{}
+	for {
+		if _, ok := s.pending[s.low+1]; !ok {
+			break
+		}
+		delete(s.pending, s.low+1)
+		s.low++
+	}
+	return true
+}
+
+func (s *seqTrack) unique() int64  { return s.low + int64(len(s.pending)) }
+func (s *seqTrack) missing() int64 { return s.max - s.unique() }
+
+// stats is the probe's shared state; one mutex, taken once per copy.
+type stats struct {
+	mu       sync.Mutex
+	start    time.Time
+	received int64
+	bytes    int64
+	unique   int64
+	dups     int64
+	noSeq    int64
+	invalid  int64
+	reasons  map[string]int64
+	first    []string
+	control  int64
+	conns    int64
+	perNF    map[string]int64
+	seqs     map[string]*seqTrack // "run/nf"
+	hist     *hdrhistogram.Histogram
+	expect   int64
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+func newStats(expect int64) *stats {
+	return &stats{
+		start: time.Now(), reasons: map[string]int64{}, perNF: map[string]int64{}, seqs: map[string]*seqTrack{},
+		// 1 µs to 1 hour at 3 significant figures.
+		hist: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3), expect: expect, done: make(chan struct{}),
+	}
+}
+
+// copySeen records one valid copy. seq is the x-signalbox-seq value, nfType
+// the copy's NF type (from the seq when the copy carries none), sent its send
+// time in ns since the epoch (0 = unknown).
+func (s *stats) copySeen(seq, nfType string, size int, sent int64, now time.Time) {
+	var lat int64 = -1
+	if sent > 0 {
+		lat = (now.UnixNano() - sent) / 1000
+		if lat < 0 {
+			lat = 0
+		}
+	}
+	key, n, okSeq := parseSeq(seq)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.received++
+	s.bytes += int64(size)
+	if lat >= 0 {
+		_ = s.hist.RecordValue(max(lat, 1))
+	}
+	if !okSeq {
+		s.noSeq++
+		s.unique++
+		s.countNF(nfType)
+		s.checkDone()
+		return
+	}
+	tr := s.seqs[key]
+	if tr == nil {
+		tr = &seqTrack{}
+		s.seqs[strings.Clone(key)] = tr
+	}
+	if !tr.add(n) {
+		s.dups++
+		return
+	}
+	s.unique++
+	if nfType == "" {
+		_, nfType, _ = strings.Cut(key, "/")
+	}
+	s.countNF(nfType)
+	s.checkDone()
+}
+
+func (s *stats) countNF(nfType string) {
+	if _, ok := s.perNF[nfType]; !ok {
+		nfType = strings.Clone(nfType) // it may alias a reused buffer
+	}
+	s.perNF[nfType]++
+}
+
+func (s *stats) checkDone() {
+	if s.expect > 0 && s.unique >= s.expect {
+		s.doneOnce.Do(func() { close(s.done) })
+	}
+}
+
+// parseSeq splits "run/nf/n" into "run/nf" and n.
+func parseSeq(seq string) (string, int64, bool) {
+	i := strings.LastIndexByte(seq, '/')
+	if i <= 0 || strings.IndexByte(seq[:i], '/') <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(seq[i+1:], 10, 64)
+	if err != nil || n <= 0 {
+		return "", 0, false
+	}
+	return seq[:i], n, true
+}
+
+// bad records an invalid copy or packet with a bounded reason label.
+func (s *stats) bad(reason, detail string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.invalid++
+	s.reasons[reason]++
+	if len(s.first) < maxFirstErrors {
+		s.first = append(s.first, reason+": "+detail)
+	}
+}
+
+func (s *stats) controlSeen() {
+	s.mu.Lock()
+	s.control++
+	s.mu.Unlock()
+}
+
+func (s *stats) connSeen() {
+	s.mu.Lock()
+	s.conns++
+	s.mu.Unlock()
+}
+
+func (s *stats) report(mode string) Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el := time.Since(s.start).Seconds()
+	r := Report{
+		Mode: mode, Elapsed: el, Received: s.received, Bytes: s.bytes, Unique: s.unique, Duplicates: s.dups,
+		NoSeq: s.noSeq, Invalid: s.invalid, Control: s.control, Connections: s.conns,
+		InvalidReasons: map[string]int64{}, PerNF: map[string]int64{},
+		FirstErrors: append([]string(nil), s.first...),
+	}
+	if el > 0 {
+		r.Rate = float64(s.received) / el
+	}
+	for k, v := range s.reasons {
+		r.InvalidReasons[k] = v
+	}
+	for k, v := range s.perNF {
+		r.PerNF[k] = v
+	}
+	for _, tr := range s.seqs {
+		r.Missing += tr.missing()
+	}
+	if s.expect > 0 && s.unique < s.expect {
+		r.Missing = max(r.Missing, s.expect-s.unique)
+	}
+	h := s.hist
+	r.Latency = Latency{Count: h.TotalCount(), Avg: h.Mean(), P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90),
+		P95: h.ValueAtQuantile(95), P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max()}
+	return r
+}

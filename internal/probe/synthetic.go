@@ -1,0 +1,314 @@
+package probe
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// The synthetic stream (written by internal/sink/synthetic): per TCP
+// connection a libpcap global header, then one record per packet. Each
+// packet is Ethernet / IPv4|IPv6 / TCP; its payload is either the HTTP/2
+// connection preface and/or SETTINGS (control), or whole HTTP/2 frames of one
+// copy: HEADERS (+CONTINUATION), then DATA with END_STREAM on the last. A
+// frame never continues into the next record, so a copy is limited to what a
+// record holds (maxRecordLen); bigger copies are counted invalid.
+const (
+	magicMicros   = 0xa1b2c3d4
+	magicNanos    = 0xa1b23c4d
+	linkEthernet  = 1
+	maxRecordLen  = 256 << 10
+	clientPreface = http2.ClientPreface
+)
+
+// flowKey identifies a synthetic TCP flow (addresses and ports, one way).
+type flowKey struct {
+	src, dst [16]byte
+	sp, dp   uint16
+}
+
+// flow is the HTTP/2 decoding state of one synthetic flow.
+type flow struct {
+	dec    *hpack.Decoder
+	rd     bytes.Reader
+	fr     *http2.Framer
+	fields copyFields
+}
+
+// copyFields are what the probe extracts from one copy's headers.
+type copyFields struct {
+	seq, path, status string
+	stream            uint32
+	data              int
+	headersDone       bool
+	err               error
+}
+
+func newFlow() *flow {
+	f := &flow{}
+	// Senders encode without a dynamic table, so any fresh decoder works; a
+	// per-flow one also copes with senders that do index.
+	f.dec = hpack.NewDecoder(64<<10, f.emit) // tolerates table size updates up to 64 KiB
+	f.fr = http2.NewFramer(io.Discard, &f.rd)
+	f.fr.SetReuseFrames()
+	f.fr.SetMaxReadFrameSize(maxRecordLen)
+	return f
+}
+
+func (f *flow) emit(hf hpack.HeaderField) {
+	switch hf.Name {
+	case "x-signalbox-seq":
+		f.fields.seq = hf.Value
+	case ":path":
+		f.fields.path = hf.Value
+	case ":status":
+		f.fields.status = hf.Value
+	}
+}
+
+// connDecoder decodes one synthetic connection's pcap stream.
+type connDecoder struct {
+	s       *stats
+	nanos   bool
+	order   binary.ByteOrder
+	snaplen uint32
+	hdr     [16]byte
+	buf     []byte
+	flows   map[flowKey]*flow
+
+	eth     layers.Ethernet
+	ip4     layers.IPv4
+	ip6     layers.IPv6
+	tcp     layers.TCP
+	payload gopacket.Payload
+	parser  *gopacket.DecodingLayerParser
+	decoded []gopacket.LayerType
+}
+
+func newConnDecoder(s *stats) *connDecoder {
+	d := &connDecoder{s: s, flows: map[flowKey]*flow{}}
+	d.parser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &d.eth, &d.ip4, &d.ip6, &d.tcp, &d.payload)
+	d.parser.IgnoreUnsupported = true
+	return d
+}
+
+// errStream is a fatal problem with the pcap framing itself: the connection
+// cannot be resynchronised and is dropped.
+type errStream struct{ reason, detail string }
+
+func (e *errStream) Error() string { return e.reason + ": " + e.detail }
+
+// readGlobal reads and checks the pcap global header.
+func (d *connDecoder) readGlobal(r io.Reader) error {
+	var g [24]byte
+	if _, err := io.ReadFull(r, g[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return &errStream{"bad_pcap_header", "short global header"}
+		}
+		return err
+	}
+	switch {
+	case binary.LittleEndian.Uint32(g[:]) == magicMicros:
+		d.order = binary.LittleEndian
+	case binary.LittleEndian.Uint32(g[:]) == magicNanos:
+		d.order, d.nanos = binary.LittleEndian, true
+	case binary.BigEndian.Uint32(g[:]) == magicMicros:
+		d.order = binary.BigEndian
+	case binary.BigEndian.Uint32(g[:]) == magicNanos:
+		d.order, d.nanos = binary.BigEndian, true
+	default:
+		return &errStream{"bad_pcap_header", fmt.Sprintf("magic %#x", binary.LittleEndian.Uint32(g[:]))}
+	}
+	if lt := d.order.Uint32(g[20:]); lt&0xffff != linkEthernet {
+		return &errStream{"bad_pcap_header", "linktype " + strconv.FormatUint(uint64(lt), 10) + ", want Ethernet (1)"}
+	}
+	d.snaplen = d.order.Uint32(g[16:])
+	return nil
+}
+
+// run decodes records until EOF or a framing error.
+func (d *connDecoder) run(conn io.Reader) error {
+	r := bufio.NewReaderSize(conn, 256<<10)
+	if err := d.readGlobal(r); err != nil {
+		return err
+	}
+	for {
+		if _, err := io.ReadFull(r, d.hdr[:]); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return &errStream{"truncated_record", "short record header"}
+			}
+			return err
+		}
+		sec := int64(d.order.Uint32(d.hdr[0:]))
+		frac := int64(d.order.Uint32(d.hdr[4:]))
+		incl := d.order.Uint32(d.hdr[8:])
+		if incl > maxRecordLen || (d.snaplen > 0 && incl > d.snaplen) {
+			return &errStream{"bad_record_length", fmt.Sprintf("record of %d bytes (snaplen %d)", incl, d.snaplen)}
+		}
+		if cap(d.buf) < int(incl) {
+			d.buf = make([]byte, incl, max(int(incl), 64<<10))
+		}
+		d.buf = d.buf[:incl]
+		if _, err := io.ReadFull(r, d.buf); err != nil {
+			return &errStream{"truncated_record", err.Error()}
+		}
+		ts := sec * 1e9
+		if d.nanos {
+			ts += frac
+		} else {
+			ts += frac * 1e3
+		}
+		d.packet(d.buf, ts, time.Now())
+	}
+}
+
+// packet decodes one record: L2-L4 with gopacket, then the HTTP/2 frames.
+func (d *connDecoder) packet(data []byte, ts int64, now time.Time) {
+	if err := d.parser.DecodeLayers(data, &d.decoded); err != nil {
+		d.s.bad("bad_packet", err.Error())
+		return
+	}
+	var key flowKey
+	var haveIP, haveTCP bool
+	for _, lt := range d.decoded {
+		switch lt {
+		case layers.LayerTypeIPv4:
+			copy(key.src[:], d.ip4.SrcIP.To16())
+			copy(key.dst[:], d.ip4.DstIP.To16())
+			haveIP = true
+		case layers.LayerTypeIPv6:
+			copy(key.src[:], d.ip6.SrcIP)
+			copy(key.dst[:], d.ip6.DstIP)
+			haveIP = true
+		case layers.LayerTypeTCP:
+			key.sp, key.dp = uint16(d.tcp.SrcPort), uint16(d.tcp.DstPort)
+			haveTCP = true
+		}
+	}
+	if !haveIP || !haveTCP {
+		d.s.bad("not_tcp", fmt.Sprintf("packet layers %v", d.decoded))
+		return
+	}
+	payload := d.tcp.Payload
+	if len(payload) == 0 {
+		d.s.bad("empty_payload", "TCP packet without payload")
+		return
+	}
+	f := d.flows[key]
+	if f == nil {
+		f = newFlow()
+		d.flows[key] = f
+	}
+	control := false
+	if bytes.HasPrefix(payload, []byte(clientPreface)) {
+		payload = payload[len(clientPreface):]
+		control = true
+	}
+	// After a bad packet the flow's HTTP/2 state is suspect: start afresh.
+	bad := func(reason, detail string) {
+		d.s.bad(reason, detail)
+		delete(d.flows, key)
+	}
+	f.fields = copyFields{}
+	f.rd.Reset(payload)
+	sawCopy := false
+	for {
+		fr, err := f.fr.ReadFrame()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				bad("truncated_frame", "HTTP/2 frame continues past the packet")
+			} else {
+				bad("bad_frame", err.Error())
+			}
+			return
+		}
+		switch fr := fr.(type) {
+		case *http2.SettingsFrame, *http2.WindowUpdateFrame, *http2.PingFrame:
+			if sawCopy {
+				bad("bad_frame", "control frame inside a copy")
+				return
+			}
+			control = true
+		case *http2.HeadersFrame:
+			if sawCopy {
+				bad("bad_frame", "second HEADERS in one packet")
+				return
+			}
+			sawCopy = true
+			f.fields.stream = fr.StreamID
+			if err := f.headerBlock(fr.HeaderBlockFragment(), fr.HeadersEnded()); err != nil {
+				bad("bad_hpack", err.Error())
+				return
+			}
+			if fr.StreamEnded() {
+				if !f.fields.headersDone {
+					bad("bad_frame", "END_STREAM before END_HEADERS")
+					return
+				}
+				d.finish(f, len(data), ts, now)
+				return
+			}
+		case *http2.ContinuationFrame:
+			if err := f.headerBlock(fr.HeaderBlockFragment(), fr.HeadersEnded()); err != nil {
+				bad("bad_hpack", err.Error())
+				return
+			}
+		case *http2.DataFrame:
+			if !sawCopy || !f.fields.headersDone || fr.StreamID != f.fields.stream {
+				bad("bad_frame", "DATA without HEADERS on its stream")
+				return
+			}
+			f.fields.data += len(fr.Data())
+			if fr.StreamEnded() {
+				d.finish(f, len(data), ts, now)
+				return
+			}
+		default:
+			bad("bad_frame", "unexpected "+fr.Header().Type.String()+" frame")
+			return
+		}
+	}
+	switch {
+	case sawCopy:
+		bad("incomplete_copy", "packet ends before END_STREAM")
+	case control:
+		d.s.controlSeen()
+	default:
+		bad("bad_frame", "packet holds no HTTP/2 frame")
+	}
+}
+
+func (f *flow) headerBlock(frag []byte, end bool) error {
+	if _, err := f.dec.Write(frag); err != nil {
+		return err
+	}
+	if end {
+		f.fields.headersDone = true
+		return f.dec.Close()
+	}
+	return nil
+}
+
+func (d *connDecoder) finish(f *flow, size int, ts int64, now time.Time) {
+	if f.fields.path == "" && f.fields.status == "" {
+		d.s.bad("missing_pseudo_header", "copy has neither :path nor :status")
+		return
+	}
+	d.s.copySeen(f.fields.seq, "", size, ts, now)
+}
