@@ -1,0 +1,160 @@
+package obs
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Severity of an alarm, in ITU X.733 terms.
+type Severity string
+
+const (
+	Critical Severity = "critical"
+	Major    Severity = "major"
+	Minor    Severity = "minor"
+	Warning  Severity = "warning"
+)
+
+var severities = []Severity{Critical, Major, Minor, Warning}
+
+// Alarm is a raised (or, in history, cleared) condition.
+type Alarm struct {
+	ID          string     `json:"id"`     // source + "/" + kind: stable, so raising again updates
+	Kind        string     `json:"kind"`   // e.g. feed_disconnected
+	Source      string     `json:"source"` // e.g. feed/probe-a, curri/default
+	Severity    Severity   `json:"severity"`
+	Description string     `json:"description"`
+	FirstSeen   time.Time  `json:"first_seen"`
+	LastSeen    time.Time  `json:"last_seen"`
+	Count       int64      `json:"count"`
+	Active      bool       `json:"active"`
+	ClearedAt   *time.Time `json:"cleared_at,omitempty"`
+}
+
+// Alarms keeps active alarms and a bounded history of cleared ones. Raising
+// an active alarm again updates its last-seen time, count and description.
+type Alarms struct {
+	mu       sync.Mutex
+	active   map[string]*Alarm
+	history  []Alarm // cleared, newest last
+	maxHist  int
+	gauge    *prometheus.GaugeVec
+	now      func() time.Time
+	onChange func(a Alarm)
+}
+
+// NewAlarms registers signalbox_alarms_active{severity} on reg.
+func NewAlarms(reg prometheus.Registerer) *Alarms {
+	a := &Alarms{
+		active:  map[string]*Alarm{},
+		maxHist: 1000,
+		now:     time.Now,
+		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "signalbox_alarms_active",
+			Help: "Active alarms by severity.",
+		}, []string{"severity"}),
+	}
+	for _, s := range severities {
+		a.gauge.WithLabelValues(string(s)).Set(0)
+	}
+	if reg != nil {
+		reg.MustRegister(a.gauge)
+	}
+	return a
+}
+
+// Raise raises (or refreshes) the alarm kind on source.
+func (a *Alarms) Raise(kind, source string, sev Severity, description string) {
+	now := a.now()
+	id := source + "/" + kind
+	a.mu.Lock()
+	al, ok := a.active[id]
+	if !ok {
+		al = &Alarm{ID: id, Kind: kind, Source: source, Severity: sev, FirstSeen: now, Active: true}
+		a.active[id] = al
+		a.gauge.WithLabelValues(string(sev)).Inc()
+	} else if al.Severity != sev {
+		a.gauge.WithLabelValues(string(al.Severity)).Dec()
+		a.gauge.WithLabelValues(string(sev)).Inc()
+		al.Severity = sev
+	}
+	al.Description = description
+	al.LastSeen = now
+	al.Count++
+	snap := *al
+	cb := a.onChange
+	a.mu.Unlock()
+	if cb != nil && !ok {
+		cb(snap)
+	}
+}
+
+// Clear clears the alarm kind on source if it is active.
+func (a *Alarms) Clear(kind, source string) {
+	id := source + "/" + kind
+	a.mu.Lock()
+	al, ok := a.active[id]
+	if !ok {
+		a.mu.Unlock()
+		return
+	}
+	delete(a.active, id)
+	a.gauge.WithLabelValues(string(al.Severity)).Dec()
+	now := a.now()
+	al.Active = false
+	al.ClearedAt = &now
+	a.history = append(a.history, *al)
+	if len(a.history) > a.maxHist {
+		a.history = append(a.history[:0], a.history[len(a.history)-a.maxHist:]...)
+	}
+	snap := *al
+	cb := a.onChange
+	a.mu.Unlock()
+	if cb != nil {
+		cb(snap)
+	}
+}
+
+// IsActive reports whether the alarm kind on source is raised.
+func (a *Alarms) IsActive(kind, source string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.active[source+"/"+kind]
+	return ok
+}
+
+// Active returns active alarms, most severe first, then newest.
+func (a *Alarms) Active() []Alarm {
+	a.mu.Lock()
+	out := make([]Alarm, 0, len(a.active))
+	for _, al := range a.active {
+		out = append(out, *al)
+	}
+	a.mu.Unlock()
+	rank := map[Severity]int{Critical: 0, Major: 1, Minor: 2, Warning: 3}
+	sort.Slice(out, func(i, j int) bool {
+		if rank[out[i].Severity] != rank[out[j].Severity] {
+			return rank[out[i].Severity] < rank[out[j].Severity]
+		}
+		return out[i].LastSeen.After(out[j].LastSeen)
+	})
+	return out
+}
+
+// History returns cleared alarms, newest first, at most limit.
+func (a *Alarms) History(limit int) []Alarm {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := len(a.history)
+	if limit <= 0 || limit > n {
+		limit = n
+	}
+	out := make([]Alarm, 0, limit)
+	for i := n - 1; i >= n-limit; i-- {
+		out = append(out, a.history[i])
+	}
+	return out
+}
