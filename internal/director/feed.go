@@ -1,0 +1,459 @@
+package director
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// feed is one running feed: a consumer group, a sink, and the loop between.
+type feed struct {
+	m     *Manager
+	spec  FeedSpec
+	key   string
+	group string
+	log   *slog.Logger
+	dirs  [8]bool // by copy.Direction; all true when the spec names none
+
+	delivered, bytes, failed, retries, lost, redelivered, invalid atomic.Uint64
+	lag                                                           atomic.Int64
+
+	mDelivered, mBytes, mFailed, mRetries, mLost, mRedelivered prometheus.Counter
+	mLag, mConnected                                           prometheus.Gauge
+	mLatency                                                   prometheus.Observer
+
+	mu        sync.Mutex
+	state     string
+	lastErr   string
+	lastErrAt time.Time
+	since     time.Time
+	hist      *hdrhistogram.WindowedHistogram // µs
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// consumer-side state, owned by the loop except expect (also touched
+	// by the group callbacks).
+	cl     *kgo.Client
+	sink   Sink
+	arena  []*copy.Copy
+	batch  []*copy.Copy
+	marks  []*kgo.Record
+	dlq    []*kgo.Record
+	expMu  sync.Mutex
+	expect map[tp]int64 // next offset we expect per partition, for loss detection
+}
+
+func (m *Manager) newFeed(s FeedSpec) *feed {
+	f := &feed{
+		m: m, spec: s, key: specKey(&s), group: m.cfg.GroupPrefix + s.Name,
+		log:    m.log.With("feed", s.Name),
+		state:  StateStarting,
+		since:  time.Now(),
+		hist:   hdrhistogram.NewWindowed(6, 1, 600_000_000, 3),
+		expect: map[tp]int64{},
+	}
+	if len(s.Directions) == 0 {
+		for i := range f.dirs {
+			f.dirs[i] = true
+		}
+	}
+	for _, d := range s.Directions {
+		f.dirs[copy.ParseDirection(d)] = true
+	}
+	l := prometheus.Labels{"feed": s.Name}
+	mt := m.m
+	f.mDelivered, f.mBytes = mt.delivered.With(l), mt.deliveredBytes.With(l)
+	f.mFailed, f.mRetries = mt.failures.With(l), mt.retries.With(l)
+	f.mLost, f.mRedelivered = mt.lost.With(l), mt.duplicates.With(l)
+	f.mLag, f.mConnected, f.mLatency = mt.lag.With(l), mt.connected.With(l), mt.latency.With(l)
+	return f
+}
+
+func (f *feed) setState(s string) {
+	f.mu.Lock()
+	f.state = s
+	f.mu.Unlock()
+	if s == StateConnected {
+		f.mConnected.Set(1)
+	} else {
+		f.mConnected.Set(0)
+	}
+}
+
+func (f *feed) setErr(err error) {
+	f.mu.Lock()
+	f.lastErr, f.lastErrAt = err.Error(), time.Now()
+	f.mu.Unlock()
+}
+
+func (f *feed) running() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cancel != nil
+}
+
+func (f *feed) rotate() {
+	f.mu.Lock()
+	f.hist.Rotate()
+	f.mu.Unlock()
+}
+
+func (f *feed) status() FeedStatus {
+	f.mu.Lock()
+	h := f.hist.Merge()
+	st := FeedStatus{
+		Name: f.spec.Name, Type: f.spec.Type, State: f.state,
+		LastError: f.lastErr, LastErrorAt: f.lastErrAt, Since: f.since,
+	}
+	f.mu.Unlock()
+	st.Delivered, st.DeliveredBytes = f.delivered.Load(), f.bytes.Load()
+	st.Failed, st.Retries = f.failed.Load(), f.retries.Load()
+	st.Redelivered, st.Invalid = f.redelivered.Load(), f.invalid.Load()
+	st.LostToRetention, st.Lag = f.lost.Load(), f.lag.Load()
+	if h.TotalCount() > 0 {
+		st.LatencyP50 = float64(h.ValueAtQuantile(50)) / 1e6
+		st.LatencyP95 = float64(h.ValueAtQuantile(95)) / 1e6
+		st.LatencyP99 = float64(h.ValueAtQuantile(99)) / 1e6
+		st.LatencyMax = float64(h.Max()) / 1e6
+	}
+	return st
+}
+
+func (f *feed) start(base context.Context) {
+	ctx, cancel := context.WithCancel(base)
+	f.mu.Lock()
+	f.cancel, f.done = cancel, make(chan struct{})
+	f.mu.Unlock()
+	go f.run(ctx)
+}
+
+// stop ends the loop and waits for it to commit and close.
+func (f *feed) stop() {
+	f.mu.Lock()
+	cancel, done := f.cancel, f.done
+	f.cancel = nil
+	f.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	f.setState(StateStopped)
+}
+
+func (f *feed) backoff(attempt int) time.Duration {
+	d := f.m.cfg.BackoffMin << min(attempt, 20)
+	if d <= 0 || d > f.m.cfg.BackoffMax {
+		d = f.m.cfg.BackoffMax
+	}
+	return d/2 + rand.N(d/2+1) // jitter, so feeds don't retry in lockstep
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (f *feed) run(ctx context.Context) {
+	defer close(f.done)
+	f.setState(StateStarting)
+	for attempt := 0; ; attempt++ {
+		s, err := f.m.cfg.NewSink(&f.spec)
+		if err == nil {
+			f.sink = s
+			break
+		}
+		f.setErr(err)
+		f.setState(StateError)
+		f.log.Error("feed: build sink", "err", err)
+		if !sleepCtx(ctx, f.backoff(attempt)) {
+			return
+		}
+	}
+	defer f.sink.Close()
+
+	cl, err := f.m.cfg.Client.NewClient(
+		kgo.ConsumerGroup(f.group),
+		kgo.ConsumeTopics(f.spec.Sources...),
+		// Deleted-by-retention offsets restart at the log start; the
+		// gap is counted as lost, never silently skipped to the end.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(time.Second),
+		kgo.OnPartitionsAssigned(f.assigned),
+		kgo.OnPartitionsRevoked(f.revoked),
+		kgo.OnPartitionsLost(f.revoked),
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)
+	if err != nil {
+		f.setErr(err)
+		f.setState(StateError)
+		f.log.Error("feed: kafka client", "err", err)
+		return
+	}
+	f.cl = cl
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := cl.CommitMarkedOffsets(cctx); err != nil {
+			f.log.Warn("feed: final commit", "err", err)
+		}
+		cancel()
+		cl.Close()
+	}()
+
+	var lastFetchErr time.Time
+	for ctx.Err() == nil {
+		fs := cl.PollRecords(ctx, f.m.cfg.MaxBatch)
+		if ctx.Err() != nil {
+			return
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			f.setErr(err)
+			if time.Since(lastFetchErr) > 10*time.Second { // one line per burst, not per poll
+				lastFetchErr = time.Now()
+				f.log.Warn("feed: fetch", "topic", t, "partition", p, "err", err)
+			}
+		})
+		if !f.process(ctx, fs) {
+			return
+		}
+	}
+}
+
+// process delivers one poll's records and marks them for commit; false when
+// ctx ended before the sink confirmed (nothing is marked then).
+func (f *feed) process(ctx context.Context, fs kgo.Fetches) bool {
+	f.batch, f.marks, f.dlq = f.batch[:0], f.marks[:0], f.dlq[:0]
+	n := 0
+	var redelivered uint64
+	f.m.mu.Lock()
+	high := f.m.delivered[f.spec.Name]
+	if high == nil {
+		high = map[tp]int64{}
+		f.m.delivered[f.spec.Name] = high
+	}
+	f.m.mu.Unlock()
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		f.checkGap(ctx, p.Topic, p.Partition, p.Records[0].Offset, p.Records[len(p.Records)-1].Offset+1)
+		key := tp{p.Topic, p.Partition}
+		h, seen := high[key]
+		for _, r := range p.Records {
+			if seen && r.Offset <= h {
+				redelivered++
+			}
+			if n == len(f.arena) {
+				f.arena = append(f.arena, new(copy.Copy))
+			}
+			c := f.arena[n]
+			if err := copy.Decode(r.Value, c); err != nil {
+				f.deadLetter(r, err)
+				continue
+			}
+			if !f.dirs[c.Direction] {
+				continue
+			}
+			n++
+			f.batch = append(f.batch, c)
+		}
+		f.marks = append(f.marks, p.Records[len(p.Records)-1])
+	})
+	if len(f.marks) == 0 {
+		return true
+	}
+	if len(f.batch) > 0 && !f.send(ctx) {
+		return false
+	}
+	if len(f.dlq) > 0 {
+		f.flushDLQ(ctx)
+	}
+	f.m.mu.Lock()
+	for _, r := range f.marks {
+		high[tp{r.Topic, r.Partition}] = max(high[tp{r.Topic, r.Partition}], r.Offset)
+	}
+	f.m.mu.Unlock()
+	if redelivered > 0 {
+		f.redelivered.Add(redelivered)
+		f.mRedelivered.Add(float64(redelivered))
+	}
+	f.cl.MarkCommitRecords(f.marks...)
+	return true
+}
+
+func (f *feed) send(ctx context.Context) bool {
+	for attempt := 0; ; attempt++ {
+		err := f.sink.Send(ctx, f.batch)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		f.failed.Add(1)
+		f.mFailed.Inc()
+		f.setErr(err)
+		f.setState(StateDisconnected)
+		if attempt == 0 {
+			f.log.Warn("feed: send failed, retrying", "err", err, "batch", len(f.batch))
+		}
+		if !sleepCtx(ctx, f.backoff(attempt)) {
+			return false
+		}
+		f.retries.Add(1)
+		f.mRetries.Inc()
+	}
+	now := time.Now().UnixNano()
+	var bytes uint64
+	f.mu.Lock()
+	for _, c := range f.batch {
+		bytes += uint64(len(c.Raw))
+		if c.Timestamp > 0 && now >= c.Timestamp {
+			us := (now - c.Timestamp) / 1e3
+			_ = f.hist.Current.RecordValue(us)
+			f.mLatency.Observe(float64(now-c.Timestamp) / 1e9)
+		}
+	}
+	wasConnected := f.state == StateConnected
+	f.mu.Unlock()
+	if !wasConnected {
+		f.setState(StateConnected)
+	}
+	f.delivered.Add(uint64(len(f.batch)))
+	f.mDelivered.Add(float64(len(f.batch)))
+	f.bytes.Add(bytes)
+	f.mBytes.Add(float64(bytes))
+	return true
+}
+
+// deadLetter queues an undecodable record for the DLQ; it is then skipped.
+func (f *feed) deadLetter(r *kgo.Record, err error) {
+	reason := "invalid"
+	var de *copy.DecodeError
+	if errors.As(err, &de) {
+		reason = de.Reason
+	}
+	f.invalid.Add(1)
+	f.m.m.invalid.WithLabelValues(r.Topic, reason).Inc()
+	f.dlq = append(f.dlq, &kgo.Record{
+		Topic: f.m.cfg.DLQTopic,
+		Key:   r.Key,
+		Value: r.Value,
+		Headers: []kgo.RecordHeader{
+			{Key: "signalbox-error", Value: []byte(err.Error())},
+			{Key: "signalbox-reason", Value: []byte(reason)},
+			{Key: "signalbox-source-topic", Value: []byte(r.Topic)},
+			{Key: "signalbox-source-partition", Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
+			{Key: "signalbox-source-offset", Value: strconv.AppendInt(nil, r.Offset, 10)},
+			{Key: "signalbox-feed", Value: []byte(f.spec.Name)},
+		},
+	})
+}
+
+func (f *feed) flushDLQ(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := f.cl.ProduceSync(ctx, f.dlq...).FirstErr(); err != nil {
+		// The record is still skipped: a broken DLQ must not stop the feed.
+		f.log.Error("feed: dead-letter produce failed; invalid copies skipped", "count", len(f.dlq), "err", err)
+	}
+}
+
+// assigned notes, per new partition, where consumption resumes; a commit
+// below the log start means copies were deleted by retention unread.
+func (f *feed) assigned(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
+	committed, err := f.m.adm.FetchOffsets(ctx, f.group)
+	if err != nil {
+		f.log.Warn("feed: fetch committed offsets", "err", err)
+		return
+	}
+	topics := make([]string, 0, len(parts))
+	for t := range parts {
+		topics = append(topics, t)
+	}
+	starts, err := f.m.adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		f.log.Warn("feed: list start offsets", "err", err)
+		return
+	}
+	f.expMu.Lock()
+	defer f.expMu.Unlock()
+	for t, ps := range parts {
+		for _, p := range ps {
+			c, ok := committed.Lookup(t, p)
+			if !ok || c.Err != nil || c.At < 0 {
+				continue
+			}
+			next := c.At
+			if s, ok := starts.Lookup(t, p); ok && s.Err == nil && s.Offset > c.At {
+				f.countLost(t, p, s.Offset-c.At)
+				next = s.Offset
+			}
+			f.expect[tp{t, p}] = next
+		}
+	}
+}
+
+func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
+	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+		f.log.Warn("feed: commit on revoke", "err", err)
+	}
+	f.expMu.Lock()
+	for t, ps := range parts {
+		for _, p := range ps {
+			delete(f.expect, tp{t, p})
+		}
+	}
+	f.expMu.Unlock()
+}
+
+// checkGap counts copies skipped between what we expected next and what the
+// fetch returned, if retention deleted them (a gap can also be transaction
+// markers, which are not losses).
+func (f *feed) checkGap(ctx context.Context, t string, p int32, first, next int64) {
+	key := tp{t, p}
+	f.expMu.Lock()
+	exp, ok := f.expect[key]
+	f.expect[key] = next
+	f.expMu.Unlock()
+	if !ok || first <= exp {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	starts, err := f.m.adm.ListStartOffsets(lctx, t)
+	if err != nil {
+		return
+	}
+	if s, ok := starts.Lookup(t, p); ok && s.Err == nil && s.Offset > exp {
+		f.countLost(t, p, min(s.Offset, first)-exp)
+	}
+}
+
+func (f *feed) countLost(t string, p int32, n int64) {
+	f.lost.Add(uint64(n))
+	f.mLost.Add(float64(n))
+	f.setErr(errors.New("copies deleted by retention before delivery"))
+	f.log.Error("feed: copies deleted by retention before delivery", "topic", t, "partition", p, "lost", n)
+}

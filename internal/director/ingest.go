@@ -1,0 +1,154 @@
+package director
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// IngestConfig configures the HTTP/2 ingest handler.
+type IngestConfig struct {
+	Topics         []broker.TopicSpec // NF type -> topic of the same name
+	MaxBodyBytes   int64              // whole request; default 64 MiB
+	MaxRecordBytes int                // one copy; default 1 MiB (the broker's record limit)
+	Timeout        time.Duration      // wait for broker acknowledgements; default 10s
+	Logger         *slog.Logger
+}
+
+type ingest struct {
+	cl     *kgo.Client
+	cfg    IngestConfig
+	topics map[string]string // NF type (upper case) -> topic
+	pool   sync.Pool
+}
+
+// NewIngestHandler serves POST /v1/copies for NFs that cannot speak Kafka:
+// one JSON copy (application/json) or many (application/x-ndjson). Every
+// copy is validated first; a bad one rejects the whole request (400 naming
+// the line) and nothing is produced. 200 {"accepted":N} is written only after
+// Kafka acknowledged every copy. Serve it over h2 or h2c.
+func NewIngestHandler(cl *kgo.Client, cfg IngestConfig) http.Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
+	if cfg.MaxRecordBytes <= 0 {
+		cfg.MaxRecordBytes = 1 << 20
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	in := &ingest{cl: cl, cfg: cfg, topics: map[string]string{}}
+	for _, t := range cfg.Topics {
+		if t.Name != broker.DLQTopic {
+			in.topics[strings.ToUpper(t.Name)] = t.Name
+		}
+	}
+	in.pool.New = func() any { return new(copy.Copy) }
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/copies", in.serve)
+	return mux
+}
+
+type ingestError struct {
+	Error string `json:"error"`
+	Line  int    `json:"line,omitempty"`
+	Field string `json:"field,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	ndjson := ct == "application/x-ndjson"
+	if !ndjson && ct != "application/json" {
+		writeJSON(w, http.StatusUnsupportedMediaType, ingestError{Error: "content type must be application/json or application/x-ndjson"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, in.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, ingestError{Error: fmt.Sprintf("body exceeds %d bytes", in.cfg.MaxBodyBytes)})
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, ingestError{Error: "read body: " + err.Error()})
+		return
+	}
+	var lines [][]byte
+	if ndjson {
+		for l := range bytes.SplitSeq(body, []byte{'\n'}) {
+			lines = append(lines, bytes.TrimSpace(l))
+		}
+	} else {
+		lines = [][]byte{bytes.TrimSpace(body)}
+	}
+	recs := make([]*kgo.Record, 0, len(lines))
+	c := in.pool.Get().(*copy.Copy)
+	defer in.pool.Put(c)
+	for i, l := range lines {
+		if len(l) == 0 {
+			continue
+		}
+		line := i + 1
+		if len(l) > in.cfg.MaxRecordBytes {
+			writeJSON(w, http.StatusRequestEntityTooLarge, ingestError{Error: fmt.Sprintf("copy of %d bytes exceeds %d", len(l), in.cfg.MaxRecordBytes), Line: line})
+			return
+		}
+		if err := copy.Decode(l, c); err != nil {
+			e := ingestError{Error: err.Error(), Line: line}
+			var de *copy.DecodeError
+			if errors.As(err, &de) {
+				e.Field = de.Field
+			}
+			writeJSON(w, http.StatusBadRequest, e)
+			return
+		}
+		topic, ok := in.topics[strings.ToUpper(c.NFType)]
+		if !ok {
+			writeJSON(w, http.StatusBadRequest, ingestError{Error: fmt.Sprintf("unknown nf-type %q", c.NFType), Line: line, Field: "metadata-list.feed-source.nf-type"})
+			return
+		}
+		rec := &kgo.Record{Topic: topic, Value: l}
+		if c.CorrelationID != "" {
+			rec.Key = []byte(c.CorrelationID)
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) == 0 {
+		writeJSON(w, http.StatusBadRequest, ingestError{Error: "no copies in body"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), in.cfg.Timeout)
+	defer cancel()
+	// The records alias body, which outlives ProduceSync.
+	if err := in.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		code := http.StatusServiceUnavailable
+		if broker.IsTooLarge(err) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		in.cfg.Logger.Warn("ingest: produce", "err", err, "copies", len(recs))
+		writeJSON(w, code, ingestError{Error: "kafka: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(recs)})
+}

@@ -1,0 +1,346 @@
+package director
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config configures a Manager.
+type Config struct {
+	Client      broker.ClientConfig
+	Topics      []broker.TopicSpec // source topics (NF types); the DLQ topic may be listed too
+	DLQTopic    string             // default broker.DLQTopic
+	Registerer  prometheus.Registerer
+	Logger      *slog.Logger
+	GroupPrefix string // default "signalbox-feed-"
+	// NewSink overrides how a feed's sink is built (default: synthetic,
+	// http2 or kafka from the spec).
+	NewSink func(spec *FeedSpec) (Sink, error)
+
+	MaxBatch    int           // records per poll and per Send; default 2000
+	LagInterval time.Duration // how often lag is refreshed; default 5s
+	BackoffMin  time.Duration // first retry delay after a failed Send; default 100ms
+	BackoffMax  time.Duration // retry delay cap; default 10s
+}
+
+// Feed states.
+const (
+	StateStarting     = "starting"
+	StateConnected    = "connected"
+	StateDisconnected = "disconnected"
+	StateStopped      = "stopped"
+	StateError        = "error"
+)
+
+// FeedStatus is a feed's runtime state and counters since it (re)started.
+type FeedStatus struct {
+	Name            string    `json:"name"`
+	Type            string    `json:"type"`
+	State           string    `json:"state"`
+	Delivered       uint64    `json:"delivered"`
+	DeliveredBytes  uint64    `json:"delivered_bytes"`
+	Failed          uint64    `json:"failed"`
+	Retries         uint64    `json:"retries"`
+	Redelivered     uint64    `json:"redelivered"`
+	Invalid         uint64    `json:"invalid"`
+	Lag             int64     `json:"lag"`
+	LostToRetention uint64    `json:"lost_to_retention"`
+	LastError       string    `json:"last_error,omitempty"`
+	LastErrorAt     time.Time `json:"last_error_at,omitzero"`
+	LatencyP50      float64   `json:"latency_p50"`
+	LatencyP95      float64   `json:"latency_p95"`
+	LatencyP99      float64   `json:"latency_p99"`
+	LatencyMax      float64   `json:"latency_max"`
+	Since           time.Time `json:"since"`
+}
+
+// Manager runs the feeds: one consumer group per feed.
+type Manager struct {
+	cfg         Config
+	log         *slog.Logger
+	m           *metrics
+	admin       *kgo.Client
+	adm         *kadm.Client
+	sources     map[string]bool
+	sourceNames []string
+
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	feeds map[string]*feed
+	// delivered remembers, per feed and partition, the highest offset
+	// delivered by any incarnation of the feed in this process, to count
+	// redeliveries.
+	delivered map[string]map[tp]int64
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// NewManager checks the configuration and connects an admin client (lazily:
+// Kafka need not be up yet).
+func NewManager(cfg Config) (*Manager, error) {
+	if cfg.DLQTopic == "" {
+		cfg.DLQTopic = broker.DLQTopic
+	}
+	if cfg.GroupPrefix == "" {
+		cfg.GroupPrefix = "signalbox-feed-"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 2000
+	}
+	if cfg.LagInterval <= 0 {
+		cfg.LagInterval = 5 * time.Second
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = 100 * time.Millisecond
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 10 * time.Second
+	}
+	if len(cfg.Topics) == 0 {
+		return nil, errors.New("director: no source topics")
+	}
+	mt, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := cfg.Client.NewClient()
+	if err != nil {
+		return nil, fmt.Errorf("director: %w", err)
+	}
+	m := &Manager{
+		cfg: cfg, log: cfg.Logger.With("component", "director"), m: mt,
+		admin: admin, adm: kadm.NewClient(admin),
+		sources: map[string]bool{}, feeds: map[string]*feed{}, delivered: map[string]map[tp]int64{},
+	}
+	for _, t := range cfg.Topics {
+		if t.Name != cfg.DLQTopic {
+			m.sources[t.Name] = true
+			m.sourceNames = append(m.sourceNames, t.Name)
+		}
+	}
+	m.base, m.cancel = context.WithCancel(context.Background())
+	if m.cfg.NewSink == nil {
+		m.cfg.NewSink = m.defaultSink
+	}
+	return m, nil
+}
+
+// Run refreshes lag and latency windows until ctx ends, then stops every
+// feed (committing what was delivered) and closes the admin client.
+func (m *Manager) Run(ctx context.Context) error {
+	t := time.NewTicker(m.cfg.LagInterval)
+	defer t.Stop()
+	rotate := time.NewTicker(10 * time.Second)
+	defer rotate.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.shutdown()
+			return nil
+		case <-t.C:
+			m.refreshLag(ctx)
+		case <-rotate.C:
+			m.mu.Lock()
+			for _, f := range m.feeds {
+				f.rotate()
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+func (m *Manager) shutdown() {
+	m.mu.Lock()
+	feeds := make([]*feed, 0, len(m.feeds))
+	for _, f := range m.feeds {
+		feeds = append(feeds, f)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, f := range feeds {
+		wg.Go(f.stop)
+	}
+	wg.Wait()
+	m.cancel()
+	m.admin.Close()
+}
+
+func (m *Manager) refreshLag(ctx context.Context) {
+	m.mu.Lock()
+	groups := make([]string, 0, len(m.feeds))
+	byGroup := map[string]*feed{}
+	for _, f := range m.feeds {
+		if f.running() {
+			groups = append(groups, f.group)
+			byGroup[f.group] = f
+		}
+	}
+	m.mu.Unlock()
+	if len(groups) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.LagInterval)
+	defer cancel()
+	lags, err := m.adm.Lag(ctx, groups...)
+	if err != nil {
+		m.log.Warn("feed lag", "err", err)
+		return
+	}
+	lags.Each(func(l kadm.DescribedGroupLag) {
+		f := byGroup[l.Group]
+		if f == nil || l.Error() != nil {
+			return
+		}
+		total := l.Lag.Total()
+		f.lag.Store(total)
+		f.mLag.Set(float64(total))
+	})
+}
+
+// Apply reconciles the running feeds with specs: starts new ones, restarts
+// changed ones, stops removed or disabled ones. Invalid specs are reported
+// (and shown in Status with state error); the others still apply.
+func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
+	want := map[string]FeedSpec{}
+	for _, s := range specs {
+		want[s.Name] = s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var errs []error
+	for name, f := range m.feeds {
+		s, ok := want[name]
+		if ok && specKey(&s) == f.key {
+			continue
+		}
+		f.stop()
+		delete(m.feeds, name)
+		if !ok {
+			m.m.forget(name)
+			delete(m.delivered, name)
+			m.log.Info("feed removed", "feed", name)
+		}
+	}
+	for _, s := range specs {
+		if _, ok := m.feeds[s.Name]; ok {
+			continue
+		}
+		f := m.newFeed(s)
+		m.feeds[s.Name] = f
+		if err := m.Validate(&f.spec); err != nil {
+			f.setState(StateError)
+			f.setErr(err)
+			errs = append(errs, fmt.Errorf("feed %q: %w", s.Name, err))
+			continue
+		}
+		if s.Enabled != nil && !*s.Enabled {
+			f.setState(StateStopped)
+			continue
+		}
+		if err := m.position(ctx, &f.spec, true); err != nil {
+			// Not fatal: the feed starts from the reset offset (start
+			// of log) rather than not at all; Prepare normally did this.
+			m.log.Warn("feed: position consumer group", "feed", s.Name, "err", err)
+		}
+		f.start(m.base)
+		m.log.Info("feed started", "feed", s.Name, "type", s.Type, "sources", s.Sources)
+	}
+	return errors.Join(errs...)
+}
+
+func specKey(s *FeedSpec) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// Prepare positions a new feed's consumer group before the feed is stored,
+// so that it delivers every copy produced after Prepare returns (start
+// latest) or everything still retained (start earliest).
+func (m *Manager) Prepare(ctx context.Context, spec *FeedSpec) error {
+	if err := m.Validate(spec); err != nil {
+		return err
+	}
+	return m.position(ctx, spec, false)
+}
+
+// position commits the start or end offsets of every source partition for
+// the feed's group; with onlyMissing, only where the group has no commit.
+func (m *Manager) position(ctx context.Context, spec *FeedSpec, onlyMissing bool) error {
+	group := m.cfg.GroupPrefix + spec.Name
+	var (
+		lo  kadm.ListedOffsets
+		err error
+	)
+	if spec.Start == "earliest" {
+		lo, err = m.adm.ListStartOffsets(ctx, spec.Sources...)
+	} else {
+		lo, err = m.adm.ListEndOffsets(ctx, spec.Sources...)
+	}
+	if err == nil {
+		err = lo.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("feed %q: list offsets: %w", spec.Name, err)
+	}
+	offs := lo.Offsets()
+	if onlyMissing {
+		have, err := m.adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return fmt.Errorf("feed %q: fetch committed offsets: %w", spec.Name, err)
+		}
+		have.Each(func(r kadm.OffsetResponse) {
+			if r.Err == nil && r.At >= 0 {
+				offs.Delete(r.Topic, r.Partition)
+			}
+		})
+		if len(offs) == 0 {
+			return nil
+		}
+	}
+	if err := m.adm.CommitAllOffsets(ctx, group, offs); err != nil {
+		return fmt.Errorf("feed %q: commit start position: %w", spec.Name, err)
+	}
+	return nil
+}
+
+// Status reports one feed.
+func (m *Manager) Status(name string) (FeedStatus, bool) {
+	m.mu.Lock()
+	f, ok := m.feeds[name]
+	m.mu.Unlock()
+	if !ok {
+		return FeedStatus{}, false
+	}
+	return f.status(), true
+}
+
+// Statuses reports every feed, by name.
+func (m *Manager) Statuses() []FeedStatus {
+	m.mu.Lock()
+	out := make([]FeedStatus, 0, len(m.feeds))
+	for _, f := range m.feeds {
+		out = append(out, f.status())
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,76 @@
+package director
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the director's Prometheus series; per-feed series carry only
+// the feed label and are deleted when the feed is removed.
+type metrics struct {
+	delivered      *prometheus.CounterVec
+	deliveredBytes *prometheus.CounterVec
+	failures       *prometheus.CounterVec
+	retries        *prometheus.CounterVec
+	lost           *prometheus.CounterVec
+	duplicates     *prometheus.CounterVec
+	lag            *prometheus.GaugeVec
+	connected      *prometheus.GaugeVec
+	latency        *prometheus.HistogramVec
+	invalid        *prometheus.CounterVec
+	ingested       *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	feed := []string{"feed"}
+	m := &metrics{
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_delivered_total",
+			Help: "Copies the feed's sink confirmed."}, feed),
+		deliveredBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_delivered_bytes_total",
+			Help: "Raw record bytes of confirmed copies."}, feed),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_failures_total",
+			Help: "Failed sink sends (each is retried)."}, feed),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_retries_total",
+			Help: "Batches sent again after a failure."}, feed),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_lost_total",
+			Help: "Copies deleted by retention before the feed delivered them."}, feed),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_redelivered_total",
+			Help: "Copies delivered again after a restart or rebalance (at-least-once)."}, feed),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "signalbox_feed_lag",
+			Help: "Copies in the feed's source topics not yet committed."}, feed),
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "signalbox_feed_connected",
+			Help: "1 when the feed's last delivery succeeded."}, feed),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "signalbox_feed_e2e_latency_seconds",
+			Help:    "Delivery time minus the copy's timestamp.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30}}, feed),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_copy_invalid_total",
+			Help: "Undecodable copies sent to the dead-letter topic."}, []string{"topic", "reason"}),
+		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_ingest_copies_total",
+			Help: "Copies accepted over HTTP/2 ingest and acknowledged by Kafka."}, []string{"topic"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("director metrics: already registered (one Manager per registry): %w", err)
+			}
+			return nil, fmt.Errorf("director metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) forget(feed string) {
+	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates} {
+		v.DeleteLabelValues(feed)
+	}
+	m.lag.DeleteLabelValues(feed)
+	m.connected.DeleteLabelValues(feed)
+	m.latency.DeleteLabelValues(feed)
+}

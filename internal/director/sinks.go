@@ -1,0 +1,53 @@
+package director
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	kafkasink "github.com/signalbox/signalbox/internal/sink/kafka"
+	"github.com/signalbox/signalbox/internal/sink/synthetic"
+)
+
+func parseAddrPort(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return ap, fmt.Errorf("%q: want ip:port", s)
+	}
+	return ap, nil
+}
+
+// defaultSink builds the sink a spec names.
+func (m *Manager) defaultSink(spec *FeedSpec) (Sink, error) {
+	log := m.log.With("feed", spec.Name)
+	tc, err := tlsConfig(spec.TLS, "tls")
+	if err != nil {
+		return nil, err
+	}
+	switch spec.Type {
+	case TypeSynthetic:
+		maps := make([]synthetic.Mapping, 0, len(spec.Mappings))
+		for _, mp := range spec.Mappings {
+			ap, err := parseAddrPort(mp.Addr)
+			if err != nil {
+				return nil, err
+			}
+			maps = append(maps, synthetic.Mapping{NFFQDN: mp.NFFQDN, NFInstanceID: mp.NFInstanceID, Addr: ap})
+		}
+		return synthetic.New(synthetic.Config{Endpoint: spec.Endpoint, TLS: tc, Mappings: maps, Logger: log})
+	case TypeKafka:
+		cc := m.cfg.Client
+		if k := spec.Kafka; k != nil {
+			ktc, err := tlsConfig(k.TLS, "kafka.tls")
+			if err != nil {
+				return nil, err
+			}
+			cc = broker.ClientConfig{Brokers: k.Brokers, SASLMechanism: k.SASLMechanism,
+				Username: k.Username, Password: k.Password, TLS: ktc}
+		}
+		return kafkasink.New(kafkasink.Config{Client: cc, Topic: spec.Topic, Logger: log})
+	case TypeHTTP2:
+		return nil, fmt.Errorf("feed %q: the http2 sink is not available in this build yet", spec.Name)
+	}
+	return nil, fmt.Errorf("feed %q: unknown type %q", spec.Name, spec.Type)
+}

@@ -1,0 +1,168 @@
+package director
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/copy"
+)
+
+var feedName = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
+
+// Validate checks a feed spec and returns a *FieldError naming the first
+// field at fault. It reads TLS files, so it also catches unreadable ones.
+func (m *Manager) Validate(spec *FeedSpec) error {
+	if spec == nil {
+		return &FieldError{Field: "feed", Msg: "missing"}
+	}
+	if !feedName.MatchString(spec.Name) {
+		return &FieldError{Field: "name", Msg: fmt.Sprintf("%q: want 1-64 characters of a-z 0-9 . _ -", spec.Name)}
+	}
+	switch spec.Type {
+	case TypeSynthetic, TypeHTTP2, TypeKafka:
+	default:
+		return &FieldError{Field: "type", Msg: fmt.Sprintf("%q: want synthetic, http2 or kafka", spec.Type)}
+	}
+	if len(spec.Sources) == 0 {
+		return &FieldError{Field: "sources", Msg: "at least one NF type is required"}
+	}
+	seen := map[string]bool{}
+	for i, s := range spec.Sources {
+		if !m.sources[s] {
+			return &FieldError{Field: "sources[" + strconv.Itoa(i) + "]", Msg: fmt.Sprintf("%q is not a known NF type (topics: %v)", s, m.sourceNames)}
+		}
+		if seen[s] {
+			return &FieldError{Field: "sources[" + strconv.Itoa(i) + "]", Msg: fmt.Sprintf("%q listed twice", s)}
+		}
+		seen[s] = true
+	}
+	for i, d := range spec.Directions {
+		if copy.ParseDirection(d) == copy.DirUnknown {
+			return &FieldError{Field: "directions[" + strconv.Itoa(i) + "]",
+				Msg: fmt.Sprintf("%q: want REQUEST_INGRESS, REQUEST_EGRESS, RESPONSE_INGRESS or RESPONSE_EGRESS", d)}
+		}
+	}
+	switch spec.Start {
+	case "", "latest", "earliest":
+	default:
+		return &FieldError{Field: "start", Msg: fmt.Sprintf("%q: want latest or earliest", spec.Start)}
+	}
+	if spec.Filter != "" {
+		return &FieldError{Field: "filter", Msg: "filter expressions are not supported yet"}
+	}
+	switch spec.Type {
+	case TypeSynthetic:
+		if err := hostPort(spec.Endpoint); err != nil {
+			return &FieldError{Field: "endpoint", Msg: err.Error()}
+		}
+		for i, mp := range spec.Mappings {
+			f := "mappings[" + strconv.Itoa(i) + "]"
+			if mp.NFFQDN == "" && mp.NFInstanceID == "" {
+				return &FieldError{Field: f, Msg: "needs nf_fqdn or nf_instance_id"}
+			}
+			if _, err := parseAddrPort(mp.Addr); err != nil {
+				return &FieldError{Field: f + ".addr", Msg: err.Error()}
+			}
+		}
+	case TypeHTTP2:
+		u, err := url.Parse(spec.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return &FieldError{Field: "url", Msg: fmt.Sprintf("%q: want an http:// or https:// URL", spec.URL)}
+		}
+	case TypeKafka:
+		if spec.Topic == "" {
+			return &FieldError{Field: "topic", Msg: "required for a kafka feed"}
+		}
+		if err := broker.ValidateTopicName(spec.Topic); err != nil {
+			return &FieldError{Field: "topic", Msg: err.Error()}
+		}
+		if spec.Kafka == nil && (m.sources[spec.Topic] || spec.Topic == m.cfg.DLQTopic) {
+			return &FieldError{Field: "topic", Msg: fmt.Sprintf("%q is a director topic; feeding it would loop", spec.Topic)}
+		}
+		if k := spec.Kafka; k != nil {
+			if len(k.Brokers) == 0 {
+				return &FieldError{Field: "kafka.brokers", Msg: "at least one host:port is required"}
+			}
+			for i, b := range k.Brokers {
+				if err := hostPort(b); err != nil {
+					return &FieldError{Field: "kafka.brokers[" + strconv.Itoa(i) + "]", Msg: err.Error()}
+				}
+			}
+			switch k.SASLMechanism {
+			case "":
+			case broker.MechPlain, broker.MechScramSHA256, broker.MechScramSHA512:
+				if k.Username == "" {
+					return &FieldError{Field: "kafka.username", Msg: "required with sasl_mechanism"}
+				}
+			default:
+				return &FieldError{Field: "kafka.sasl_mechanism", Msg: fmt.Sprintf("%q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", k.SASLMechanism)}
+			}
+			if _, err := tlsConfig(k.TLS, "kafka.tls"); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := tlsConfig(spec.TLS, "tls"); err != nil {
+		return err
+	}
+	return nil
+}
+
+func hostPort(s string) error {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil || h == "" {
+		return fmt.Errorf("%q: want host:port", s)
+	}
+	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port must be 1-65535", s)
+	}
+	return nil
+}
+
+// tlsConfig builds the client TLS config of a spec, naming the field of any
+// file that cannot be read or parsed. nil or disabled gives nil.
+func tlsConfig(t *TLSSpec, field string) (*tls.Config, error) {
+	if t == nil || !t.Enabled {
+		return nil, nil
+	}
+	c := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // operator's explicit choice
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, &FieldError{Field: field + ".ca_file", Msg: err.Error()}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &FieldError{Field: field + ".ca_file", Msg: fmt.Sprintf("%s: no PEM certificate found", t.CAFile)}
+		}
+		c.RootCAs = pool
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		f := field + ".key_file"
+		if t.CertFile == "" {
+			f = field + ".cert_file"
+		}
+		return nil, &FieldError{Field: f, Msg: "cert_file and key_file go together"}
+	}
+	if t.CertFile != "" {
+		if _, err := os.Stat(t.CertFile); err != nil {
+			return nil, &FieldError{Field: field + ".cert_file", Msg: err.Error()}
+		}
+		if _, err := os.Stat(t.KeyFile); err != nil {
+			return nil, &FieldError{Field: field + ".key_file", Msg: err.Error()}
+		}
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, &FieldError{Field: field + ".cert_file", Msg: err.Error()}
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
