@@ -1,0 +1,383 @@
+package http2sink
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/copy"
+)
+
+// consumer is a test probe recording what it receives.
+type consumer struct {
+	mu       sync.Mutex
+	bodies   map[string]int // body -> times received
+	attempts map[string]int
+	remotes  map[string]bool
+	bad      []string
+
+	inFlight, maxInFlight atomic.Int32
+	// answer decides the status for a body's nth attempt (1-based).
+	answer func(body string, attempt int) int
+	delay  time.Duration
+	block  chan struct{} // if set, handlers wait on it before answering
+}
+
+func newConsumer() *consumer {
+	return &consumer{bodies: map[string]int{}, attempts: map[string]int{}, remotes: map[string]bool{},
+		answer: func(string, int) int { return http.StatusOK }}
+}
+
+func (c *consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	for {
+		m := c.maxInFlight.Load()
+		if n <= m || c.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	c.mu.Lock()
+	if err != nil || r.ProtoMajor != 2 || r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+		c.bad = append(c.bad, fmt.Sprintf("%s %s %s err=%v", r.Proto, r.Method, r.Header.Get("Content-Type"), err))
+	}
+	c.attempts[string(body)]++
+	attempt := c.attempts[string(body)]
+	c.remotes[r.RemoteAddr] = true
+	c.mu.Unlock()
+	if c.delay > 0 {
+		time.Sleep(c.delay)
+	}
+	if c.block != nil {
+		<-c.block
+	}
+	code := c.answer(string(body), attempt)
+	if code/100 == 2 {
+		c.mu.Lock()
+		c.bodies[string(body)]++
+		c.mu.Unlock()
+	}
+	w.WriteHeader(code)
+}
+
+func (c *consumer) check(t *testing.T, batch []*copy.Copy) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.bad) > 0 {
+		t.Errorf("bad requests: %v", c.bad[:min(3, len(c.bad))])
+	}
+	for i, cp := range batch {
+		if c.bodies[string(cp.Raw)] != 1 {
+			t.Errorf("copy %d delivered %d times", i, c.bodies[string(cp.Raw)])
+		}
+	}
+}
+
+// startH2C serves h2c (prior knowledge) only: an HTTP/1 request would fail.
+func startH2C(t testing.TB, h http.Handler) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: p}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/callproducer"
+}
+
+// startH2 serves h2 over TLS; it returns the URL and a client TLS config.
+func startH2(t testing.TB, h http.Handler) (string, *tls.Config) {
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	return srv.URL + "/callproducer", &tls.Config{RootCAs: pool}
+}
+
+func makeBatch(n, size int, tag string) []*copy.Copy {
+	batch := make([]*copy.Copy, n)
+	for i := range batch {
+		raw := fmt.Sprintf(`{"version":"1.0.0","metadata-list":{"correlation-id":"%s-%d"},"5g-sbi-message":"`, tag, i)
+		raw += strings.Repeat("x", max(0, size-len(raw)-2)) + `"}`
+		batch[i] = &copy.Copy{CorrelationID: fmt.Sprintf("%s-%d", tag, i), Raw: []byte(raw)}
+	}
+	return batch
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestDelivery(t *testing.T) {
+	for _, proto := range []string{"h2c", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			c := newConsumer()
+			cfg := Config{Concurrency: 32, Logger: quiet()}
+			if proto == "h2c" {
+				cfg.URL = startH2C(t, c)
+			} else {
+				cfg.URL, cfg.TLS = startH2(t, c)
+			}
+			s, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for round := 0; round < 3; round++ {
+				batch := makeBatch(200, 3000, fmt.Sprintf("%s-r%d", proto, round))
+				if err := s.Send(context.Background(), batch); err != nil {
+					t.Fatal(err)
+				}
+				c.check(t, batch)
+			}
+			if !s.Connected() || s.Retries() != 0 || s.LastError() != "" {
+				t.Errorf("Connected %v Retries %d LastError %q", s.Connected(), s.Retries(), s.LastError())
+			}
+			c.mu.Lock()
+			if len(c.remotes) != 1 {
+				t.Errorf("%d connections used, want 1", len(c.remotes))
+			}
+			c.mu.Unlock()
+		})
+	}
+}
+
+func TestRetries(t *testing.T) {
+	tests := []struct {
+		name         string
+		answer       func(body string, attempt int) int
+		maxRetries   int
+		wantErr      string // "" = delivered
+		wantAttempts int    // per copy
+		wantCode     int    // StatusError code expected in the error
+	}{
+		{"503 then ok", func(_ string, n int) int {
+			if n <= 2 {
+				return http.StatusServiceUnavailable
+			}
+			return http.StatusNoContent
+		}, 3, "", 3, 0},
+		{"429 then ok", func(_ string, n int) int {
+			if n == 1 {
+				return http.StatusTooManyRequests
+			}
+			return http.StatusOK
+		}, 3, "", 2, 0},
+		{"408 then ok", func(_ string, n int) int {
+			if n == 1 {
+				return http.StatusRequestTimeout
+			}
+			return http.StatusAccepted
+		}, 3, "", 2, 0},
+		{"503 forever", func(string, int) int { return http.StatusServiceUnavailable }, 2, "after 3 attempts", 3, 503},
+		{"400 not retried", func(string, int) int { return http.StatusBadRequest }, 3, "400 Bad Request", 1, 400},
+		{"404 not retried", func(string, int) int { return http.StatusNotFound }, 3, "404", 1, 404},
+		{"no retries", func(string, int) int { return http.StatusBadGateway }, -1, "after 1 attempts", 1, 502},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newConsumer()
+			c.answer = tt.answer
+			s, err := New(Config{URL: startH2C(t, c), MaxRetries: tt.maxRetries, BackoffMin: time.Millisecond,
+				BackoffMax: 5 * time.Millisecond, Logger: quiet()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			batch := makeBatch(1, 100, "retry")
+			err = s.Send(context.Background(), batch)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.check(t, batch)
+				if s.Retries() != uint64(tt.wantAttempts-1) {
+					t.Errorf("Retries() = %d", s.Retries())
+				}
+			} else {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Send: %v, want %q", err, tt.wantErr)
+				}
+				var se *StatusError
+				if !errors.As(err, &se) || se.Code != tt.wantCode {
+					t.Fatalf("error %v does not carry status %d", err, tt.wantCode)
+				}
+				if s.LastError() == "" {
+					t.Error("LastError empty")
+				}
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if got := c.attempts[string(batch[0].Raw)]; got != tt.wantAttempts {
+				t.Errorf("%d attempts, want %d", got, tt.wantAttempts)
+			}
+		})
+	}
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	c := newConsumer()
+	c.delay = 20 * time.Millisecond
+	s, err := New(Config{URL: startH2C(t, c), Concurrency: 8, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	batch := makeBatch(64, 500, "conc")
+	start := time.Now()
+	if err := s.Send(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	c.check(t, batch)
+	if m := c.maxInFlight.Load(); m > 8 || m < 4 {
+		t.Errorf("max in flight %d, want 4..8", m)
+	}
+	// 64 requests of 20ms, 8 at a time: about 160ms; serial would be 1.3s.
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("batch took %v: requests not concurrent", d)
+	}
+}
+
+func TestConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s, err := New(Config{URL: "http://" + addr + "/", MaxRetries: 1, BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Send(context.Background(), makeBatch(3, 100, "refused")); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("Send: %v", err)
+	}
+	if s.Connected() || s.Retries() == 0 {
+		t.Errorf("Connected %v Retries %d", s.Connected(), s.Retries())
+	}
+}
+
+func TestFireAndForget(t *testing.T) {
+	c := newConsumer()
+	c.block = make(chan struct{})
+	s, err := New(Config{URL: startH2C(t, c), FireAndForget: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := makeBatch(50, 1000, "faf")
+	want := makeBatch(50, 1000, "faf")
+	done := make(chan error, 1)
+	go func() { done <- s.Send(context.Background(), batch) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		close(c.block)
+		t.Fatal("Send waited for the answers")
+	}
+	// The caller reuses its buffers right away; the requests must not care.
+	for _, cp := range batch {
+		for i := range cp.Raw {
+			cp.Raw[i] = '!'
+		}
+	}
+	close(c.block)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		n := len(c.bodies)
+		c.mu.Unlock()
+		if n == len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.check(t, want)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(context.Background(), want); err == nil {
+		t.Error("Send after Close succeeded")
+	}
+}
+
+func TestFireAndForgetUnwritable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s, err := New(Config{URL: "http://" + addr + "/", FireAndForget: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Send(context.Background(), makeBatch(3, 100, "x")); err == nil {
+		t.Fatal("fire-and-forget Send to a closed port succeeded")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no url", Config{}, "url: required"},
+		{"bad scheme", Config{URL: "ftp://x/"}, "scheme must be"},
+		{"no host", Config{URL: "http:///x"}, "no host"},
+		{"tls on http", Config{URL: "http://x/", TLS: &tls.Config{}}, "TLS configured"},
+		{"unparsable", Config{URL: "http://[::1"}, "url"},
+		{"backoff inverted", Config{URL: "http://x/", BackoffMin: time.Second, BackoffMax: time.Millisecond}, "backoff max"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New: %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// BenchmarkSend posts batches of 256 copies of 3 KB over h2c on loopback.
+func BenchmarkSend(b *testing.B) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	})
+	s, err := New(Config{URL: startH2C(b, h), Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	batch := makeBatch(256, 3000, "bench")
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Send(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "copies/s")
+}
