@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 )
 
@@ -133,22 +134,35 @@ func prefixSample(k int, r *rand.Rand) string {
 }
 
 // patternRule alternates long-distance (9.1NPA...) and 10-digit local
-// (9.NPA...) CUCM route patterns.
+// (9.NPA...) CUCM route patterns; past 1600 patterns the exchange's first
+// digit is fixed instead of [2-9], so rules stay distinct up to 12,800.
 func patternRule(k int) string {
-	npa := 200 + (k/2)%800
-	d := 2 + (k/1600)%8
-	if k%2 == 0 {
-		return fmt.Sprintf("9.1%03d%dXXXXXX", npa, d)
+	npa, d := 200+(k/2)%800, patternDigit(k)
+	ld := "1"
+	if k%2 == 1 {
+		ld = ""
 	}
-	return fmt.Sprintf("9.%03d[2-9]XXXXXX", npa)
+	return fmt.Sprintf("9.%s%03d%sXXXXXX", ld, npa, d)
+}
+
+func patternDigit(k int) string {
+	if k < 1600 {
+		return "[2-9]"
+	}
+	return strconv.Itoa(2 + (k/1600-1)%8)
 }
 
 func patternSample(k int, r *rand.Rand) string {
 	npa := 200 + (k/2)%800
-	if k%2 == 0 {
-		return fmt.Sprintf("91%03d%d%s", npa, 2+(k/1600)%8, digits(r, 6))
+	ld := "1"
+	if k%2 == 1 {
+		ld = ""
 	}
-	return fmt.Sprintf("9%03d%d%s", npa, 2+r.IntN(8), digits(r, 6))
+	d := 2 + r.IntN(8)
+	if k >= 1600 {
+		d = 2 + (k/1600-1)%8
+	}
+	return fmt.Sprintf("9%s%03d%d%s", ld, npa, d, digits(r, 6))
 }
 
 func digits(r *rand.Rand, n int) string {
