@@ -527,8 +527,10 @@ func (s *scanner) startTag(vals []byte) error {
 				return err
 			}
 			field = fieldFor(id)
-		} else if _, err := s.decodeChars(nil, raw, kindAttr, false); err != nil {
-			return err
+		} else if !isPlainASCII(raw) {
+			if _, err := s.decodeChars(nil, raw, kindAttr, false); err != nil {
+				return err
+			}
 		}
 	}
 	s.pos = p
