@@ -68,7 +68,7 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.StringVar(&c.target, "target", "", "CURRI URL of a running server, e.g. http://127.0.0.1:4080/curri/default (default: start a server)")
 	fs.StringVar(&c.api, "api", "", "with -target: base URL of that server's REST API and /metrics, e.g. http://127.0.0.1:8080, to load rules and read its CPU/RSS")
 	fs.StringVar(&c.token, "token", "", "with -api: admin bearer token of the REST API")
-	fs.StringVar(&c.policy, "policy", "default", "policy to load the rules into (and, without -target, to call)")
+	fs.StringVar(&c.policy, "policy", "default", "policy to load the rules into and to call (default: the one named by a -target of /curri/{policy}, else default)")
 	fs.StringVar(&c.serverBin, "server-bin", "", "signalbox binary to start as the server (default: this executable)")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow a -target/-api that is not on loopback")
 	rules := fs.Int("rules", 1000, "rule count, shaped like the reference test: 80% exact (calling number), 20% regex (called number)")
@@ -93,11 +93,13 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("bench curri: unexpected argument %q", fs.Arg(0))
 	}
-	explicit := false
+	explicit, policySet := false, false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "exact", "prefix", "pattern", "regex":
 			explicit = true
+		case "policy":
+			policySet = true
 		}
 	})
 	if !explicit {
@@ -147,6 +149,12 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	} else {
 		if err := checkURL("-target", c.target, c.allowRemote); err != nil {
 			return c, err
+		}
+		// A signalbox CURRI URL names its policy: /curri/{policy}.
+		if u, _ := url.Parse(c.target); !policySet {
+			if rest, ok := strings.CutPrefix(u.Path, "/curri/"); ok && rest != "" && !strings.Contains(rest, "/") {
+				c.policy = rest
+			}
 		}
 		if c.api != "" {
 			if err := checkURL("-api", c.api, c.allowRemote); err != nil {

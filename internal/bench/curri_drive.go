@@ -203,6 +203,9 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	}
 	wg.Wait()
 	res.measured = end.Sub(measureStart)
+	// The last slots fall due just before the end; let the window close
+	// before the final /metrics scrape is cut short.
+	pause(ctx, time.Until(end))
 	cancel()
 	bg.Wait()
 	if err := parent.Err(); err != nil {

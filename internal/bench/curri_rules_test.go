@@ -187,7 +187,12 @@ func TestParseCURRIFlags(t *testing.T) {
 				t.Errorf("rate %d", c.rate)
 			}
 		}},
-		{name: "loopback target", args: []string{"-target", "http://localhost:4080/curri/default", "-api", "http://[::1]:8080", "-token", "x", "-reload-every", "1s"}},
+		{name: "loopback target", args: []string{"-target", "http://localhost:4080/curri/tollfraud", "-api", "http://[::1]:8080", "-token", "x", "-reload-every", "1s"},
+			check: func(t *testing.T, c curriConfig) {
+				if c.policy != "tollfraud" {
+					t.Errorf("policy %q, want the one in the target URL", c.policy)
+				}
+			}},
 		{name: "bad rate", args: []string{"-rate", "fast"}, wantErr: `-rate "fast"`},
 		{name: "zero rate", args: []string{"-rate", "0"}, wantErr: `-rate "0"`},
 		{name: "negative regex", args: []string{"-regex", "-1"}, wantErr: "-regex -1"},

@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildSignalbox builds the real binary from the module root.
+func buildSignalbox(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	bin := filepath.Join(t.TempDir(), "signalbox")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/signalbox")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/signalbox: %v\n%s", err, b)
+	}
+	return bin
+}
+
+// TestRunCURRIEndToEnd starts the real server as a child process, loads
+// every rule kind through the API, drives it at a modest fixed rate with a
+// rule-set swap in the middle, and checks the report.
+func TestRunCURRIEndToEnd(t *testing.T) {
+	bin := buildSignalbox(t)
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const rate, seconds = 500, 3
+	err := RunCURRI(ctx, []string{
+		"-server-bin", bin,
+		"-exact", "150", "-regex", "40", "-prefix", "5", "-pattern", "5", "-allow", "20", "-block", "20",
+		"-rate", "500", "-conns", "8", "-warmup", "1s", "-duration", "3s", "-reload-every", "2s",
+		"-json", jsonPath,
+	}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep curriReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	if rep.TransportErrors != 0 || rep.Non200 != 0 || rep.Indeterminate != 0 || rep.Unsent != 0 || rep.WarmupErrors != 0 {
+		t.Errorf("errors: transport %d, non-200 %d, Indeterminate %d, unsent %d, warmup %d (first: %s)",
+			rep.TransportErrors, rep.Non200, rep.Indeterminate, rep.Unsent, rep.WarmupErrors, rep.FirstError)
+	}
+	if want := int64(rate * seconds); rep.Calls < want*97/100 || rep.Calls > want*103/100 {
+		t.Errorf("calls = %d, want ~%d", rep.Calls, want)
+	}
+	if rep.Decisions["Permit"] == 0 || rep.Decisions["Deny"] == 0 {
+		t.Errorf("decisions %v: want both Permit and Deny", rep.Decisions)
+	}
+	// What each kind of call must be told, given the rules the bench loads.
+	only := map[string]string{"regex": "Deny", "prefix": "Deny", "block_list": "Deny",
+		"pattern": "Permit", "allow_list": "Permit", "no_rule": "Permit"}
+	for class, dec := range only {
+		got := rep.ByClass[class]
+		if got[dec] == 0 || len(got) != 1 {
+			t.Errorf("%s calls decided %v, want %s only", class, got, dec)
+		}
+	}
+	if ex := rep.ByClass["exact"]; ex["Deny"] == 0 || ex["Deny"] < 5*ex["Permit"] {
+		t.Errorf("exact calls decided %v, want mostly Deny (every tenth rule diverts)", ex)
+	}
+	if rep.Latency.P50 <= 0 || rep.Latency.P99 < rep.Latency.P50 || rep.Latency.Max < rep.Latency.P99 {
+		t.Errorf("latency %+v", rep.Latency)
+	}
+	if rep.Load == nil || rep.Load.RulesLiveMs <= 0 {
+		t.Errorf("load %+v", rep.Load)
+	}
+	if s := rep.Server; s == nil || s.CPUSeconds <= 0 || s.RSSPeakBytes <= 0 || s.CallsPerCoreSecond <= 0 {
+		t.Errorf("server stats %+v", rep.Server)
+	}
+	if len(rep.Reloads) != 1 || rep.Reloads[0].Error != "" || rep.Reloads[0].LiveMs <= 0 || rep.Reloads[0].Calls == 0 {
+		t.Errorf("reloads %+v, want one clean swap", rep.Reloads)
+	}
+	for _, s := range []string{"latency", "calls/s per core", "reference", "58 calls/s per core"} {
+		if !strings.Contains(stdout.String(), s) {
+			t.Errorf("table lacks %q", s)
+		}
+	}
+}
