@@ -236,6 +236,7 @@ func BenchmarkDecode(b *testing.B) {
 	var c Copy
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		if err := Decode(raw, &c); err != nil {
 			b.Fatal(err)
@@ -252,6 +253,7 @@ func BenchmarkAppendJSON(b *testing.B) {
 	buf := make([]byte, 0, 4096)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		buf = AppendJSON(buf[:0], &c)
 	}

@@ -491,6 +491,8 @@ type httpSender struct {
 	work    chan *ndBatch
 	wg      sync.WaitGroup
 	maxRecs int
+	size    int
+	free    chan *ndBatch // posted batches for reuse; a sync.Pool would be emptied by every GC
 	closed  bool
 }
 
@@ -517,7 +519,7 @@ func newHTTPSender(cfg Config) (*httpSender, error) {
 	}
 	tr.Protocols = &p
 	h := &httpSender{url: cfg.Ingest, client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		work: make(chan *ndBatch, 64), maxRecs: 256}
+		work: make(chan *ndBatch, 64), free: make(chan *ndBatch, 80), maxRecs: 256, size: cfg.Size}
 	for range 4 {
 		h.wg.Add(1)
 		go h.worker()
@@ -531,6 +533,13 @@ func (h *httpSender) worker() {
 		err := h.post(b)
 		for _, d := range b.dones {
 			d(err)
+		}
+		b.buf.Reset()
+		clear(b.dones)
+		b.dones = b.dones[:0]
+		select {
+		case h.free <- b:
+		default:
 		}
 	}
 }
@@ -551,7 +560,11 @@ func (h *httpSender) post(b *ndBatch) error {
 func (h *httpSender) send(ctx context.Context, _ *nfState, _ string, rec []byte, done func(error)) {
 	h.mu.Lock()
 	if h.batch == nil {
-		h.batch = &ndBatch{}
+		select {
+		case h.batch = <-h.free:
+		default:
+			h.batch = &ndBatch{}
+		}
 	}
 	h.batch.buf.Write(rec)
 	h.batch.buf.WriteByte('\n')

@@ -355,7 +355,7 @@ func TestHTTP2Mode(t *testing.T) {
 				nd = append(nd, '\n')
 			}
 			nd = append(nd, cpy.AppendJSON(nil, testCopy("SCP", 7, 3000))...) // a duplicate
-			nd = append(nd, "\n{\"metadata-list\":{}}\n"...)                 // invalid
+			nd = append(nd, "\n{\"metadata-list\":{}}\n"...)                  // invalid
 			post("application/x-ndjson", nd)
 			post("application/json", cpy.AppendJSON(nil, testCopy("NRF", 1, 500)))
 			resp, err := client.Get(url)
@@ -484,6 +484,7 @@ func BenchmarkSyntheticDecode(b *testing.B) {
 	}
 	r := bytes.NewReader(recs.Bytes())
 	b.ResetTimer()
+	defer reportCPU(b, cpuTime())
 	for i := 0; i < b.N; i += n {
 		r.Reset(recs.Bytes())
 		m := min(n, b.N-i)
@@ -517,6 +518,7 @@ func BenchmarkHTTP2Decode(b *testing.B) {
 	var c cpy.Copy
 	b.SetBytes(int64(len(rec)))
 	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
 	now := time.Now()
 	for b.Loop() {
 		p.jsonCopy(&c, rec, now)
