@@ -1,0 +1,279 @@
+package director
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var testTopics = []broker.TopicSpec{
+	{Name: "SCP", Partitions: 4}, {Name: "NRF", Partitions: 2},
+	{Name: broker.DLQTopic, Partitions: 1}, {Name: "probe.out", Partitions: 2},
+}
+
+func startBroker(t *testing.T, cfg broker.Config) *broker.Broker {
+	t.Helper()
+	cfg.Addr = "127.0.0.1:0"
+	if cfg.Topics == nil {
+		cfg.Topics = testTopics
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := broker.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// record builds a valid copy record with correlation id id.
+func record(id string, nf string, dir copy.Direction) []byte {
+	c := &copy.Copy{
+		Version: "1.0.0", CorrelationID: id, Timestamp: time.Now().UnixNano(), Direction: dir, NFType: nf,
+		NFFQDN: "scp1.5gc.mnc030.mcc234.3gppnetwork.org", ProducerFQDN: "udm1", HopByHopID: "1",
+		Body: []byte(`{"servingNetworkName":"5G:mnc030.mcc234.3gppnetwork.org"}`),
+	}
+	if dir.IsRequest() {
+		c.Headers = []copy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/nudm-ueau/v1/x"}}}
+	} else {
+		c.Headers = []copy.Header{{Name: ":status", Values: []string{"200"}}}
+	}
+	return copy.AppendJSON(nil, c)
+}
+
+// producer writes copies with ids prefix-0..n-1 alternating SCP and NRF.
+func produce(t *testing.T, cl *kgo.Client, prefix string, from, to int, pace time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := from; i < to; {
+		var recs []*kgo.Record
+		for j := 0; j < 50 && i < to; j, i = j+1, i+1 {
+			nf := "SCP"
+			if i%3 == 0 {
+				nf = "NRF"
+			}
+			recs = append(recs, &kgo.Record{Topic: nf, Value: record(fmt.Sprintf("%s-%d", prefix, i), nf, copy.RequestIngress)})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Errorf("produce: %v", err)
+			return
+		}
+		if pace > 0 {
+			time.Sleep(pace)
+		}
+	}
+}
+
+// receiver is a small TCP consumer: it reads lines of correlation ids and
+// acknowledges each batch ("ok\n" after an empty line), so the test sink's
+// Send returns only once the receiver has the batch.
+type receiver struct {
+	t    *testing.T
+	addr string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+	seen  map[string]int
+	total int
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{t: t, seen: map[string]int{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = ln.Addr().String()
+	r.serve(ln)
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *receiver) serve(ln net.Listener) {
+	r.mu.Lock()
+	r.ln = ln
+	r.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r.mu.Lock()
+			if r.ln != ln { // stopped between Accept and here
+				r.mu.Unlock()
+				c.Close()
+				return
+			}
+			r.conns = append(r.conns, c)
+			r.mu.Unlock()
+			go r.handle(c)
+		}
+	}()
+}
+
+func (r *receiver) handle(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	var batch []string
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		l = strings.TrimSuffix(l, "\n")
+		if l != "" {
+			batch = append(batch, l)
+			continue
+		}
+		r.mu.Lock()
+		for _, id := range batch {
+			r.seen[id]++
+			r.total++
+		}
+		r.mu.Unlock()
+		batch = batch[:0]
+		if _, err := c.Write([]byte("ok\n")); err != nil {
+			return
+		}
+	}
+}
+
+// stop closes the listener and every connection (the consumer goes away).
+func (r *receiver) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ln != nil {
+		r.ln.Close()
+		r.ln = nil
+	}
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.conns = nil
+}
+
+// restart listens again on the same address.
+func (r *receiver) restart() {
+	var ln net.Listener
+	var err error
+	for range 50 {
+		if ln, err = net.Listen("tcp", r.addr); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		r.t.Errorf("receiver restart: %v", err)
+		return
+	}
+	r.serve(ln)
+}
+
+func (r *receiver) counts() (distinct, total int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen), r.total
+}
+
+func (r *receiver) missing(prefix string, n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for i := range n {
+		id := prefix + "-" + strconv.Itoa(i)
+		if r.seen[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// tcpSink is the test feed's sink: lines to the receiver, acknowledged.
+type tcpSink struct {
+	addr string
+	conn net.Conn
+	br   *bufio.Reader
+	buf  []byte
+}
+
+func (s *tcpSink) Send(ctx context.Context, batch []*copy.Copy) error {
+	if s.conn == nil {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", s.addr)
+		if err != nil {
+			return err
+		}
+		s.conn, s.br = c, bufio.NewReader(c)
+	}
+	s.buf = s.buf[:0]
+	for _, c := range batch {
+		s.buf = append(append(s.buf, c.CorrelationID...), '\n')
+	}
+	s.buf = append(s.buf, '\n')
+	_ = s.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := s.conn.Write(s.buf); err != nil {
+		s.Close()
+		return err
+	}
+	if l, err := s.br.ReadString('\n'); err != nil || l != "ok\n" {
+		s.Close()
+		return fmt.Errorf("no ack: %v", err)
+	}
+	return nil
+}
+
+func (s *tcpSink) Close() error {
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn = nil
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// countTopic reads topic from the start until it has want distinct keys or
+// the time runs out, returning distinct keys and total records.
+func countTopic(t *testing.T, cc broker.ClientConfig, topic string, want int) (map[string]int, int) {
+	t.Helper()
+	cl, err := cc.NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	keys := map[string]int{}
+	total := 0
+	for len(keys) < want && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			keys[string(r.Key)]++
+			total++
+		})
+	}
+	return keys, total
+}
