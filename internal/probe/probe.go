@@ -299,7 +299,7 @@ func (p *Probe) jsonCopy(c *cpy.Copy, rec []byte, now time.Time) {
 		p.s.bad(reason, err.Error())
 		return
 	}
-	p.s.copySeen(c.Header("x-signalbox-seq"), c.NFType, len(rec), c.Timestamp, now)
+	p.s.copySeen(c.Header("x-signalbox-seq"), c.NFType, len(rec), len(c.Body), c.Timestamp, now)
 }
 
 // Run starts a probe, prints a progress line every Interval, and stops when
@@ -366,6 +366,7 @@ func WriteTable(out io.Writer, r Report) {
 	row := func(k string, v any) { fmt.Fprintf(w, "  %-14s %v\n", k, v) }
 	row("received", r.Received)
 	row("bytes", r.Bytes)
+	row("body bytes", r.Body)
 	row("rate/s", fmt.Sprintf("%.0f", r.Rate))
 	row("unique", r.Unique)
 	row("duplicates", r.Duplicates)

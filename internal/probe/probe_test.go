@@ -175,6 +175,10 @@ func TestSyntheticStream(t *testing.T) {
 				r.Missing != want.Missing || r.Invalid != want.Invalid || r.Control != want.Control {
 				t.Errorf("report %+v", r)
 			}
+			// Bodies: 5 SCP copies of 1900+ bytes, one NRF copy of 18900+, one without.
+			if r.Body < 5*1900+18900 || r.Body > r.Bytes {
+				t.Errorf("body bytes %d of %d", r.Body, r.Bytes)
+			}
 			if r.PerNF["SCP"] != 4 || r.PerNF["NRF"] != 2 {
 				t.Errorf("per NF %v", r.PerNF)
 			}

@@ -28,9 +28,10 @@ type Latency struct {
 type Report struct {
 	Mode     string  `json:"mode"`
 	Elapsed  float64 `json:"elapsed_s"`
-	Received int64   `json:"received"` // copies, valid ones, duplicates included
-	Bytes    int64   `json:"bytes"`    // bytes of those copies (pcap record or JSON record)
-	Rate     float64 `json:"rate"`     // received per second over Elapsed
+	Received int64   `json:"received"`   // copies, valid ones, duplicates included
+	Bytes    int64   `json:"bytes"`      // bytes of those copies (pcap record or JSON record)
+	Body     int64   `json:"body_bytes"` // of which message bodies (DATA frames or 5g-sbi-message)
+	Rate     float64 `json:"rate"`       // received per second over Elapsed
 	Unique   int64   `json:"unique"`
 	// Duplicates are copies whose x-signalbox-seq was already seen.
 	Duplicates int64 `json:"duplicates"`
@@ -94,6 +95,7 @@ type stats struct {
 	start    time.Time
 	received int64
 	bytes    int64
+	body     int64
 	unique   int64
 	dups     int64
 	noSeq    int64
@@ -121,7 +123,7 @@ func newStats(expect int64) *stats {
 // copySeen records one valid copy. seq is the x-signalbox-seq value, nfType
 // the copy's NF type (from the seq when the copy carries none), sent its send
 // time in ns since the epoch (0 = unknown).
-func (s *stats) copySeen(seq, nfType string, size int, sent int64, now time.Time) {
+func (s *stats) copySeen(seq, nfType string, size, body int, sent int64, now time.Time) {
 	var lat int64 = -1
 	if sent > 0 {
 		lat = (now.UnixNano() - sent) / 1000
@@ -134,6 +136,7 @@ func (s *stats) copySeen(seq, nfType string, size int, sent int64, now time.Time
 	defer s.mu.Unlock()
 	s.received++
 	s.bytes += int64(size)
+	s.body += int64(body)
 	if lat >= 0 {
 		_ = s.hist.RecordValue(max(lat, 1))
 	}
@@ -215,7 +218,7 @@ func (s *stats) report(mode string) Report {
 	defer s.mu.Unlock()
 	el := time.Since(s.start).Seconds()
 	r := Report{
-		Mode: mode, Elapsed: el, Received: s.received, Bytes: s.bytes, Unique: s.unique, Duplicates: s.dups,
+		Mode: mode, Elapsed: el, Received: s.received, Bytes: s.bytes, Body: s.body, Unique: s.unique, Duplicates: s.dups,
 		NoSeq: s.noSeq, Invalid: s.invalid, Control: s.control, Connections: s.conns,
 		InvalidReasons: map[string]int64{}, PerNF: map[string]int64{},
 		FirstErrors: append([]string(nil), s.first...),

@@ -21,8 +21,10 @@ import (
 // packet is Ethernet / IPv4|IPv6 / TCP; its payload is either the HTTP/2
 // connection preface and/or SETTINGS (control), or whole HTTP/2 frames of one
 // copy: HEADERS (+CONTINUATION), then DATA with END_STREAM on the last. A
-// frame never continues into the next record, so a copy is limited to what a
-// record holds (maxRecordLen); bigger copies are counted invalid.
+// frame never continues into the next record, so a copy is limited to what
+// one packet holds: about 64 KiB, as the IPv4 total length is 16 bits
+// (maxRecordLen bounds the record itself). Bigger copies are not supported
+// and show up as invalid (truncated_frame).
 const (
 	magicMicros   = 0xa1b2c3d4
 	magicNanos    = 0xa1b23c4d
@@ -310,5 +312,5 @@ func (d *connDecoder) finish(f *flow, size int, ts int64, now time.Time) {
 		d.s.bad("missing_pseudo_header", "copy has neither :path nor :status")
 		return
 	}
-	d.s.copySeen(f.fields.seq, "", size, ts, now)
+	d.s.copySeen(f.fields.seq, "", size, f.fields.data, ts, now)
 }
