@@ -3,8 +3,10 @@ package director
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/signalbox/signalbox/internal/broker"
+	http2sink "github.com/signalbox/signalbox/internal/sink/http2"
 	kafkasink "github.com/signalbox/signalbox/internal/sink/kafka"
 	"github.com/signalbox/signalbox/internal/sink/synthetic"
 )
@@ -47,7 +49,10 @@ func (m *Manager) defaultSink(spec *FeedSpec) (Sink, error) {
 		}
 		return kafkasink.New(kafkasink.Config{Client: cc, Topic: spec.Topic, Logger: log})
 	case TypeHTTP2:
-		return nil, fmt.Errorf("feed %q: the http2 sink is not available in this build yet", spec.Name)
+		if !strings.HasPrefix(spec.URL, "https:") {
+			tc = nil // the sink refuses TLS settings on an h2c URL
+		}
+		return http2sink.New(http2sink.Config{URL: spec.URL, TLS: tc, FireAndForget: spec.FireAndForget, Logger: log})
 	}
 	return nil, fmt.Errorf("feed %q: unknown type %q", spec.Name, spec.Type)
 }
