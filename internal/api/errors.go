@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -174,9 +175,9 @@ func jsonError(err error) error {
 	case errors.As(err, &ute):
 		field := ute.Field
 		if field == "" {
-			return badRequest("", "JSON %s at offset %d cannot be %s", ute.Value, ute.Offset, ute.Type)
+			return badRequest("", "expected %s, got a JSON %s (offset %d)", jsonKind(ute.Type), ute.Value, ute.Offset)
 		}
-		return badRequest(field, "%s: JSON %s cannot be %s (offset %d)", field, ute.Value, ute.Type, ute.Offset)
+		return badRequest(field, "%s: expected %s, got a JSON %s (offset %d)", field, jsonKind(ute.Type), ute.Value, ute.Offset)
 	case errors.As(err, &pe):
 		return badRequest("", "invalid time %q: RFC 3339 expected, e.g. 2026-01-02T15:04:05Z", pe.Value)
 	}
@@ -186,6 +187,35 @@ func jsonError(err error) error {
 		return badRequest(name, "unknown field %q", name)
 	}
 	return badRequest("", "invalid JSON: %s", strings.TrimPrefix(msg, "json: "))
+}
+
+// jsonKind says in JSON terms what a Go type expects.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		return "an RFC 3339 time string"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another value"
 }
 
 // prefixField names where in a batch a validation error occurred, e.g.

@@ -157,7 +157,13 @@ func (s *server) updateFeed(w http.ResponseWriter, r *http.Request) {
 // storeFeed is the common tail of create and update.
 func (s *server) storeFeed(r *http.Request, rt FeedRuntime, spec *director.FeedSpec, create bool) error {
 	if err := rt.Validate(spec); err != nil {
-		return err
+		var fe *director.FieldError
+		if errors.As(err, &fe) {
+			return err
+		}
+		// Validation failures are FieldErrors; anything else means the
+		// runtime cannot judge the spec now (the director is off, say).
+		return &apiError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("feed %q: %v", spec.Name, err)}
 	}
 	if err := rt.Prepare(r.Context(), spec); err != nil {
 		var fe *director.FieldError

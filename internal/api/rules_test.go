@@ -1,0 +1,199 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/signalbox/signalbox/internal/callpolicy"
+)
+
+// The example rule from the issue.
+const exampleRule = `{"priority":10,"match":{"calling":"9725550101"},"action":{"decision":"deny","announce":"user_unavailable","reason":"blocked"},"description":"nuisance caller"}`
+
+func TestCreateExampleRule(t *testing.T) {
+	e := newEnv(t)
+	before := e.changeCount()
+	var rule callpolicy.Rule
+	e.must(201, "POST", "/api/v1/policies/default/rules", exampleRule).decode(t, &rule)
+	if rule.ID <= 0 || rule.PolicyID != "default" || !rule.Enabled || rule.Priority != 10 ||
+		rule.Match.Calling != "9725550101" || rule.Action.Decision != callpolicy.Deny ||
+		rule.Action.Announce != "user_unavailable" || rule.Description != "nuisance caller" || rule.CreatedAt.IsZero() {
+		t.Errorf("created rule = %+v", rule)
+	}
+	if e.changeCount() != before+1 {
+		t.Errorf("OnChange calls = %d, want %d", e.changeCount(), before+1)
+	}
+	var got callpolicy.Rule
+	e.must(200, "GET", fmt.Sprintf("/api/v1/rules/%d", rule.ID), "").decode(t, &got)
+	if got.ID != rule.ID || got.Match != rule.Match {
+		t.Errorf("GET rule = %+v", got)
+	}
+	var list struct{ Rules []callpolicy.Rule }
+	e.must(200, "GET", "/api/v1/policies/default/rules", "").decode(t, &list)
+	if len(list.Rules) != 1 || list.Rules[0].ID != rule.ID {
+		t.Errorf("rules = %+v", list.Rules)
+	}
+	// The engine sees it: a call from that number is denied.
+	d, ok := e.engine.DryRun("default", &callpolicy.Call{Calling: "9725550101", Called: "1000"}, e.now())
+	if !ok || d.Action.Decision != callpolicy.Deny || d.RuleID != rule.ID {
+		t.Errorf("engine after create: %+v %v", d, ok)
+	}
+}
+
+func TestInvalidRulesChangeNothing(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct {
+		name, path, contentType, body string
+		status                        int
+		field                         string
+		contains                      string
+	}{
+		{"regex look-ahead", "/api/v1/policies/default/rules", "", `{"match":{"calling":"regex:^\\+(?!1)"},"action":{"decision":"deny"}}`, 400, "match.calling", "match.calling"},
+		{"unknown field", "/api/v1/policies/default/rules", "", `{"match":{"calling":"1"},"action":{"decision":"deny"},"colour":"red"}`, 400, "colour", `unknown field "colour"`},
+		{"unknown nested field", "/api/v1/policies/default/rules", "", `{"match":{"caller":"1"},"action":{"decision":"deny"}}`, 400, "caller", `unknown field "caller"`},
+		{"bad pattern", "/api/v1/policies/default/rules", "", `{"match":{"called":"pattern:9.[2-"},"action":{"decision":"deny"}}`, 400, "match.called", "match.called"},
+		{"bad decision", "/api/v1/policies/default/rules", "", `{"action":{"decision":"maybe"}}`, 400, "action.decision", "action.decision"},
+		{"wrong type", "/api/v1/policies/default/rules", "", `{"priority":"high","action":{"decision":"deny"}}`, 400, "priority", "priority"},
+		{"enabled wrong type", "/api/v1/policies/default/rules", "", `{"enabled":"yes","action":{"decision":"deny"}}`, 400, "enabled", "enabled"},
+		{"bad expires_at", "/api/v1/policies/default/rules", "", `{"expires_at":"tomorrow","action":{"decision":"deny"}}`, 400, "", "RFC 3339"},
+		{"syntax error", "/api/v1/policies/default/rules", "", `{"action":{"decision":"deny"}`, 400, "", ""},
+		{"garbage", "/api/v1/policies/default/rules", "", `decision=deny`, 400, "", "offset"},
+		{"empty body", "/api/v1/policies/default/rules", "", ``, 400, "", "empty"},
+		{"form content type", "/api/v1/policies/default/rules", "application/x-www-form-urlencoded", `a=b`, 415, "", "application/json"},
+		{"other policy in body", "/api/v1/policies/default/rules", "", `{"policy_id":"other","action":{"decision":"deny"}}`, 400, "policy_id", "cannot move"},
+		{"unknown policy", "/api/v1/policies/nope/rules", "", exampleRule, 404, "", `policy "nope" not found`},
+		{"too large", "/api/v1/policies/default/rules", "", `{"description":"` + strings.Repeat("x", maxBodyBytes) + `","action":{"decision":"deny"}}`, 413, "", "exceeds"},
+	}
+	v := e.configVersion()
+	changes := e.changeCount()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.req("POST", c.path, adminToken, c.contentType, c.body)
+			if r.Status != c.status {
+				t.Fatalf("status %d, want %d; body %s", r.Status, c.status, r.Body)
+			}
+			eb := r.errBody(t)
+			if eb.Field != c.field {
+				t.Errorf("field %q, want %q (error %q)", eb.Field, c.field, eb.Error)
+			}
+			if !strings.Contains(eb.Error, c.contains) {
+				t.Errorf("error %q lacks %q", eb.Error, c.contains)
+			}
+		})
+	}
+	rules, err := e.st.ListRules(context.Background(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 0 || e.configVersion() != v || e.changeCount() != changes {
+		t.Errorf("refused input changed something: %d rules, version %d→%d, %d OnChange calls", len(rules), v, e.configVersion(), e.changeCount()-changes)
+	}
+}
+
+func TestRuleUpdateDelete(t *testing.T) {
+	e := newEnv(t)
+	var rule callpolicy.Rule
+	e.must(201, "POST", "/api/v1/policies/default/rules", `{"priority":5,"enabled":false,"match":{"called":"prefix:900"},"action":{"decision":"deny"}}`).decode(t, &rule)
+	if rule.Enabled {
+		t.Error(`"enabled":false was stored as true`)
+	}
+	path := fmt.Sprintf("/api/v1/rules/%d", rule.ID)
+
+	// Omitted enabled on PUT means true, like on POST.
+	var upd callpolicy.Rule
+	e.must(200, "PUT", path, `{"priority":7,"match":{"called":"prefix:901"},"action":{"decision":"permit"}}`).decode(t, &upd)
+	if upd.ID != rule.ID || upd.Priority != 7 || !upd.Enabled || upd.Match.Called != "prefix:901" || !upd.CreatedAt.Equal(rule.CreatedAt) {
+		t.Errorf("updated = %+v (was %+v)", upd, rule)
+	}
+	// A GET body can be PUT back.
+	got := e.must(200, "GET", path, "")
+	e.must(200, "PUT", path, string(got.Body))
+
+	e.must(400, "PUT", path, fmt.Sprintf(`{"id":%d,"action":{"decision":"deny"}}`, rule.ID+1))
+	e.must(400, "PUT", path, `{"match":{"calling":"regex:(?<=a)b"},"action":{"decision":"deny"}}`)
+	e.must(404, "PUT", "/api/v1/rules/999999", `{"action":{"decision":"deny"}}`)
+	e.must(404, "GET", "/api/v1/rules/abc", "")
+	e.must(404, "GET", "/api/v1/rules/-3", "")
+
+	var after callpolicy.Rule
+	e.must(200, "GET", path, "").decode(t, &after)
+	if after.Match.Called != "prefix:901" {
+		t.Errorf("refused PUT changed the rule: %+v", after)
+	}
+
+	e.must(204, "DELETE", path, "")
+	e.must(404, "DELETE", path, "")
+	e.must(404, "GET", path, "")
+}
+
+func TestReplaceRules(t *testing.T) {
+	e := newEnv(t)
+	e.must(201, "POST", "/api/v1/policies/default/rules", exampleRule)
+
+	const n = 2000
+	good := make([]map[string]any, n)
+	for i := range good {
+		good[i] = map[string]any{
+			"priority": i,
+			"match":    map[string]string{"calling": fmt.Sprintf("+1972555%04d", i), "called": "prefix:9"},
+			"action":   map[string]string{"decision": "deny", "reason": "bulk"},
+		}
+	}
+	bad := make([]map[string]any, len(good))
+	copy(bad, good)
+	bad[123] = map[string]any{"match": map[string]string{"called": "pattern:[9-"}, "action": map[string]string{"decision": "deny"}}
+
+	v := e.configVersion()
+	r := e.must(400, "PUT", "/api/v1/policies/default/rules", mustJSON(t, bad))
+	eb := r.errBody(t)
+	if eb.Field != "rules[123].match.called" || !strings.HasPrefix(eb.Error, "rules[123].match.called: ") {
+		t.Errorf("bad index error = %+v", eb)
+	}
+	if e.configVersion() != v {
+		t.Error("refused bulk load bumped the config version")
+	}
+	rules, _ := e.st.ListRules(context.Background(), "default")
+	if len(rules) != 1 {
+		t.Fatalf("after refused bulk load: %d rules, want the 1 from before", len(rules))
+	}
+
+	// Unknown fields inside the array are refused too.
+	e.must(400, "PUT", "/api/v1/policies/default/rules", `[{"action":{"decision":"deny"},"prio":1}]`)
+	e.must(400, "PUT", "/api/v1/policies/default/rules", `{"action":{"decision":"deny"}}`)
+	e.must(400, "PUT", "/api/v1/policies/default/rules", `null`)
+	e.must(404, "PUT", "/api/v1/policies/nope/rules", `[]`)
+
+	var res struct {
+		PolicyID string `json:"policy_id"`
+		Rules    int    `json:"rules"`
+	}
+	e.must(200, "PUT", "/api/v1/policies/default/rules", mustJSON(t, good)).decode(t, &res)
+	if res.Rules != n || res.PolicyID != "default" {
+		t.Errorf("bulk answer = %+v", res)
+	}
+	rules, _ = e.st.ListRules(context.Background(), "default")
+	if len(rules) != n {
+		t.Fatalf("after bulk load: %d rules, want %d", len(rules), n)
+	}
+	d, ok := e.engine.DryRun("default", &callpolicy.Call{Calling: "+19725551999", Called: "911"}, e.now())
+	if !ok || d.Action.Reason != "bulk" {
+		t.Errorf("engine after bulk load: %+v %v", d, ok)
+	}
+	// An empty array deletes them all.
+	e.must(200, "PUT", "/api/v1/policies/default/rules", `[]`)
+	if rules, _ = e.st.ListRules(context.Background(), "default"); len(rules) != 0 {
+		t.Errorf("after []: %d rules", len(rules))
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
