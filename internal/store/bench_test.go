@@ -1,0 +1,63 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/signalbox/signalbox/internal/callpolicy"
+)
+
+// go test -run '^$' -bench 100k -benchtime 3x ./internal/store/
+func BenchmarkReplaceRules100k(b *testing.B) {
+	for _, h := range []backendHarness{sqliteHarness(), postgresHarness(b)} {
+		b.Run(h.name, func(b *testing.B) {
+			s := openT(b, h.fresh(b))
+			rules := genRules(100_000)
+			b.ResetTimer()
+			for range b.N {
+				if err := s.ReplaceRules(ctx, callpolicy.DefaultPolicyID, rules); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkLoadPolicies100k(b *testing.B) {
+	for _, h := range []backendHarness{sqliteHarness(), postgresHarness(b)} {
+		b.Run(h.name, func(b *testing.B) {
+			s := openT(b, h.fresh(b))
+			if err := s.ReplaceRules(ctx, callpolicy.DefaultPolicyID, genRules(100_000)); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				pcs, err := s.LoadPolicies(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(pcs[0].Rules) != 100_000 {
+					b.Fatalf("%d rules", len(pcs[0].Rules))
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkInsertCalls1000(b *testing.B) {
+	for _, h := range []backendHarness{sqliteHarness(), postgresHarness(b)} {
+		b.Run(h.name, func(b *testing.B) {
+			s := openT(b, h.fresh(b))
+			calls := make([]CallRecord, 1000)
+			for i := range calls {
+				calls[i] = CallRecord{Calling: "+4930123456", Called: "+4940987654", Decision: "permit", Step: "rule", Policy: "default", Client: "10.1.2.3"}
+			}
+			b.ResetTimer()
+			for range b.N {
+				if err := s.InsertCalls(ctx, calls); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(calls)), "ns/call")
+		})
+	}
+}
