@@ -1,0 +1,111 @@
+package director
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+func TestIngest(t *testing.T) {
+	b := startBroker(t, broker.Config{MaxMessageBytes: 64 << 10})
+	cc := b.ClientConfig()
+	cc.MaxMessageBytes = 1 << 20 // let the broker, not the client, refuse big copies
+	cl, err := cc.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	srv := httptest.NewUnstartedServer(NewIngestHandler(cl, IngestConfig{Topics: testTopics[:3], MaxBodyBytes: 512 << 10}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+
+	pad := make([]byte, 150<<10)
+	rand.Read(pad)
+	big := copy.AppendJSON(nil, &copy.Copy{Version: "1.0.0", CorrelationID: "big", Timestamp: 1, Direction: copy.RequestIngress, NFType: "SCP",
+		Headers: []copy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/x"}}},
+		Body:    []byte(base64.StdEncoding.EncodeToString(pad)[:100<<10])})
+	nd := func(lines ...[]byte) string { return string(bytes.Join(lines, []byte("\n"))) + "\n" }
+	tests := []struct {
+		name     string
+		ct       string
+		body     string
+		code     int
+		accepted int
+		line     int
+		field    string
+	}{
+		{"one json copy", "application/json", string(record("j-1", "SCP", copy.RequestIngress)), 200, 1, 0, ""},
+		{"ndjson batch", "application/x-ndjson", nd(record("n-1", "SCP", copy.RequestIngress), record("n-2", "NRF", copy.ResponseEgress), record("n-3", "SCP", copy.RequestEgress)), 200, 3, 0, ""},
+		{"bad line rejects batch", "application/x-ndjson", nd(record("b-1", "SCP", copy.RequestIngress), []byte(`{"version":`), record("b-3", "SCP", copy.RequestIngress)), 400, 0, 2, ""},
+		{"missing field named", "application/json", `{"version":"1.0.0","metadata-list":{"timestamp":"1","message-direction":"REQUEST_INGRESS"},"header-list":{":method":["GET"],":path":["/"]}}`, 400, 0, 1, "metadata-list.feed-source.nf-type"},
+		{"unknown nf type", "application/x-ndjson", nd(record("u-1", "SCP", copy.RequestIngress), record("u-2", "AMF", copy.RequestIngress)), 400, 0, 2, "metadata-list.feed-source.nf-type"},
+		{"empty", "application/x-ndjson", "\n\n", 400, 0, 0, ""},
+		{"wrong content type", "text/plain", "x", 415, 0, 0, ""},
+		{"body too large", "application/x-ndjson", strings.Repeat(string(record("l", "SCP", copy.RequestIngress))+"\n", 2000), 413, 0, 0, ""},
+		{"record too large for broker", "application/json", string(big), 413, 0, 0, ""},
+	}
+	adm := kadm.NewClient(cl)
+	ends := func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		lo, err := adm.ListEndOffsets(ctx, "SCP", "NRF")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum int64
+		lo.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+		return sum
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := ends()
+			resp, err := hc.Post(srv.URL+"/v1/copies", tt.ct, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if resp.ProtoMajor != 2 {
+				t.Errorf("served over %s, want HTTP/2", resp.Proto)
+			}
+			if resp.StatusCode != tt.code {
+				t.Fatalf("status %d (%s), want %d", resp.StatusCode, raw, tt.code)
+			}
+			var out struct {
+				Accepted int    `json:"accepted"`
+				Error    string `json:"error"`
+				Line     int    `json:"line"`
+				Field    string `json:"field"`
+			}
+			if err := json.Unmarshal(raw, &out); err != nil {
+				t.Fatalf("answer %q: %v", raw, err)
+			}
+			if out.Accepted != tt.accepted || out.Line != tt.line || (tt.field != "" && out.Field != tt.field) {
+				t.Errorf("answer %s", raw)
+			}
+			if tt.code != 200 && out.Error == "" {
+				t.Errorf("error answer without a message: %s", raw)
+			}
+			if got := ends() - before; got != int64(tt.accepted) {
+				t.Errorf("%d copies reached Kafka, want %d", got, tt.accepted)
+			}
+		})
+	}
+}
