@@ -54,7 +54,9 @@ type Config struct {
 // nil once every request was written to the connection; the answers are read
 // in the background and only counted (LastError), never retried, so a
 // consumer that fails or drops a request loses that copy: at-most-once past
-// the write. A request that cannot even be written still fails Send.
+// the write. A request that cannot even be written still fails Send. At most
+// Concurrency requests are outstanding in either mode, so when answers lag a
+// fire-and-forget Send blocks until slots free up (or Timeout ends them).
 type Sink struct {
 	cfg       Config
 	url       string

@@ -74,7 +74,7 @@ func TestSinkStreamsAndReconnects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{Endpoint: ln.Addr().String(), BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
+			cfg := Config{Endpoint: ln.Addr().String(), Logger: slog.New(slog.DiscardHandler), BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
 			if useTLS {
 				ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
 				cfg.TLS = &tls.Config{RootCAs: pool}
@@ -173,7 +173,7 @@ func TestSinkConnectFailureBacksOff(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: connections are refused
-	s, err := New(Config{Endpoint: addr, BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second})
+	s, err := New(Config{Endpoint: addr, Logger: slog.New(slog.DiscardHandler), BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
