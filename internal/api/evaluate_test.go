@@ -14,7 +14,7 @@ func TestEvaluateHasNoSideEffects(t *testing.T) {
 	// trip the limit on the second call.
 	e.must(201, "POST", "/api/v1/policies", `{"id":"tdos","rate_limit":{"per_calling":{"calls":1,"window_seconds":60}}}`)
 	var rule callpolicy.Rule
-	e.must(201, "POST", "/api/v1/policies/tdos/rules", `{"priority":1,"match":{"called":"prefix:1900"},"action":{"decision":"deny","reason":"premium"}}`).decode(t, &rule)
+	e.must(201, "POST", "/api/v1/policies/tdos/rules", `{"priority":1,"match":{"called":"prefix:1900"},"action":{"decision":"deny","reason":"blocked"}}`).decode(t, &rule)
 
 	v := e.configVersion()
 	changes := e.changeCount()

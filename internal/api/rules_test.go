@@ -139,7 +139,7 @@ func TestReplaceRules(t *testing.T) {
 		good[i] = map[string]any{
 			"priority": i,
 			"match":    map[string]string{"calling": fmt.Sprintf("+1972555%04d", i), "called": "prefix:9"},
-			"action":   map[string]string{"decision": "deny", "reason": "bulk"},
+			"action":   map[string]string{"decision": "deny", "reason": "blocked"},
 		}
 	}
 	bad := make([]map[string]any, len(good))
@@ -179,7 +179,7 @@ func TestReplaceRules(t *testing.T) {
 		t.Fatalf("after bulk load: %d rules, want %d", len(rules), n)
 	}
 	d, ok := e.engine.DryRun("default", &callpolicy.Call{Calling: "+19725551999", Called: "911"}, e.now())
-	if !ok || d.Action.Reason != "bulk" {
+	if !ok || d.Step != callpolicy.StepRule || d.RuleID != rules[1999].ID {
 		t.Errorf("engine after bulk load: %+v %v", d, ok)
 	}
 	// An empty array deletes them all.
