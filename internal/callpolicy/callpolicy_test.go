@@ -172,10 +172,10 @@ func TestRateLimit(t *testing.T) {
 		limited bool
 	}{
 		{a, 0, false}, {a, 1, false}, {a, 2, false},
-		{a, 3, true},                         // 4th within 10 s
+		{a, 3, true},                        // 4th within 10 s
 		{&Call{Calling: "+1666"}, 3, false}, // other number unaffected
-		{a, 20, true},                        // still blocked (30 s from t=3)
-		{a, 33, false},                       // block over, old windows aged out
+		{a, 20, true},                       // still blocked (30 s from t=3)
+		{a, 33, false},                      // block over, old windows aged out
 		{a, 34, false}, {a, 35, false}, {a, 36, true},
 	}
 	for i, s := range steps {
@@ -211,7 +211,7 @@ func TestRateLimitMemoryBounded(t *testing.T) {
 	l := newLimiter()
 	lim := &Limit{Calls: 5, WindowSeconds: 60}
 	now := t0.UnixNano()
-	for i := 0; i < limShards*shardCap*2; i++ {
+	for i := 0; i < limShards*shardCap*5/4; i++ {
 		l.take(limKey{policy: "p", calling: string(rune(i))}, lim, 0, now, true)
 	}
 	if n := l.size(); n > limShards*shardCap {

@@ -114,7 +114,7 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy,
 	p := &policy{id: cfg.Policy.ID, def: cfg.Policy.DefaultAction}
 	if rl := cfg.Policy.RateLimit; rl != nil {
 		p.limit = &rateLimit{perCalling: rl.PerCalling, overall: rl.Overall,
-			block: time.Duration(rl.BlockSeconds) * time.Second,
+			block:  time.Duration(rl.BlockSeconds) * time.Second,
 			action: Action{Decision: Deny, Reason: "blocked"}}
 		if rl.Action != nil {
 			p.limit.action = *rl.Action
