@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/copy"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,6 +28,9 @@ type IngestConfig struct {
 	MaxRecordBytes int                // one copy; default 1 MiB (the broker's record limit)
 	Timeout        time.Duration      // wait for broker acknowledgements; default 10s
 	Logger         *slog.Logger
+	// Registerer receives signalbox_ingest_copies_total{topic} and
+	// signalbox_ingest_rejected_total{code}; nil = no metrics.
+	Registerer prometheus.Registerer
 }
 
 type ingest struct {
@@ -33,6 +38,9 @@ type ingest struct {
 	cfg    IngestConfig
 	topics map[string]string // NF type (upper case) -> topic
 	pool   sync.Pool
+
+	accepted *prometheus.CounterVec
+	rejected *prometheus.CounterVec
 }
 
 // NewIngestHandler serves POST /v1/copies for NFs that cannot speak Kafka:
@@ -60,6 +68,17 @@ func NewIngestHandler(cl *kgo.Client, cfg IngestConfig) http.Handler {
 		}
 	}
 	in.pool.New = func() any { return new(copy.Copy) }
+	in.accepted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_ingest_copies_total",
+		Help: "Copies accepted over HTTP/2 ingest and acknowledged by Kafka."}, []string{"topic"})
+	in.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_ingest_rejected_total",
+		Help: "Ingest requests refused, by HTTP status."}, []string{"code"})
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{in.accepted, in.rejected} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				cfg.Logger.Error("ingest metrics", "err", err)
+			}
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/copies", in.serve)
 	return mux
@@ -78,6 +97,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
+	writeJSON := func(w http.ResponseWriter, code int, v any) {
+		if code >= 400 {
+			in.rejected.WithLabelValues(strconv.Itoa(code)).Inc()
+		}
+		writeJSON(w, code, v)
+	}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	ndjson := ct == "application/x-ndjson"
 	if !ndjson && ct != "application/json" {
@@ -149,6 +174,9 @@ func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
 		in.cfg.Logger.Warn("ingest: produce", "err", err, "copies", len(recs))
 		writeJSON(w, code, ingestError{Error: "kafka: " + err.Error()})
 		return
+	}
+	for _, rec := range recs {
+		in.accepted.WithLabelValues(rec.Topic).Inc()
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(recs)})
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/copy"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,7 +29,8 @@ func TestIngest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	srv := httptest.NewUnstartedServer(NewIngestHandler(cl, IngestConfig{Topics: testTopics[:3], MaxBodyBytes: 512 << 10}))
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewUnstartedServer(NewIngestHandler(cl, IngestConfig{Topics: testTopics[:3], MaxBodyBytes: 512 << 10, Registerer: reg}))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
@@ -107,5 +110,8 @@ func TestIngest(t *testing.T) {
 				t.Errorf("%d copies reached Kafka, want %d", got, tt.accepted)
 			}
 		})
+	}
+	if n, err := testutil.GatherAndCount(reg, "signalbox_ingest_copies_total", "signalbox_ingest_rejected_total"); err != nil || n != 5 {
+		t.Errorf("ingest metric series = %d (%v), want 5 (SCP, NRF, 400, 413, 415)", n, err)
 	}
 }

@@ -20,7 +20,6 @@ type metrics struct {
 	connected      *prometheus.GaugeVec
 	latency        *prometheus.HistogramVec
 	invalid        *prometheus.CounterVec
-	ingested       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -47,8 +46,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30}}, feed),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_copy_invalid_total",
 			Help: "Undecodable copies sent to the dead-letter topic."}, []string{"topic", "reason"}),
-		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_ingest_copies_total",
-			Help: "Copies accepted over HTTP/2 ingest and acknowledged by Kafka."}, []string{"topic"}),
 	}
 	if reg == nil {
 		return m, nil
