@@ -687,6 +687,29 @@ func testChanges(t *testing.T, h backendHarness) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no change signal after updates")
 		}
+		// A lost listener connection reconnects, and says so: changes made
+		// while it was away would otherwise go unnoticed.
+		var killed int
+		if err := s2.(*sqlStore).b.queryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND usename = current_user AND query = 'LISTEN signalbox_config'`).Scan(&killed); err != nil {
+			t.Fatal(err)
+		}
+		if killed == 0 {
+			t.Fatal("no listener connection found")
+		}
+		select {
+		case <-ch:
+		case <-time.After(15 * time.Second):
+			t.Fatal("no signal after the listener reconnected")
+		}
+		if err := s2.DeletePolicy(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-time.After(15 * time.Second):
+			t.Fatal("no change signal after reconnect")
+		}
 	}
 	cancel()
 	deadline := time.After(10 * time.Second)
