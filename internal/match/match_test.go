@@ -291,22 +291,6 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-func TestMatchNoAlloc(t *testing.T) {
-	rules := [][]string{
-		{"prefix:1900", "", "", ""},
-		{"", "", "originating", "prefix:SEP"},
-		{"+14155550100", "", "", ""},
-		{"pattern:1XXX", "prefix:9", "", ""},
-		{"", "", "", ""},
-	}
-	m := build(t, rules, Options{})
-	vals := []string{"12345", "912", "ORIGINATING", "SEP1"}
-	m.Match(vals, nil)
-	if n := testing.AllocsPerRun(200, func() { m.Match(vals, nil) }); n != 0 {
-		t.Errorf("Match allocates %v times", n)
-	}
-}
-
 func TestBuildError(t *testing.T) {
 	b := NewBuilder(testFields, Options{})
 	err := b.Add([]string{"", "regex:(?<=1)", "", ""})
