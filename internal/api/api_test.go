@@ -33,7 +33,7 @@ const adminToken = "test-admin-secret"
 // env is one API over a real SQLite store, a real compiled policy engine
 // and a small feed runtime.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	st     store.Store
 	srv    *httptest.Server
 	engine *callpolicy.Engine
@@ -44,7 +44,7 @@ type env struct {
 	changes []string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: "sqlite", DataDir: t.TempDir()})

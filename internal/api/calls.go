@@ -47,6 +47,8 @@ func parseCallQuery(v map[string][]string, now time.Time) (store.CallQuery, erro
 	for k := range v {
 		switch k {
 		case "number", "decision", "policy", "since", "until", "limit":
+		case "":
+			return store.CallQuery{}, badRequest("query", "query: a parameter without a name; use number, decision, policy, since, until, limit")
 		default:
 			return store.CallQuery{}, badRequest(k, "%s: unknown parameter; use number, decision, policy, since, until, limit", k)
 		}

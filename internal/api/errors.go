@@ -63,7 +63,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, err.Error(), "")
 	case errors.Is(err, store.ErrConflict):
 		writeError(w, http.StatusConflict, err.Error(), "")
-	case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
+	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
 		// The client went away; nobody reads the answer.
 		writeError(w, http.StatusServiceUnavailable, "request canceled", "")
 	default:
