@@ -54,9 +54,10 @@ type FeedRuntime interface {
 	// Validate checks a spec completely (returning *director.FieldError)
 	// without touching anything.
 	Validate(spec *director.FeedSpec) error
-	// Prepare makes the feed's consumer positions exist before the spec is
+	// Prepare positions a new feed's consumer group before the spec is
 	// stored, so that the feed delivers every copy produced after the API
-	// answered. It is called on create and on update and must be idempotent.
+	// answered. It is called on create only: on a running feed it would
+	// skip the undelivered backlog.
 	Prepare(ctx context.Context, spec *director.FeedSpec) error
 	// Status reports a running feed's state (any JSON-encodable value);
 	// false when the feed is not running.

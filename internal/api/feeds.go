@@ -13,7 +13,7 @@ import (
 
 // feedNameRE keeps feed names usable in URLs, metric labels and consumer
 // group ids.
-var feedNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var feedNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
 // redacted replaces secrets in answers. A PUT that sends it back keeps the
 // stored secret, so a fetched spec can be edited and sent back.
@@ -96,7 +96,7 @@ func (s *server) createFeed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !feedNameRE.MatchString(spec.Name) {
-		s.fail(w, r, badRequest("name", "name: %q is not a valid feed name (letters, digits, _ . and -, starting with a letter or digit, at most 64)", spec.Name))
+		s.fail(w, r, badRequest("name", "name: %q is not a valid feed name (lower-case letters, digits, _ . and -, starting with a letter or digit, at most 64)", spec.Name))
 		return
 	}
 	if spec.Kafka != nil && spec.Kafka.Password == redacted {
@@ -165,15 +165,20 @@ func (s *server) storeFeed(r *http.Request, rt FeedRuntime, spec *director.FeedS
 		// runtime cannot judge the spec now (the director is off, say).
 		return &apiError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("feed %q: %v", spec.Name, err)}
 	}
-	if err := rt.Prepare(r.Context(), spec); err != nil {
-		var fe *director.FieldError
-		if errors.As(err, &fe) {
-			return err
+	// Only a new feed is prepared: preparing positions the consumer group,
+	// which for a running feed would skip its undelivered backlog. The
+	// runtime positions sources added by an update itself.
+	if create {
+		if err := rt.Prepare(r.Context(), spec); err != nil {
+			var fe *director.FieldError
+			if errors.As(err, &fe) {
+				return err
+			}
+			// The spec is valid but the runtime could not set it up
+			// (Kafka unreachable, say): nothing is stored; retry later.
+			s.log.Warn("api feed prepare failed", "feed", spec.Name, "err", err)
+			return &apiError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("feed %q: preparing consumer positions: %v", spec.Name, err)}
 		}
-		// The spec is valid but the runtime could not set it up (Kafka
-		// unreachable, say): nothing is stored, the client may retry.
-		s.log.Warn("api feed prepare failed", "feed", spec.Name, "err", err)
-		return &apiError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("feed %q: preparing consumer positions: %v", spec.Name, err)}
 	}
 	raw, err := json.Marshal(spec)
 	if err != nil {

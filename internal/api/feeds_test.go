@@ -24,6 +24,7 @@ func TestFeedsCRUD(t *testing.T) {
 		{"bad type", "POST", "/api/v1/feeds", `{"name":"p2","type":"carrier-pigeon","sources":["SCP"]}`, 400, "type", "type"},
 		{"unknown field", "POST", "/api/v1/feeds", `{"name":"p2","type":"kafka","sources":["SCP"],"topic":"t","partitions":3}`, 400, "partitions", "unknown field"},
 		{"bad name", "POST", "/api/v1/feeds", `{"name":"../x","type":"kafka","sources":["SCP"],"topic":"t"}`, 400, "name", "feed name"},
+		{"upper-case name", "POST", "/api/v1/feeds", `{"name":"Probe","type":"kafka","sources":["SCP"],"topic":"t"}`, 400, "name", "feed name"},
 		{"get", "GET", "/api/v1/feeds/probe1", "", 200, "", `"sources":["SCP","NRF"]`},
 		{"get missing", "GET", "/api/v1/feeds/nope", "", 404, "", "nope"},
 		{"list", "GET", "/api/v1/feeds", "", 200, "", `"name":"probe1"`},
@@ -53,9 +54,9 @@ func TestFeedsCRUD(t *testing.T) {
 	}
 	e.feeds.mu.Lock()
 	defer e.feeds.mu.Unlock()
-	// Prepared on create and on the valid update, each time before the
-	// store had the new spec; never for refused input.
-	if strings.Join(e.feeds.prepared, ",") != "probe1,probe1" {
+	// Prepared once, on create (an update must not reposition a running
+	// feed's group); never for refused input.
+	if strings.Join(e.feeds.prepared, ",") != "probe1" {
 		t.Errorf("Prepare calls: %v", e.feeds.prepared)
 	}
 	if len(e.feeds.running) != 0 {
