@@ -69,14 +69,18 @@ type SASLConfig struct {
 
 // Config configures the embedded broker.
 type Config struct {
-	Addr             string        // listen address; default ":9092"
-	AdvertisedAddr   string        // what clients are told; default derived from Addr (127.0.0.1 for an unspecified host)
-	DataDir          string        // persistence directory; empty keeps everything in memory
-	Retention        time.Duration // default 5m
-	RetentionBytes   int64         // per partition; default 1 GiB
-	Topics           []TopicSpec   // default DefaultTopics()
-	SASL             *SASLConfig
-	TLS              *tls.Config
+	Addr           string        // listen address; default ":9092"
+	AdvertisedAddr string        // what clients are told; default derived from Addr (127.0.0.1 for an unspecified host)
+	DataDir        string        // persistence directory; empty keeps everything in memory
+	Retention      time.Duration // default 5m
+	RetentionBytes int64         // per partition; default 1 GiB
+	Topics         []TopicSpec   // default DefaultTopics()
+	SASL           *SASLConfig
+	TLS            *tls.Config
+	// ClientTLS is what in-process clients (ClientConfig) use to reach a
+	// TLS listener; nil skips verification, which is only sound when
+	// Addrs is loopback.
+	ClientTLS        *tls.Config
 	MaxMessageBytes  int32 // largest record batch the broker accepts; default 1 MiB
 	AutoCreateTopics bool  // let producers create topics by naming them; off so an NF's typo is refused
 	// SyncWrites fsyncs every produced batch (slower, survives power loss).
@@ -251,9 +255,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	b.addrs = []string{advertised}
 	cc.Brokers = b.addrs
 	if cfg.TLS != nil {
-		// In-process clients trust the broker's own certificate chain only
-		// if the caller supplies a client TLS config; see ClientConfig.
-		cc.TLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // loopback admin client of our own listener
+		cc.TLS = cfg.ClientTLS
+		if cc.TLS == nil {
+			cc.TLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // documented: our own listener
+		}
 	}
 	b.client = cc
 

@@ -246,13 +246,13 @@ func (f *feed) process(ctx context.Context, fs kgo.Fetches) bool {
 	f.batch, f.marks, f.dlq = f.batch[:0], f.marks[:0], f.dlq[:0]
 	n := 0
 	var redelivered uint64
-	f.m.mu.Lock()
+	f.m.dmu.Lock()
 	high := f.m.delivered[f.spec.Name]
 	if high == nil {
 		high = map[tp]int64{}
 		f.m.delivered[f.spec.Name] = high
 	}
-	f.m.mu.Unlock()
+	f.m.dmu.Unlock()
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
 			return
@@ -289,11 +289,11 @@ func (f *feed) process(ctx context.Context, fs kgo.Fetches) bool {
 	if len(f.dlq) > 0 {
 		f.flushDLQ(ctx)
 	}
-	f.m.mu.Lock()
+	f.m.dmu.Lock()
 	for _, r := range f.marks {
 		high[tp{r.Topic, r.Partition}] = max(high[tp{r.Topic, r.Partition}], r.Offset)
 	}
-	f.m.mu.Unlock()
+	f.m.dmu.Unlock()
 	if redelivered > 0 {
 		f.redelivered.Add(redelivered)
 		f.mRedelivered.Add(float64(redelivered))

@@ -82,7 +82,9 @@ type Manager struct {
 	feeds map[string]*feed
 	// delivered remembers, per feed and partition, the highest offset
 	// delivered by any incarnation of the feed in this process, to count
-	// redeliveries.
+	// redeliveries. Its own lock: feed loops take it while Apply holds mu
+	// and waits for them to stop.
+	dmu       sync.Mutex
 	delivered map[string]map[tp]int64
 }
 
@@ -236,7 +238,14 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 		delete(m.feeds, name)
 		if !ok {
 			m.m.forget(name)
+			m.dmu.Lock()
 			delete(m.delivered, name)
+			m.dmu.Unlock()
+			// The group goes too, so a later feed of the same name
+			// starts fresh; best effort (Prepare repositions anyway).
+			if _, err := m.adm.DeleteGroups(ctx, f.group); err != nil {
+				m.log.Warn("feed removed: delete consumer group", "feed", name, "err", err)
+			}
 			m.log.Info("feed removed", "feed", name)
 		}
 	}

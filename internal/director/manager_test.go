@@ -365,3 +365,32 @@ func TestApplyReconciles(t *testing.T) {
 		t.Errorf("feeds left after removing all: %v", h.m.Statuses())
 	}
 }
+
+// TestApplyDuringDelivery changes a feed while it is busy: Apply must
+// restart it mid-stream, and the restarted feed loses nothing.
+func TestApplyDuringDelivery(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	rcv := newReceiver(t)
+	h := newHarness(t, b)
+	pcl := producer(t, b)
+	spec := FeedSpec{Name: "busy", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr}
+	h.apply(spec)
+	const n = 2000
+	done := make(chan struct{})
+	go func() { defer close(done); produce(t, pcl, "c", 0, n, 10*time.Millisecond) }()
+	for i := range 3 {
+		waitFor(t, 10*time.Second, "deliveries", func() bool { return h.status("busy").Delivered > 100 })
+		spec.Directions = []string{"REQUEST_INGRESS", "RESPONSE_EGRESS"}[:1+i%2] // a change restarts the feed
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		if err := h.m.Apply(ctx, []FeedSpec{spec}); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if d := time.Since(start); d > 8*time.Second {
+			t.Fatalf("Apply took %s", d)
+		}
+	}
+	<-done
+	waitFor(t, 30*time.Second, "every copy across restarts", func() bool { return len(rcv.missing("c", n)) == 0 })
+}
