@@ -13,7 +13,8 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 
 SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+ASPG="sudo -u postgres"
+if [ "$(id -u)" -eq 0 ]; then ASPG="runuser -u postgres --"; else SUDO="sudo"; fi
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "test-deps: installing ${need[*]}" >&2
@@ -33,12 +34,12 @@ if [ "$cstatus" != "online" ]; then
   $SUDO pg_ctlcluster "$cver" "$cname" start >&2
 fi
 for i in $(seq 1 30); do
-  $SUDO -u postgres psql -p "$cport" -qAtc 'select 1' >/dev/null 2>&1 && break
+  $ASPG psql -p "$cport" -qAtc 'select 1' >/dev/null 2>&1 && break
   sleep 0.5
 done
-$SUDO -u postgres psql -p "$cport" -qAtc "select 1 from pg_roles where rolname='signalbox'" | grep -q 1 ||
-  $SUDO -u postgres psql -p "$cport" -qc "create role signalbox login password 'signalbox' createdb" >&2
-$SUDO -u postgres psql -p "$cport" -qAtc "select 1 from pg_database where datname='signalbox_test'" | grep -q 1 ||
-  $SUDO -u postgres psql -p "$cport" -qc "create database signalbox_test owner signalbox" >&2
+$ASPG psql -p "$cport" -qAtc "select 1 from pg_roles where rolname='signalbox'" | grep -q 1 ||
+  $ASPG psql -p "$cport" -qc "create role signalbox login password 'signalbox' createdb" >&2
+$ASPG psql -p "$cport" -qAtc "select 1 from pg_database where datname='signalbox_test'" | grep -q 1 ||
+  $ASPG psql -p "$cport" -qc "create database signalbox_test owner signalbox" >&2
 
 echo "postgres://signalbox:signalbox@127.0.0.1:${cport}/signalbox_test?sslmode=disable"
