@@ -6,6 +6,7 @@ package signalbox
 
 import (
 	_ "github.com/HdrHistogram/hdrhistogram-go"
+	_ "github.com/chromedp/chromedp"
 	_ "github.com/expr-lang/expr"
 	_ "github.com/gopacket/gopacket/layers"
 	_ "github.com/gopacket/gopacket/pcapgo"
