@@ -258,6 +258,7 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 		if err := m.Validate(&f.spec); err != nil {
 			f.setState(StateError)
 			f.setErr(err)
+			m.m.forget(s.Name) // no series for a feed that never runs (its name may be junk)
 			errs = append(errs, fmt.Errorf("feed %q: %w", s.Name, err))
 			continue
 		}
