@@ -67,7 +67,7 @@ func TestGoldenStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run with -update)", err)
 	}
-	s := newStats(0)
+	s := newStats(0, "")
 	if err := newConnDecoder(s).run(bytes.NewReader(raw)); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func FuzzSyntheticStream(f *testing.F) {
 	f.Add(raw[:24])
 	f.Add(raw[:100])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s := newStats(0)
+		s := newStats(0, "")
 		_ = newConnDecoder(s).run(bytes.NewReader(b))
 		r := s.report(ModeSynthetic)
 		if r.Unique+r.Duplicates != r.Received {

@@ -42,7 +42,11 @@ type Config struct {
 	Interval time.Duration // progress line interval (0 = 5s)
 	Duration time.Duration // stop after this long (0 = until ctx done)
 	Expect   int64         // stop once this many unique copies arrived (0 = no)
-	Logger   *slog.Logger  // nil = discard
+	// IgnoreRun is a run id (the first part of x-signalbox-seq) whose copies
+	// are only counted as Warmup: a benchmark's warm-up traffic stays out of
+	// the latency, loss and per-NF figures.
+	IgnoreRun string
+	Logger    *slog.Logger // nil = discard
 }
 
 // RegisterFlags registers the probe's flags on fs, writing into c.
@@ -55,6 +59,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "progress line interval (default 5s)")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "stop after this long (0 = until interrupted)")
 	fs.Int64Var(&c.Expect, "expect", c.Expect, "stop once this many unique copies arrived (0 = no limit)")
+	fs.StringVar(&c.IgnoreRun, "ignore-run", c.IgnoreRun, "run id (of x-signalbox-seq) counted only as warm-up, outside every other figure")
 }
 
 // Probe is a running consumer.
@@ -92,7 +97,7 @@ func New(cfg Config) (*Probe, error) {
 	if cfg.Expect < 0 || cfg.Duration < 0 {
 		return nil, errors.New("probe: expect and duration must not be negative")
 	}
-	p := &Probe{cfg: cfg, log: cfg.Logger, s: newStats(cfg.Expect), conns: map[net.Conn]struct{}{}}
+	p := &Probe{cfg: cfg, log: cfg.Logger, s: newStats(cfg.Expect, cfg.IgnoreRun), conns: map[net.Conn]struct{}{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}

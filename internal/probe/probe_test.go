@@ -165,7 +165,7 @@ func TestSyntheticStream(t *testing.T) {
 			sw.packet(sw.fbuf.Bytes(), sent, false)
 			sw.packet([]byte("GET / HTTP/1.1\r\n\r\n"), sent, false)
 
-			s := newStats(0)
+			s := newStats(0, "")
 			if err := newConnDecoder(s).run(&buf); err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestSyntheticBadHeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := newConnDecoder(newStats(0)).run(bytes.NewReader(tt.hdr))
+			err := newConnDecoder(newStats(0, "")).run(bytes.NewReader(tt.hdr))
 			if se, ok := err.(*errStream); !ok || se.reason != "bad_pcap_header" {
 				t.Fatalf("got %v, want bad_pcap_header", err)
 			}
@@ -220,7 +220,7 @@ func TestSyntheticBadHeader(t *testing.T) {
 	w := pcapgo.NewWriterNanos(&b)
 	_ = w.WriteFileHeader(0, layers.LinkTypeEthernet)
 	b.Write([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0})
-	err := newConnDecoder(newStats(0)).run(&b)
+	err := newConnDecoder(newStats(0, "")).run(&b)
 	if se, ok := err.(*errStream); !ok || se.reason != "bad_record_length" {
 		t.Fatalf("got %v, want bad_record_length", err)
 	}
@@ -481,7 +481,7 @@ func BenchmarkSyntheticDecode(b *testing.B) {
 	perRec := recs.Len() / n
 	b.SetBytes(int64(perRec))
 	b.ReportAllocs()
-	s := newStats(0)
+	s := newStats(0, "")
 	d := newConnDecoder(s)
 	if err := d.readGlobal(bytes.NewReader(buf.Bytes())); err != nil {
 		b.Fatal(err)
@@ -526,5 +526,36 @@ func BenchmarkHTTP2Decode(b *testing.B) {
 	now := time.Now()
 	for b.Loop() {
 		p.jsonCopy(&c, rec, now)
+	}
+}
+
+// TestIgnoreRun checks that a warm-up run's copies stay out of every figure
+// but Warmup, while other runs are counted as usual.
+func TestIgnoreRun(t *testing.T) {
+	tests := []struct {
+		name                   string
+		ignore                 string
+		seqs                   []string
+		wantWarm, wantUnique   int64
+		wantLatency, wantPerNF int64
+	}{
+		{"no ignore", "", []string{"w1/SCP/1", "m1/SCP/1"}, 0, 2, 2, 2},
+		{"warm-up ignored", "w1", []string{"w1/SCP/1", "w1/SCP/2", "m1/SCP/1"}, 2, 1, 1, 1},
+		{"prefix of another run is not ignored", "w1", []string{"w11/SCP/1", "w1/NRF/1"}, 1, 1, 1, 1},
+		{"copies without seq still counted", "w1", []string{"", "w1/SCP/1"}, 1, 1, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStats(0, tt.ignore)
+			now := time.Now()
+			for _, q := range tt.seqs {
+				s.copySeen(q, "SCP", 3000, 100, now.Add(-time.Millisecond).UnixNano(), now)
+			}
+			r := s.report(ModeSynthetic)
+			if r.Warmup != tt.wantWarm || r.Unique != tt.wantUnique || r.Latency.Count != tt.wantLatency || r.PerNF["SCP"] != tt.wantPerNF {
+				t.Fatalf("warm %d unique %d latency n %d per-NF SCP %d; want %d %d %d %d", r.Warmup, r.Unique, r.Latency.Count,
+					r.PerNF["SCP"], tt.wantWarm, tt.wantUnique, tt.wantLatency, tt.wantPerNF)
+			}
+		})
 	}
 }

@@ -45,6 +45,7 @@ type Report struct {
 	FirstErrors    []string         `json:"first_errors,omitempty"`
 	Control        int64            `json:"control_packets"` // preface/SETTINGS-only packets (synthetic)
 	Connections    int64            `json:"connections"`
+	Warmup         int64            `json:"warmup,omitempty"` // copies of Config.IgnoreRun, in no other figure
 	PerNF          map[string]int64 `json:"per_nf"`
 	Latency        Latency          `json:"latency"`
 }
@@ -108,15 +109,17 @@ type stats struct {
 	seqs     map[string]*seqTrack // "run/nf"
 	hist     *hdrhistogram.Histogram
 	expect   int64
+	ignore   string // run id counted only in warm
+	warm     int64
 	done     chan struct{}
 	doneOnce sync.Once
 }
 
-func newStats(expect int64) *stats {
+func newStats(expect int64, ignoreRun string) *stats {
 	return &stats{
 		start: time.Now(), reasons: map[string]int64{}, perNF: map[string]int64{}, seqs: map[string]*seqTrack{},
 		// 1 µs to 1 hour at 3 significant figures.
-		hist: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3), expect: expect, done: make(chan struct{}),
+		hist: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3), expect: expect, ignore: ignoreRun, done: make(chan struct{}),
 	}
 }
 
@@ -134,6 +137,10 @@ func (s *stats) copySeen(seq, nfType string, size, body int, sent int64, now tim
 	key, n, okSeq := parseSeq(seq)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if okSeq && s.ignore != "" && len(key) > len(s.ignore) && key[len(s.ignore)] == '/' && key[:len(s.ignore)] == s.ignore {
+		s.warm++
+		return
+	}
 	s.received++
 	s.bytes += int64(size)
 	s.body += int64(body)
@@ -219,7 +226,7 @@ func (s *stats) report(mode string) Report {
 	el := time.Since(s.start).Seconds()
 	r := Report{
 		Mode: mode, Elapsed: el, Received: s.received, Bytes: s.bytes, Body: s.body, Unique: s.unique, Duplicates: s.dups,
-		NoSeq: s.noSeq, Invalid: s.invalid, Control: s.control, Connections: s.conns,
+		NoSeq: s.noSeq, Invalid: s.invalid, Control: s.control, Connections: s.conns, Warmup: s.warm,
 		InvalidReasons: map[string]int64{}, PerNF: map[string]int64{},
 		FirstErrors: append([]string(nil), s.first...),
 	}
