@@ -85,6 +85,10 @@ type Config struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Version    string
+	// Alarms and Gatherer feed /alarms and /stats (the console's overview);
+	// when nil those endpoints answer 503.
+	Alarms   AlarmSource
+	Gatherer prometheus.Gatherer
 }
 
 type server struct {
@@ -160,6 +164,9 @@ func (s *server) routes() {
 	h("PUT /api/v1/feeds/{name}", s.updateFeed)
 	h("DELETE /api/v1/feeds/{name}", s.deleteFeed)
 	h("GET /api/v1/feeds/{name}/status", s.feedStatus)
+
+	h("GET /api/v1/alarms", s.getAlarms)
+	h("GET /api/v1/stats", s.getStats)
 
 	h("GET /api/v1/tokens", s.listTokens)
 	h("POST /api/v1/tokens", s.createToken)
