@@ -1,0 +1,608 @@
+package xdr
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	cpy "github.com/signalbox/signalbox/internal/copy"
+)
+
+// DefaultExpectedCopies is how many trigger points each NF type copies at:
+// the SCP at four (request and response, ingress and egress), the others at
+// their ingress and egress gateways (two). Types not listed expect two.
+func DefaultExpectedCopies() map[string]int {
+	return map[string]int{"SCP": 4, "NRF": 2, "SEPP": 2, "PCF": 2, "BSF": 2, "NON_ORACLE": 2}
+}
+
+// Config configures a Correlator. Zero values take the defaults.
+type Config struct {
+	// Timeout is how long a transaction waits for its missing copies after
+	// its first copy arrived (arrival time, by Now). Default 5s.
+	Timeout time.Duration
+	// MaxPending bounds the transactions held; beyond it the oldest is
+	// emitted early (Evicted) and counted. Default 200,000.
+	MaxPending int
+	// ExpectedCopies maps an NF type to the number of distinct trigger points
+	// it copies at (see DefaultExpectedCopies, used when nil).
+	ExpectedCopies map[string]int
+	// Shards is the number of independently locked shards (default 16).
+	Shards int
+	// Registerer receives the metrics; nil registers none. Wrap it with a
+	// feed label when several correlators share one registry.
+	Registerer prometheus.Registerer
+	// Now is the clock for timeouts (default time.Now).
+	Now func() time.Time
+}
+
+// Correlator joins copies into Records. A transaction is COMPLETE, and its
+// record emitted by the Add that completes it, when all of these hold:
+//
+//  1. it has at least one request copy and one response copy;
+//  2. for every NF that copied it (one NF = one nf-instance-id, else
+//     nf-fqdn), each request copy has its matching response copy:
+//     REQUEST_INGRESS ↔ RESPONSE_EGRESS and REQUEST_EGRESS ↔ RESPONSE_INGRESS;
+//  3. every such NF has copied at least ExpectedCopies[its type] distinct
+//     trigger points (so an SCP waits for all four, even when its request
+//     egress copy is late);
+//  4. the producer of the transaction (producer-id, else producer-fqdn), if it
+//     is an NF this correlator has seen copying, has copied too (so an SCP's
+//     copies wait for the NRF's when the NRF is the producer).
+//
+// Otherwise the transaction waits until Timeout after its first copy arrived;
+// Expire then emits it as complete when 1 and 2 hold (an SCP that answered
+// itself copies only two points), partial when it has responses but some
+// pair is missing, response_timeout without responses, orphan_response
+// without requests.
+//
+// Copies of an (NF, direction) already held are duplicates: counted in the
+// record and dropped. Copies arriving for a transaction already emitted,
+// within Timeout of its emission, are counted as late and dropped rather than
+// opening a second record. Copies without a correlation-id are dropped and
+// counted.
+//
+// Add and Expire keep nothing of the copy: what a record holds is copied.
+type Correlator struct {
+	timeout  int64
+	maxShard int
+	expected map[string]int
+	now      func() time.Time
+	shards   []shard
+	mask     uint64
+	known    sync.Map // NF instance ids and FQDNs seen copying → struct{}
+	nknown   atomic.Int64
+	m        *metrics
+	pending  atomic.Int64
+}
+
+const maxKnownNFs = 65536
+
+type shard struct {
+	mu         sync.Mutex
+	pending    map[string]*txn
+	head, tail *txn // arrival order = deadline order
+	n          int
+	tombs      map[string]int64 // emitted correlation-id → until (ns)
+	tombQ      []tomb
+	tombHead   int
+	intern     map[string]string
+	_          [64]byte // keep shards' locks on separate cache lines
+}
+
+type tomb struct {
+	key   string
+	until int64
+}
+
+// New returns a Correlator for cfg.
+func New(cfg Config) (*Correlator, error) {
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("xdr: timeout %v: must not be negative", cfg.Timeout)
+	}
+	if cfg.MaxPending < 0 {
+		return nil, fmt.Errorf("xdr: max pending %d: must not be negative", cfg.MaxPending)
+	}
+	if cfg.Shards < 0 || cfg.Shards > 4096 {
+		return nil, fmt.Errorf("xdr: shards %d: must be 0..4096", cfg.Shards)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = 200_000
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = 16
+	}
+	if cfg.ExpectedCopies == nil {
+		cfg.ExpectedCopies = DefaultExpectedCopies()
+	}
+	for t, n := range cfg.ExpectedCopies {
+		if n < 1 || n > 4 {
+			return nil, fmt.Errorf("xdr: expected copies for %q: %d: must be 1..4", t, n)
+		}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	n := 1 << bits.Len(uint(cfg.Shards-1)) // a power of two
+	if n > cfg.MaxPending {
+		n = 1 << (bits.Len(uint(cfg.MaxPending)) - 1)
+	}
+	x := &Correlator{
+		timeout:  int64(cfg.Timeout),
+		maxShard: max(1, cfg.MaxPending/n),
+		expected: maps(cfg.ExpectedCopies),
+		now:      cfg.Now,
+		shards:   make([]shard, n),
+		mask:     uint64(n - 1),
+	}
+	for i := range x.shards {
+		s := &x.shards[i]
+		s.pending = make(map[string]*txn)
+		s.tombs = make(map[string]int64)
+		s.intern = make(map[string]string)
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	x.m = m
+	return x, nil
+}
+
+func maps(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Pending reports how many transactions are waiting.
+func (x *Correlator) Pending() int { return int(x.pending.Load()) }
+
+func (x *Correlator) shardOf(id string) *shard {
+	h := uint64(14695981039346656037) // FNV-1a
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	return &x.shards[h&x.mask]
+}
+
+// Add joins c into its transaction and appends to out the records that c
+// completes, or that it pushed out of a full correlator (Evicted).
+func (x *Correlator) Add(c *cpy.Copy, out []Record) []Record {
+	if c.CorrelationID == "" {
+		x.m.dropped.Inc()
+		return out
+	}
+	if c.Direction == cpy.DirUnknown {
+		x.m.droppedDir.Inc()
+		return out
+	}
+	x.learn(c)
+	now := x.now().UnixNano()
+	s := x.shardOf(c.CorrelationID)
+	s.mu.Lock()
+	if until, ok := s.tombs[c.CorrelationID]; ok {
+		if until > now {
+			s.mu.Unlock()
+			x.m.late.Inc()
+			return out
+		}
+		delete(s.tombs, c.CorrelationID)
+	}
+	t := s.pending[c.CorrelationID]
+	if t == nil {
+		if s.n >= x.maxShard {
+			old := s.head
+			s.remove(old)
+			x.pending.Add(-1)
+			x.m.evictions.Inc()
+			out = append(out, x.finish(s, old, now, true))
+		}
+		t = &txn{key: strings.Clone(c.CorrelationID), deadline: now + x.timeout}
+		s.pending[t.key] = t
+		s.pushBack(t)
+		x.pending.Add(1)
+	}
+	if !t.add(c, s) {
+		x.m.duplicates.Inc()
+	}
+	if x.completeNow(t) {
+		s.remove(t)
+		x.pending.Add(-1)
+		out = append(out, x.finish(s, t, now, false))
+	}
+	s.mu.Unlock()
+	return out
+}
+
+// Expire emits, appended to out, every transaction whose timeout has passed
+// by now. Call it periodically (every Timeout/10 or so).
+func (x *Correlator) Expire(now time.Time, out []Record) []Record {
+	ns := now.UnixNano()
+	for i := range x.shards {
+		s := &x.shards[i]
+		s.mu.Lock()
+		for s.head != nil && s.head.deadline <= ns {
+			t := s.head
+			s.remove(t)
+			x.pending.Add(-1)
+			out = append(out, x.finish(s, t, ns, false))
+		}
+		for s.tombHead < len(s.tombQ) && s.tombQ[s.tombHead].until <= ns {
+			tb := s.tombQ[s.tombHead]
+			s.tombQ[s.tombHead] = tomb{}
+			s.tombHead++
+			if u, ok := s.tombs[tb.key]; ok && u == tb.until {
+				delete(s.tombs, tb.key)
+			}
+		}
+		if s.tombHead > 1024 && s.tombHead*2 > len(s.tombQ) {
+			n := copy(s.tombQ, s.tombQ[s.tombHead:])
+			clear(s.tombQ[n:])
+			s.tombQ = s.tombQ[:n]
+			s.tombHead = 0
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// Flush emits every pending transaction as if its timeout had passed (at
+// shutdown).
+func (x *Correlator) Flush(out []Record) []Record {
+	return x.Expire(time.Unix(0, 1<<63-1), out)
+}
+
+// learn remembers c's NF as one that copies, for rule 4.
+func (x *Correlator) learn(c *cpy.Copy) {
+	for _, k := range [2]string{c.NFInstanceID, c.NFFQDN} {
+		if k == "" {
+			continue
+		}
+		if _, ok := x.known.Load(k); ok || x.nknown.Load() >= maxKnownNFs {
+			continue
+		}
+		if _, loaded := x.known.LoadOrStore(strings.Clone(k), struct{}{}); !loaded {
+			x.nknown.Add(1)
+		}
+	}
+}
+
+func (x *Correlator) isKnown(k string) bool {
+	if k == "" {
+		return false
+	}
+	_, ok := x.known.Load(k)
+	return ok
+}
+
+func (x *Correlator) expectedOf(nfType string) int {
+	if n, ok := x.expected[nfType]; ok {
+		return n
+	}
+	return 2
+}
+
+func (x *Correlator) completeNow(t *txn) bool {
+	if !t.pairsMatched() {
+		return false
+	}
+	for i := range t.nfs {
+		p := &t.nfs[i]
+		if bits.OnesCount8(p.seen) < x.expectedOf(p.nfType) {
+			return false
+		}
+	}
+	// Rule 4: a producer that copies must have copied.
+	if t.producerID != "" && x.isKnown(t.producerID) {
+		return t.hasNF(t.producerID)
+	}
+	if t.producerID == "" && t.producerFQDN != "" && x.isKnown(t.producerFQDN) {
+		return t.hasNF(t.producerFQDN)
+	}
+	return true
+}
+
+func (x *Correlator) finish(s *shard, t *txn, now int64, evicted bool) Record {
+	r := t.record()
+	r.Evicted = evicted
+	if until := now + x.timeout; len(s.tombs) < x.maxShard {
+		s.tombs[t.key] = until
+		s.tombQ = append(s.tombQ, tomb{t.key, until})
+	}
+	x.m.observe(&r)
+	return r
+}
+
+func (s *shard) pushBack(t *txn) {
+	t.prev, t.next = s.tail, nil
+	if s.tail != nil {
+		s.tail.next = t
+	} else {
+		s.head = t
+	}
+	s.tail = t
+	s.n++
+}
+
+func (s *shard) remove(t *txn) {
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		s.head = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	} else {
+		s.tail = t.prev
+	}
+	t.prev, t.next = nil, nil
+	s.n--
+	delete(s.pending, t.key)
+}
+
+// str returns an owned copy of v, shared with earlier equal values: NF names,
+// FQDNs and methods repeat across millions of copies.
+func (s *shard) str(v string) string {
+	if v == "" {
+		return ""
+	}
+	if o, ok := s.intern[v]; ok {
+		return o
+	}
+	o := strings.Clone(v)
+	if len(s.intern) < 4096 {
+		s.intern[o] = o
+	}
+	return o
+}
+
+// Direction bits of nfPart.seen.
+const (
+	bReqIn  = 1 << (cpy.RequestIngress - 1)
+	bReqEg  = 1 << (cpy.RequestEgress - 1)
+	bRespIn = 1 << (cpy.ResponseIngress - 1)
+	bRespEg = 1 << (cpy.ResponseEgress - 1)
+)
+
+type nfPart struct {
+	nfType, fqdn, id string
+	seen             uint8
+	ts               [4]int64 // by direction-1
+}
+
+type txn struct {
+	key        string
+	deadline   int64
+	prev, next *txn
+
+	nfs  []nfPart
+	hops []Hop
+
+	method, path             string
+	producerID, producerFQDN string
+	reqs, resps              int
+	firstReq, lastResp       int64 // timestamps
+	status                   int
+	reqSize, respSize        int
+	ids                      Identities
+	reqScanned, respScanned  bool
+	dups                     int
+	start, end               int64
+}
+
+func (t *txn) hasNF(k string) bool {
+	for i := range t.nfs {
+		if t.nfs[i].id == k || t.nfs[i].fqdn == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *txn) pairsMatched() bool {
+	if t.reqs == 0 || t.resps == 0 {
+		return false
+	}
+	for i := range t.nfs {
+		s := t.nfs[i].seen
+		if (s&bReqIn != 0) != (s&bRespEg != 0) || (s&bReqEg != 0) != (s&bRespIn != 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// add records c; false when it is a duplicate.
+func (t *txn) add(c *cpy.Copy, s *shard) bool {
+	var p *nfPart
+	for i := range t.nfs {
+		q := &t.nfs[i]
+		if c.NFInstanceID != "" && q.id == c.NFInstanceID ||
+			c.NFInstanceID == "" && q.id == "" && q.fqdn == c.NFFQDN && q.nfType == c.NFType {
+			p = q
+			break
+		}
+	}
+	if p == nil {
+		t.nfs = append(t.nfs, nfPart{nfType: s.str(c.NFType), fqdn: s.str(c.NFFQDN), id: s.str(c.NFInstanceID)})
+		p = &t.nfs[len(t.nfs)-1]
+	}
+	bit := uint8(1) << (c.Direction - 1)
+	if p.seen&bit != 0 {
+		t.dups++
+		return false
+	}
+	p.seen |= bit
+	p.ts[c.Direction-1] = c.Timestamp
+	h := Hop{NFType: p.nfType, NFFQDN: p.fqdn, NFInstanceID: p.id, Direction: c.Direction.String(), Timestamp: c.Timestamp}
+	if len(t.hops) == 0 || c.Timestamp < t.start {
+		t.start = c.Timestamp
+	}
+	if len(t.hops) == 0 || c.Timestamp > t.end {
+		t.end = c.Timestamp
+	}
+	if t.producerID == "" && c.ProducerID != "" {
+		t.producerID = s.str(c.ProducerID)
+	}
+	if t.producerFQDN == "" && c.ProducerFQDN != "" {
+		t.producerFQDN = s.str(c.ProducerFQDN)
+	}
+	if c.Direction.IsRequest() {
+		if t.reqs == 0 {
+			t.method = s.str(c.Header(":method"))
+			t.path = strings.Clone(c.Header(":path"))
+			t.reqSize = len(c.Body)
+			t.firstReq = c.Timestamp
+		} else if c.Timestamp < t.firstReq {
+			t.firstReq = c.Timestamp
+		}
+		t.reqs++
+		if !t.reqScanned {
+			t.reqScanned = true
+			t.scan(c.Header(":path"), c.Body)
+		}
+	} else {
+		st, _ := strconv.Atoi(c.Header(":status"))
+		h.Status = st
+		if t.resps == 0 || c.Timestamp >= t.lastResp {
+			t.lastResp, t.status, t.respSize = c.Timestamp, st, len(c.Body)
+		}
+		t.resps++
+		if !t.respScanned {
+			t.respScanned = true
+			t.scan("", c.Body)
+		}
+	}
+	t.hops = append(t.hops, h)
+	return true
+}
+
+// scan fills the identities still missing, owning what it keeps.
+func (t *txn) scan(path string, body []byte) {
+	var want IdentityKind
+	for _, f := range [...]struct {
+		k IdentityKind
+		v string
+	}{{IDSUPI, t.ids.SUPI}, {IDSUCI, t.ids.SUCI}, {IDGPSI, t.ids.GPSI}, {IDPEI, t.ids.PEI}, {IDDNN, t.ids.DNN}, {IDSNSSAI, t.ids.SNSSAI}} {
+		if f.v == "" {
+			want |= f.k
+		}
+	}
+	if want == 0 {
+		return
+	}
+	var found Identities
+	got := found.Find(want, path, body)
+	own := func(k IdentityKind, dst *string, v string) {
+		if got&k != 0 {
+			*dst = strings.Clone(v)
+		}
+	}
+	own(IDSUPI, &t.ids.SUPI, found.SUPI)
+	own(IDSUCI, &t.ids.SUCI, found.SUCI)
+	own(IDGPSI, &t.ids.GPSI, found.GPSI)
+	own(IDPEI, &t.ids.PEI, found.PEI)
+	own(IDDNN, &t.ids.DNN, found.DNN)
+	own(IDSNSSAI, &t.ids.SNSSAI, found.SNSSAI)
+}
+
+func (t *txn) record() Record {
+	slices.SortStableFunc(t.hops, func(a, b Hop) int {
+		if a.Timestamp != b.Timestamp {
+			if a.Timestamp < b.Timestamp {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(dirRank(a.Direction), dirRank(b.Direction))
+	})
+	svc, ver, _ := SplitPath(t.path)
+	r := Record{
+		CorrelationID: t.key, Service: svc, APIVersion: ver, Method: t.method, Path: t.path, Status: t.status,
+		SUPI: t.ids.SUPI, SUCI: t.ids.SUCI, GPSI: t.ids.GPSI, PEI: t.ids.PEI, DNN: t.ids.DNN, SNSSAI: t.ids.SNSSAI,
+		Hops: t.hops, RequestSize: t.reqSize, ResponseSize: t.respSize, Start: t.start, End: t.end,
+		Copies: len(t.hops), Duplicates: t.dups,
+	}
+	if t.reqs > 0 && t.resps > 0 {
+		r.LatencyNs = t.lastResp - t.firstReq
+	}
+	switch {
+	case t.reqs == 0:
+		r.Result = ResultOrphanResponse
+	case t.resps == 0:
+		r.Result = ResultResponseTimeout
+	case t.pairsMatched():
+		r.Result = ResultComplete
+	default:
+		r.Result = ResultPartial
+	}
+	// NFs in the order they first saw the request (else any copy).
+	parts := slices.Clone(t.nfs)
+	first := func(p *nfPart) int64 {
+		if p.seen&bReqIn != 0 {
+			return p.ts[cpy.RequestIngress-1]
+		}
+		if p.seen&bReqEg != 0 {
+			return p.ts[cpy.RequestEgress-1]
+		}
+		m := int64(1<<63 - 1)
+		for d := range 4 {
+			if p.seen&(1<<d) != 0 && p.ts[d] < m {
+				m = p.ts[d]
+			}
+		}
+		return m
+	}
+	slices.SortStableFunc(parts, func(a, b nfPart) int {
+		fa, fb := first(&a), first(&b)
+		switch {
+		case fa < fb:
+			return -1
+		case fa > fb:
+			return 1
+		}
+		return 0
+	})
+	r.HopLatencies = make([]HopLatency, len(parts))
+	for i := range parts {
+		p := &parts[i]
+		hl := HopLatency{NFType: p.nfType, NFFQDN: p.fqdn, NFInstanceID: p.id, TotalNs: -1, DownstreamNs: -1, ProcessingNs: -1}
+		if p.seen&bReqIn != 0 && p.seen&bRespEg != 0 {
+			hl.TotalNs = p.ts[cpy.ResponseEgress-1] - p.ts[cpy.RequestIngress-1]
+		}
+		if p.seen&bReqEg != 0 && p.seen&bRespIn != 0 {
+			hl.DownstreamNs = p.ts[cpy.ResponseIngress-1] - p.ts[cpy.RequestEgress-1]
+		}
+		if hl.TotalNs >= 0 && hl.DownstreamNs >= 0 {
+			hl.ProcessingNs = hl.TotalNs - hl.DownstreamNs
+		}
+		r.HopLatencies[i] = hl
+	}
+	return r
+}
+
+// dirRank orders same-timestamp hops as a transaction flows.
+func dirRank(d string) string {
+	switch d {
+	case "REQUEST_INGRESS":
+		return "1"
+	case "REQUEST_EGRESS":
+		return "2"
+	case "RESPONSE_INGRESS":
+		return "3"
+	}
+	return "4"
+}
