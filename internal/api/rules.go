@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -116,8 +117,21 @@ func (s *server) createRule(w http.ResponseWriter, r *http.Request) {
 // written, and the store swaps them in one transaction.
 func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 	pid := r.PathValue("id")
-	var ins []ruleInput
-	if err := decodeJSON(w, r, maxBulkBodyBytes, &ins); err != nil {
+	if err := requireJSON(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, maxBulkBodyBytes)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// Pre-size the slice: encoding/json appends into its capacity, whereas
+	// growing a []ruleInput by reflection re-copies it at every doubling,
+	// which was a third of a 100,000-rule load's decode time. A JSON null
+	// still decodes to a nil slice.
+	ins := make([]ruleInput, 0, bulkSizeHint(body))
+	if err := decodeJSONBytes(body, &ins); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -131,14 +145,14 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 	}
 	rules := make([]callpolicy.Rule, len(ins))
 	for i := range ins {
-		field := fmt.Sprintf("rules[%d]", i)
-		if err := ins[i].checkPolicyID(field+".policy_id", pid); err != nil {
-			s.fail(w, r, err)
+		// The field name is only formatted on failure.
+		if ins[i].PolicyID != "" && ins[i].PolicyID != pid {
+			s.fail(w, r, ins[i].checkPolicyID(fmt.Sprintf("rules[%d].policy_id", i), pid))
 			return
 		}
 		rules[i] = ins[i].rule(pid)
 		if err := callpolicy.ValidateRule(&rules[i]); err != nil {
-			s.fail(w, r, prefixField(field, err))
+			s.fail(w, r, prefixField(fmt.Sprintf("rules[%d]", i), err))
 			return
 		}
 	}
@@ -228,4 +242,12 @@ func (s *server) deleteRule(w http.ResponseWriter, r *http.Request) {
 	}
 	s.changed(r, ChangedPolicies, "delete rule", strconv.FormatInt(id, 10))
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// bulkSizeHint estimates the rule count of a bulk body from its "action"
+// keys (every valid rule has one), bounded by the body size so that a
+// hostile body cannot make the hint much larger than the body itself.
+func bulkSizeHint(body []byte) int {
+	n := bytes.Count(body, []byte(`"action"`))
+	return min(n, len(body)/32)
 }
