@@ -51,7 +51,7 @@ func (b *bitset) add(n int64) bool {
 
 func startKafkaCounter(ctx context.Context, brokers, topic, ignoreRun string) (*kafkaCounter, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(5*time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(10*time.Millisecond),
 		kgo.AllowAutoTopicCreation())
 	if err != nil {
 		return nil, fmt.Errorf("bench director: kafka consumer: %w", err)

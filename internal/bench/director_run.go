@@ -428,6 +428,11 @@ func parseNFSimSummary(out string) (nfsim.Stats, error) {
 			st.Elapsed, in = el, true
 			continue
 		}
+		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "errors "); ok && st.Elapsed > 0 {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.Fields(e)[0], ","), 10, 64)
+			st.Errors = n
+			continue
+		}
 		if !in {
 			continue
 		}
@@ -442,10 +447,6 @@ func parseNFSimSummary(out string) (nfsim.Stats, error) {
 				continue
 			}
 			st.Sent[f[0]] = n
-		}
-		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "errors "); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.Fields(e)[0], ","), 10, 64)
-			st.Errors = n
 		}
 	}
 	if st.Elapsed == 0 || len(st.Sent) == 0 {
