@@ -1,0 +1,353 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// TestConsoleInBrowser drives the operator console in headless Chromium
+// against the real server (director on): sign in, create a rule, test a
+// call, import a CSV block list, create a feed, watch a chart move while
+// CURRI traffic flows, create a token, and check that a viewer's save is
+// refused with the API's 403 and stores nothing. Every page is saved as a
+// full-page PNG in $SIGNALBOX_TEST_OUT or <module>/testout/screenshots.
+func TestConsoleInBrowser(t *testing.T) {
+	if _, err := exec.LookPath(chromiumPath); err != nil {
+		t.Fatalf("chromium is required for the console test (make test installs it): %v", err)
+	}
+	outDir := screenshotDir(t)
+
+	s := startServer(t, testConfig(t, t.TempDir(), true))
+	t.Cleanup(func() { s.Shutdown() })
+	base := "http://" + s.HTTPAddr()
+
+	// The feed's probe: a TCP listener that reads and discards the stream.
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { probe.Close() })
+	go func() {
+		for {
+			c, err := probe.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+
+	code, b := apiDo(t, s, "POST", "/api/v1/tokens", `{"name":"e2e-viewer","role":"viewer"}`)
+	if code != 201 {
+		t.Fatalf("create viewer token: %d %s", code, b)
+	}
+	var viewer struct{ Token string }
+	if err := json.Unmarshal(b, &viewer); err != nil || viewer.Token == "" {
+		t.Fatalf("viewer token: %v %s", err, b)
+	}
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 900),
+	)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+	// Start the browser on the long-lived context: a tab started under a
+	// step's timeout context would close when that step ends.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	bctx, cancelAll := context.WithTimeout(bctx, 100*time.Second)
+	defer cancelAll()
+
+	// Background CURRI traffic for the live charts, bounded in time.
+	trafficCtx, stopTraffic := context.WithCancel(bctx)
+	var wg sync.WaitGroup
+	defer func() { stopTraffic(); wg.Wait() }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sendCalls(trafficCtx, "http://"+s.CURRIAddr()+"/curri/default")
+	}()
+
+	b2 := &browser{t: t, ctx: bctx, out: outDir}
+
+	// Sign in as admin.
+	b2.do("open console", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#signin-form input")))
+	b2.shot("signin")
+	b2.do("sign in",
+		chromedp.SendKeys(chromedp.CSS("#signin-form input"), s.AdminToken()),
+		chromedp.Click(chromedp.CSS("#signin-form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#role")))
+	if role := b2.text("#role"); role != "admin" {
+		t.Fatalf("role shown %q, want admin", role)
+	}
+
+	// Overview: a chart fed by /api/v1/stats grows while calls flow.
+	b2.do("overview charts", chromedp.WaitVisible(chromedp.CSS("#chart-calls")))
+	b2.poll("calls chart has permit points", `Number(document.querySelector('#chart-calls').dataset.points) >= 2 && document.querySelector('#chart-calls').dataset.series.includes('permit')`, 20*time.Second)
+	n1 := b2.eval(`Number(document.querySelector('#chart-calls').dataset.points)`)
+	b2.poll("calls chart updates", fmt.Sprintf(`Number(document.querySelector('#chart-calls').dataset.points) > %v`, n1), 10*time.Second)
+	b2.poll("health shown", `document.querySelector('#health') && document.querySelector('#health').textContent === 'Ready'`, 10*time.Second)
+	b2.shot("overview")
+
+	// Call policy: create a rule and see it listed.
+	b2.do("open call policy", chromedp.Click(chromedp.CSS("#nav-policy")), chromedp.WaitVisible(chromedp.CSS("#rule-form")))
+	b2.poll("rules loaded", `document.querySelector('#rules table') !== null`, 10*time.Second)
+	// A bad pattern first: the API's message appears next to the field.
+	b2.do("fill bad rule",
+		chromedp.SetValue(chromedp.CSS(`#rule-form [data-field="match.calling"] input`), "/[/"),
+		chromedp.SetValue(chromedp.CSS(`#rule-form [data-field="action.decision"] select`), "deny"),
+		chromedp.Click(chromedp.CSS(`#rule-form button[type=submit]`)))
+	b2.poll("field error shown", `document.querySelector('#rule-form [data-field="match.calling"] .field-error').textContent.length > 0`, 10*time.Second)
+	b2.do("fill rule",
+		chromedp.SetValue(chromedp.CSS(`#rule-form [data-field="priority"] input`), "10"),
+		chromedp.SetValue(chromedp.CSS(`#rule-form [data-field="match.calling"] input`), "9725550199"),
+		chromedp.SetValue(chromedp.CSS(`#rule-form [data-field="action.reason"] select`), "blocked"),
+		chromedp.SetValue(chromedp.CSS(`#rule-form [data-field="description"] input`), "blocked from the console"),
+		chromedp.Click(chromedp.CSS(`#rule-form button[type=submit]`)))
+	b2.poll("rule listed", `document.querySelector('#rules').innerText.includes('9725550199')`, 10*time.Second)
+	if code, b := apiDo(t, s, "GET", "/api/v1/policies/default/rules", ""); code != 200 || !strings.Contains(string(b), "9725550199") {
+		t.Fatalf("rule not stored: %d %s", code, b)
+	}
+
+	// Test a call: the engine rebuilds after the change, so retry briefly.
+	b2.do("fill test call",
+		chromedp.SetValue(chromedp.CSS(`#test-form [data-field="calling"] input`), "9725550199"),
+		chromedp.SetValue(chromedp.CSS(`#test-form [data-field="called"] input`), "5000"))
+	decision := ""
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b2.do("test call", chromedp.Click(chromedp.CSS(`#test-form button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS("#eval-decision")))
+		if decision = b2.text("#eval-decision"); decision == "deny" {
+			break
+		}
+	}
+	if decision != "deny" {
+		t.Fatalf("test a call: decision %q, want deny", decision)
+	}
+	if why := b2.text("#eval-why"); why == "" {
+		t.Errorf("test a call: no explanation shown")
+	}
+
+	// CSV import into the block list.
+	csvPath := filepath.Join(t.TempDir(), "block.csv")
+	if err := os.WriteFile(csvPath, []byte("calling,called,expires_at,note\n5550001,,,e2e spam\n5550002,,2099-01-01T00:00:00Z,e2e spam\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b2.do("import csv",
+		chromedp.SetUploadFiles(chromedp.CSS(`#import-form input[type=file]`), []string{csvPath}),
+		chromedp.Click(chromedp.CSS(`#import-form button[type=submit]`)))
+	b2.poll("import reported", `document.querySelector('#import-form .form-status').textContent.includes('Imported 2')`, 10*time.Second)
+	b2.poll("entries listed", `document.querySelector('#list-entries').innerText.includes('5550002')`, 10*time.Second)
+	if code, b := apiDo(t, s, "GET", "/api/v1/policies/default/lists/block/entries", ""); code != 200 || !strings.Contains(string(b), "5550001") {
+		t.Fatalf("entries not stored: %d %s", code, b)
+	}
+	b2.do("live tail", chromedp.Click(chromedp.CSS("#tail")))
+	b2.poll("call log shows calls", `document.querySelectorAll('#calls tbody tr td .badge').length > 0`, 10*time.Second)
+	b2.shot("call-policy")
+
+	// Director: a bad name is refused next to its field, then a synthetic
+	// feed to the probe shows a runtime state.
+	b2.do("open director", chromedp.Click(chromedp.CSS("#nav-director")), chromedp.WaitVisible(chromedp.CSS("#feed-form")))
+	b2.do("fill bad feed",
+		chromedp.SetValue(chromedp.CSS(`#feed-form [data-field="name"] input`), "Bad Name"),
+		chromedp.SetValue(chromedp.CSS(`#feed-form [data-field="sources"] input`), "SCP"),
+		chromedp.SetValue(chromedp.CSS(`#feed-form [data-field="endpoint"] input`), probe.Addr().String()),
+		chromedp.Click(chromedp.CSS(`#feed-form button[type=submit]`)))
+	b2.poll("feed name error", `document.querySelector('#feed-form [data-field="name"] .field-error').textContent.includes('not a valid feed name')`, 10*time.Second)
+	b2.do("fill feed",
+		chromedp.SetValue(chromedp.CSS(`#feed-form [data-field="name"] input`), "e2e-probe"),
+		chromedp.Click(chromedp.CSS(`#feed-form button[type=submit]`)))
+	b2.poll("feed state shown", `(() => { const r = document.querySelector('#feeds tr[data-feed="e2e-probe"]'); return r && ['starting','connected','disconnected'].includes(r.dataset.state); })()`, 15*time.Second)
+	b2.shot("director")
+
+	// Alarms, Settings (create a token: shown once), About.
+	b2.do("open alarms", chromedp.Click(chromedp.CSS("#nav-alarms")), chromedp.WaitVisible(chromedp.CSS("#page-alarms table")))
+	b2.shot("alarms")
+	b2.do("create token", chromedp.Click(chromedp.CSS("#nav-settings")), chromedp.WaitVisible(chromedp.CSS("#token-form")),
+		chromedp.SetValue(chromedp.CSS(`#token-form [data-field="name"] input`), "grafana"),
+		chromedp.Click(chromedp.CSS(`#token-form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS("#new-token-secret")))
+	if secret := b2.text("#new-token-secret"); !strings.HasPrefix(secret, "sbx_") {
+		t.Fatalf("new token shown as %q", secret)
+	}
+	b2.poll("token listed", `document.querySelector('#page-settings').innerText.includes('e2e-viewer') && document.querySelector('#page-settings').innerText.includes('grafana')`, 10*time.Second)
+	b2.shot("settings")
+	b2.do("open about", chromedp.Click(chromedp.CSS("#nav-about")), chromedp.WaitVisible(chromedp.CSS("#version")))
+	b2.shot("about")
+
+	// A viewer can read but not save: the 403 is shown, nothing is stored.
+	b2.do("sign out", chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS("#signin-form input")))
+	b2.do("sign in as viewer",
+		chromedp.SendKeys(chromedp.CSS("#signin-form input"), viewer.Token),
+		chromedp.Click(chromedp.CSS("#signin-form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#role")))
+	if role := b2.text("#role"); role != "viewer" {
+		t.Fatalf("role shown %q, want viewer", role)
+	}
+	b2.do("viewer opens policy", chromedp.Click(chromedp.CSS("#nav-policy")), chromedp.WaitVisible(chromedp.CSS("#rule-form")))
+	b2.poll("viewer sees rules", `document.querySelector('#rules').innerText.includes('9725550199')`, 10*time.Second)
+	b2.do("viewer saves rule",
+		chromedp.SetValue(chromedp.CSS(`#rule-form [data-field="match.calling"] input`), "7775551234"),
+		chromedp.Click(chromedp.CSS(`#rule-form button[type=submit]`)))
+	b2.poll("403 shown", `document.querySelector('#rule-form .form-status').textContent.includes('403')`, 10*time.Second)
+	b2.shot("viewer-refused")
+	if code, b := apiDo(t, s, "GET", "/api/v1/policies/default/rules", ""); code != 200 || strings.Contains(string(b), "7775551234") {
+		t.Fatalf("viewer's rule was stored: %d %s", code, b)
+	}
+}
+
+// browser runs named steps, each bounded, failing the test with the step's
+// name (and a screenshot) when one does not complete.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	out string
+}
+
+const stepTimeout = 15 * time.Second
+
+func (b *browser) do(step string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.fail(step, err)
+	}
+}
+
+func (b *browser) poll(step, expr string, timeout time.Duration) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout+time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		b.fail(step, err)
+	}
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	if err != nil {
+		b.fail("read "+sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+func (b *browser) eval(expr string) float64 {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[float64](expr))
+	if err != nil {
+		b.fail("evaluate "+expr, err)
+	}
+	return v
+}
+
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(b.out, name+".png"), png, 0o644); err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+}
+
+func (b *browser) fail(step string, err error) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 5*time.Second)
+	defer cancel()
+	if png, serr := chromedp.Run(ctx, chromedp.FullScreenshot(100)); serr == nil {
+		_ = os.WriteFile(filepath.Join(b.out, "FAILED-"+strings.ReplaceAll(step, " ", "-")+".png"), png, 0o644)
+	}
+	status, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll('.form-status,.field-error')).map(e => e.textContent).filter(Boolean).join(' | ')`))
+	b.t.Fatalf("console step %q: %v (messages on page: %q)", step, err, status)
+}
+
+// screenshotDir is $SIGNALBOX_TEST_OUT or <module root>/testout/screenshots.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SIGNALBOX_TEST_OUT")
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := wd
+		for {
+			if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+				break
+			}
+			parent := filepath.Dir(root)
+			if parent == root {
+				t.Fatalf("no go.mod above %s", wd)
+			}
+			root = parent
+		}
+		dir = filepath.Join(root, "testout", "screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// sendCalls posts CURRI requests, about 40 a second, until ctx ends.
+func sendCalls(ctx context.Context, url string) {
+	body := xacmlRequest("9725550101", "50102")
+	client := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "text/xml; charset=ISO-8859-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return
+			}
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}

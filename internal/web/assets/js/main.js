@@ -1,0 +1,119 @@
+// main.js: sign-in, the page router (#/page) and the navigation. Each page
+// module exports render(main, ctx) and may return a cleanup function that
+// stops its polling when the operator leaves the page.
+import { api, h, replace, getToken, setToken, field, statusLine, showError, clearErrors, ApiError } from './ui.js';
+import { StatsPoller } from './stats.js';
+import * as overview from './pages/overview.js';
+import * as policy from './pages/policy.js';
+import * as director from './pages/director.js';
+import * as alarms from './pages/alarms.js';
+import * as settings from './pages/settings.js';
+import * as about from './pages/about.js';
+
+const PAGES = [
+  ['overview', 'Overview', overview],
+  ['policy', 'Call policy', policy],
+  ['director', 'Director', director],
+  ['alarms', 'Alarms', alarms],
+  ['settings', 'Settings', settings],
+  ['about', 'About', about],
+];
+
+const ctx = { role: '', stats: new StatsPoller() };
+let cleanup = null;
+
+const main = document.getElementById('main');
+const nav = document.getElementById('nav');
+const who = document.getElementById('who');
+
+// roleOf finds the token's role: only admins may list tokens.
+async function roleOf(token) {
+  await api('GET', '/version', undefined, { token });
+  try {
+    await api('GET', '/tokens', undefined, { token });
+    return 'admin';
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 403) return 'viewer';
+    throw e;
+  }
+}
+
+function signInPage(message) {
+  if (cleanup) { cleanup(); cleanup = null; }
+  ctx.stats.halt();
+  replace(nav);
+  replace(who);
+  document.body.dataset.signedIn = 'false';
+  const input = h('input', { type: 'password', autocomplete: 'current-password', required: true, spellcheck: 'false' });
+  const form = h('form', { class: 'card signin', id: 'signin-form' },
+    h('h1', { tabindex: '-1' }, 'Sign in'),
+    h('p', {}, 'Paste an API token. The admin token is printed at first start (or set with SIGNALBOX_ADMIN_TOKEN); more can be created under Settings.'),
+    field('API token', 'token', input),
+    h('button', { type: 'submit' }, 'Sign in'),
+    statusLine());
+  form.addEventListener('submit', async ev => {
+    ev.preventDefault();
+    clearErrors(form);
+    const token = input.value.trim();
+    try {
+      const role = await roleOf(token);
+      setToken(token);
+      ctx.role = role;
+      startSession();
+    } catch (e) {
+      showError(form, e.status === 401 ? new ApiError(401, 'That token is not valid.', 'token') : e);
+    }
+  });
+  replace(main, form);
+  if (message) form.querySelector('.form-status').textContent = message;
+  input.focus();
+}
+
+function startSession() {
+  document.body.dataset.signedIn = 'true';
+  document.body.dataset.role = ctx.role;
+  replace(who,
+    h('span', { class: 'role role-' + ctx.role, id: 'role' }, ctx.role),
+    h('button', { type: 'button', class: 'link', id: 'signout', onclick: signOut }, 'Sign out'));
+  replace(nav, h('ul', {}, PAGES.map(([id, label]) =>
+    h('li', {}, h('a', { href: '#/' + id, id: 'nav-' + id }, label)))));
+  ctx.stats.start();
+  if (!location.hash || location.hash === '#/') location.hash = '#/overview';
+  route();
+}
+
+function signOut() {
+  setToken('');
+  ctx.role = '';
+  history.replaceState(null, '', location.pathname);
+  signInPage('Signed out.');
+}
+
+function route() {
+  if (!getToken() || !ctx.role) return;
+  const id = (location.hash.match(/^#\/([a-z]+)/) || [])[1] || 'overview';
+  const page = PAGES.find(p => p[0] === id) || PAGES[0];
+  if (cleanup) { cleanup(); cleanup = null; }
+  nav.querySelectorAll('a').forEach(a => a.toggleAttribute('aria-current', a.id === 'nav-' + page[0]));
+  nav.querySelectorAll('a[aria-current]').forEach(a => a.setAttribute('aria-current', 'page'));
+  document.title = page[1] + ' · signalbox';
+  const section = h('section', { class: 'page', id: 'page-' + page[0], 'aria-labelledby': 'h-' + page[0] });
+  replace(main, section);
+  section.append(h('h1', { id: 'h-' + page[0], tabindex: '-1' }, page[1]));
+  cleanup = page[2].render(section, ctx) || null;
+  section.querySelector('h1').focus({ preventScroll: true });
+}
+
+window.addEventListener('hashchange', route);
+window.addEventListener('signalbox:unauthorized', () => { setToken(''); signInPage('Your token was refused; sign in again.'); });
+
+(async () => {
+  const token = getToken();
+  if (!token) return signInPage();
+  try {
+    ctx.role = await roleOf(token);
+    startSession();
+  } catch (e) {
+    signInPage(e.message);
+  }
+})();
