@@ -559,3 +559,22 @@ func TestIgnoreRun(t *testing.T) {
 		})
 	}
 }
+
+// TestFlowTableBounded checks that a connection's flow table stops growing
+// at maxFlows, recycling evicted flows with a fresh HPACK decoder.
+func TestFlowTableBounded(t *testing.T) {
+	d := newConnDecoder(newStats(0, ""))
+	for i := 0; i < maxFlows+100; i++ {
+		var k flowKey
+		k.sp, k.dp = uint16(i), uint16(i>>16)
+		k.src[0] = byte(i >> 8)
+		f := d.newFlow()
+		if f == nil || f.fr == nil || f.dec == nil {
+			t.Fatalf("flow %d: incomplete state", i)
+		}
+		d.flows[k] = f
+		if len(d.flows) > maxFlows {
+			t.Fatalf("flow table at %d entries, bound %d", len(d.flows), maxFlows)
+		}
+	}
+}

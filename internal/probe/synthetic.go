@@ -97,6 +97,28 @@ type connDecoder struct {
 	decoded []gopacket.LayerType
 }
 
+// maxFlows bounds the flows a connection remembers. Every transaction may be
+// its own synthetic flow (ports from the copy's metadata), so an unbounded
+// table grows by a framer and an HPACK decoder per transaction: gigabytes
+// within a minute at 30k copies/s.
+const maxFlows = 4096
+
+// newFlow returns the state for a new flow, recycling an evicted flow's
+// framer (with its grown read buffer) once the table is full. The HPACK
+// decoder is always fresh: a flow's dynamic table must not leak into another.
+func (d *connDecoder) newFlow() *flow {
+	if len(d.flows) < maxFlows {
+		return newFlow()
+	}
+	for k, f := range d.flows { // map order: an arbitrary victim
+		delete(d.flows, k)
+		f.dec = hpack.NewDecoder(64<<10, f.emit)
+		f.fields = copyFields{}
+		return f
+	}
+	return newFlow()
+}
+
 func newConnDecoder(s *stats) *connDecoder {
 	d := &connDecoder{s: s, flows: map[flowKey]*flow{}}
 	d.parser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &d.eth, &d.ip4, &d.ip6, &d.tcp, &d.payload)
@@ -211,7 +233,7 @@ func (d *connDecoder) packet(data []byte, ts int64, now time.Time) {
 	}
 	f := d.flows[key]
 	if f == nil {
-		f = newFlow()
+		f = d.newFlow()
 		d.flows[key] = f
 	}
 	control := false
