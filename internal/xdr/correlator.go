@@ -455,7 +455,7 @@ func (t *txn) add(c *cpy.Copy, s *shard) bool {
 		t.end = c.Timestamp
 	}
 	if t.producerID == "" && c.ProducerID != "" {
-		t.producerID = s.str(c.ProducerID)
+		t.producerID = strings.Clone(c.ProducerID) // one per producer instance: not worth interning
 	}
 	if t.producerFQDN == "" && c.ProducerFQDN != "" {
 		t.producerFQDN = s.str(c.ProducerFQDN)
