@@ -100,6 +100,9 @@ function route() {
   const section = h('section', { class: 'page', id: 'page-' + page[0], 'aria-labelledby': 'h-' + page[0] });
   replace(main, section);
   section.append(h('h1', { id: 'h-' + page[0], tabindex: '-1' }, page[1]));
+  if (ctx.role === 'viewer' && ['policy', 'director', 'settings'].includes(page[0])) {
+    section.append(h('p', { class: 'readonly-note', role: 'note' }, 'You are signed in with a viewer token: you can look, but the server refuses changes.'));
+  }
   cleanup = page[2].render(section, ctx) || null;
   section.querySelector('h1').focus({ preventScroll: true });
 }

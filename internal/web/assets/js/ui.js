@@ -120,7 +120,7 @@ export function statusLine() { return h('p', { class: 'form-status', role: 'stat
 export function fmtTime(t) {
   if (!t) return '';
   const d = new Date(t);
-  return isNaN(d) ? String(t) : d.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'medium' });
+  return isNaN(d) ? String(t) : d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 }
 
 export function fmtNum(n, digits = 0) {

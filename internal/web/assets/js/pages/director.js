@@ -125,6 +125,9 @@ export function render(root, ctx) {
       }), 'No feeds yet: create one below.'));
   }
 
+  root.append(h('div', { class: 'card' }, h('h2', {}, 'Feeds'), feedsStatus, h('div', { class: 'scroll' }, feedsBox)),
+    h('div', { class: 'grid' }, h('div', { class: 'card' }, form),
+      h('div', { class: 'card' }, h('h2', {}, 'NF ingest'), ingestBox, ingestChart.el)));
   const unsub = ctx.stats.subscribe(p => {
     const r = p.rates(x => x.ingest.copies);
     ingestChart.update(r);
@@ -138,9 +141,6 @@ export function render(root, ctx) {
     if (specs.length) draw();
   });
 
-  root.append(h('div', { class: 'card' }, h('h2', {}, 'Feeds'), feedsStatus, h('div', { class: 'scroll' }, feedsBox)),
-    h('div', { class: 'grid' }, h('div', { class: 'card' }, form),
-      h('div', { class: 'card' }, h('h2', {}, 'NF ingest'), ingestBox, ingestChart.el)));
   const stop = every(3000, load);
   return () => { stop(); unsub(); ingestChart.destroy(); };
 }
