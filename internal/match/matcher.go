@@ -21,12 +21,27 @@ type Options struct {
 type Builder struct {
 	fields []FieldSpec
 	opts   Options
-	rules  [][]Cond // per rule, one Cond per field
+	// The conditions other than Any of every rule, rule after rule, in one
+	// slice: a 100,000-rule build would otherwise allocate a []Cond per rule.
+	conds []fieldCond
+	off   []int32 // rule r's conditions are conds[off[r]:off[r+1]]
+}
+
+type fieldCond struct {
+	f uint8
+	c Cond
 }
 
 // NewBuilder starts a matcher over the given fields.
 func NewBuilder(fields []FieldSpec, opts Options) *Builder {
-	return &Builder{fields: slices.Clone(fields), opts: opts}
+	return &Builder{fields: slices.Clone(fields), opts: opts, off: []int32{0}}
+}
+
+// Grow reserves room for n more rules with about condsPerRule conditions
+// each, so that a large build does not regrow its slices.
+func (b *Builder) Grow(n, condsPerRule int) {
+	b.off = slices.Grow(b.off, n)
+	b.conds = slices.Grow(b.conds, n*condsPerRule)
 }
 
 // FieldError is a condition refused by Add: which field, and why.
@@ -44,20 +59,29 @@ func (b *Builder) Add(values []string) error {
 	if len(values) != len(b.fields) {
 		return fmt.Errorf("match: %d values for %d fields", len(values), len(b.fields))
 	}
-	conds := make([]Cond, len(values))
+	n := len(b.conds)
 	for f, v := range values {
 		c, err := Parse(b.fields[f], v)
 		if err != nil {
+			clear(b.conds[n:])
+			b.conds = b.conds[:n]
 			return &FieldError{Field: b.fields[f].Name, Err: err}
 		}
-		conds[f] = c
+		if c.Kind != Any {
+			b.conds = append(b.conds, fieldCond{uint8(f), c})
+		}
 	}
-	b.rules = append(b.rules, conds)
+	if len(b.conds) >= math.MaxInt32 {
+		clear(b.conds[n:])
+		b.conds = b.conds[:n]
+		return fmt.Errorf("match: too many conditions")
+	}
+	b.off = append(b.off, int32(len(b.conds)))
 	return nil
 }
 
 // Len is the number of rules added.
-func (b *Builder) Len() int { return len(b.rules) }
+func (b *Builder) Len() int { return len(b.off) - 1 }
 
 // ruleCond is one condition of one rule, in the compact form verification uses.
 type ruleCond struct {
@@ -104,10 +128,10 @@ func (b *Builder) Build() (*Matcher, error) {
 	if nf > 255 {
 		return nil, fmt.Errorf("match: %d fields, at most 255", nf)
 	}
-	if len(b.rules) >= math.MaxInt32 {
+	if b.Len() >= math.MaxInt32 {
 		return nil, fmt.Errorf("match: too many rules")
 	}
-	m := &Matcher{fields: make([]fieldIndex, nf), nRules: len(b.rules)}
+	m := &Matcher{fields: make([]fieldIndex, nf), nRules: b.Len()}
 
 	// Selectivity estimate: how many rules share a condition. The key of a
 	// rule — the one condition through which candidates are found — is its
@@ -119,13 +143,10 @@ func (b *Builder) Build() (*Matcher, error) {
 		k Kind
 		v string
 	}
-	group := make(map[ck]int32)
-	for _, conds := range b.rules {
-		for f, c := range conds {
-			if c.Kind != Any {
-				group[ck{uint8(f), c.Kind, c.Value}]++
-			}
-		}
+	nRules := b.Len()
+	group := make(map[ck]int32, len(b.conds))
+	for _, fc := range b.conds {
+		group[ck{fc.f, fc.c.Kind, fc.c.Value}]++
 	}
 	weight := [...]int64{Exact: 1, Prefix: 2, Pattern: 3, Regex: 8}
 
@@ -134,12 +155,11 @@ func (b *Builder) Build() (*Matcher, error) {
 	regexRes := make([][]*regexp.Regexp, nf)
 	for f := range m.fields {
 		m.fields[f].spec = b.fields[f]
-		m.fields[f].exact = make(map[string][]int32)
 		m.fields[f].trie.init()
 		m.fields[f].regKeyMin = math.MaxInt32
 		regexID[f] = make(map[string]int32)
 	}
-	strID := make(map[string]int32)
+	strID := make(map[string]int32, len(b.conds))
 	intern := func(s string) int32 {
 		if id, ok := strID[s]; ok {
 			return id
@@ -149,19 +169,27 @@ func (b *Builder) Build() (*Matcher, error) {
 		strID[s] = id
 		return id
 	}
-	m.ruleOff = make([]int32, 0, len(b.rules)+1)
-	for r, conds := range b.rules {
+	// Exact keys are indexed in two passes: count the rules per value, then
+	// lay every value's ranks out in one shared slice, instead of one small
+	// slice per value.
+	exactID := make([]map[string]int32, nf)
+	exactN := make([][]int32, nf)
+	type exactKey struct{ f, id, rank int32 }
+	var exactKeys []exactKey
+	m.ruleOff = make([]int32, 0, nRules+1)
+	m.conds = make([]ruleCond, 0, len(b.conds))
+	m.strs = make([]string, 0, len(b.conds))
+	for r := range nRules {
 		rank := int32(r)
+		conds := b.conds[b.off[r]:b.off[r+1]]
 		m.ruleOff = append(m.ruleOff, int32(len(m.conds)))
 		key, keyScore := -1, int64(math.MaxInt64)
-		for f, c := range conds {
-			if c.Kind == Any {
-				continue
+		for i := range conds {
+			f, c := int(conds[i].f), &conds[i].c
+			if s := int64(group[ck{conds[i].f, c.Kind, c.Value}]) * weight[c.Kind]; s < keyScore {
+				key, keyScore = i, s
 			}
-			if s := int64(group[ck{uint8(f), c.Kind, c.Value}]) * weight[c.Kind]; s < keyScore {
-				key, keyScore = f, s
-			}
-			rc := ruleCond{field: uint8(f), kind: c.Kind}
+			rc := ruleCond{field: conds[i].f, kind: c.Kind}
 			switch c.Kind {
 			case Exact, Prefix:
 				rc.ref = intern(c.Value)
@@ -185,19 +213,52 @@ func (b *Builder) Build() (*Matcher, error) {
 			m.always = append(m.always, rank)
 			continue
 		}
-		fi := &m.fields[key]
-		c := conds[key]
+		kf := int(conds[key].f)
+		fi := &m.fields[kf]
+		c := &conds[key].c
 		switch c.Kind {
 		case Exact:
-			fi.exact[c.Value] = append(fi.exact[c.Value], rank)
+			if exactID[kf] == nil {
+				exactID[kf] = make(map[string]int32, nRules)
+			}
+			id, ok := exactID[kf][c.Value]
+			if !ok {
+				id = int32(len(exactN[kf]))
+				exactID[kf][c.Value] = id
+				exactN[kf] = append(exactN[kf], 0)
+			}
+			exactN[kf][id]++
+			exactKeys = append(exactKeys, exactKey{int32(kf), id, rank})
 		case Prefix:
 			fi.trie.addPrefix(c.Value, rank)
 		case Pattern:
 			fi.trie.addPattern(c.toks, rank)
 		case Regex:
-			id := regexID[key][c.Value]
+			id := regexID[kf][c.Value]
 			fi.regKeyed[id] = append(fi.regKeyed[id], rank)
 			fi.regKeyMin = min(fi.regKeyMin, rank)
+		}
+	}
+	ranks := make([]int32, len(exactKeys))
+	lists := make([][][]int32, nf)
+	at := int32(0)
+	for f := range m.fields {
+		lists[f] = make([][]int32, len(exactN[f]))
+		for id, n := range exactN[f] {
+			lists[f][id] = ranks[at : at : at+n]
+			at += n
+		}
+	}
+	// exactKeys are in rank order, so each value's ranks come out ascending;
+	// every list has its exact capacity, so the appends never reallocate.
+	for _, k := range exactKeys {
+		lists[k.f][k.id] = append(lists[k.f][k.id], k.rank)
+	}
+	for f := range m.fields {
+		fi := &m.fields[f]
+		fi.exact = make(map[string][]int32, len(exactID[f]))
+		for v, id := range exactID[f] {
+			fi.exact[v] = lists[f][id]
 		}
 	}
 	m.ruleOff = append(m.ruleOff, int32(len(m.conds)))
