@@ -314,7 +314,7 @@ func (e *Encoder) appendFrames(p []byte, c *copy.Copy, sid uint32) []byte {
 			}
 			name := asciiLower(h.Name) // HTTP/2 field names are lowercase
 			for _, v := range h.Values {
-				_ = e.hp.WriteField(hpack.HeaderField{Name: name, Value: v})
+				e.hblock.b = appendLiteralField(e.hblock.b, name, v)
 			}
 		}
 	}
