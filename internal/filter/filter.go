@@ -57,7 +57,8 @@ func toError(src string, err error) *Error {
 		}
 		return &Error{Expr: src, Line: fe.Line, Column: fe.Column + 1, Msg: msg}
 	}
-	return &Error{Expr: src, Msg: err.Error()}
+	// Errors about the whole expression (its result type) point at its start.
+	return &Error{Expr: src, Line: 1, Column: 1, Msg: err.Error()}
 }
 
 // Filter is a compiled copy filter. It is immutable and safe for concurrent
