@@ -52,6 +52,10 @@ type Config struct {
 	RunID    string             // prefix of x-signalbox-seq; "" = random
 	Progress time.Duration      // progress line interval (0 = 5s)
 
+	// Compression of produced batches: snappy (default, kgo's own), lz4,
+	// zstd, gzip or none.
+	Compression string
+
 	SASLMechanism string // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; "" = none
 	SASLUser      string
 	SASLPassword  string
@@ -82,6 +86,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return err
 	})
 	fs.StringVar(&c.RunID, "run-id", c.RunID, "run id in x-signalbox-seq (default random)")
+	fs.StringVar(&c.Compression, "compression", c.Compression, "Kafka batch compression: snappy (default), lz4, zstd, gzip or none")
 	fs.StringVar(&c.SASLMechanism, "sasl-mechanism", c.SASLMechanism, "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
 	fs.StringVar(&c.SASLUser, "sasl-user", c.SASLUser, "Kafka SASL user")
 	fs.StringVar(&c.SASLPassword, "sasl-password", c.SASLPassword, "Kafka SASL password")
@@ -433,6 +438,23 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 // transaction stays in one partition.
 type kafkaSender struct{ cl *kgo.Client }
 
+// compressionCodec maps a -compression name to the producer codec.
+func compressionCodec(name string) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(name) {
+	case "", "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "none":
+		return kgo.NoCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("nfsim: compression %q: want snappy, lz4, zstd, gzip or none", name)
+}
+
 func newKafkaSender(cfg Config) (*kafkaSender, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -442,6 +464,11 @@ func newKafkaSender(cfg Config) (*kafkaSender, error) {
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.AllowAutoTopicCreation(),
 	}
+	codec, err := compressionCodec(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, kgo.ProducerBatchCompression(codec))
 	if cfg.TLS {
 		tc, err := tlsConfig(cfg)
 		if err != nil {

@@ -303,3 +303,19 @@ func BenchmarkGenerate(b *testing.B) {
 		buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000)
 	}
 }
+
+func TestCompressionCodec(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		ok   bool
+	}{{"", true}, {"snappy", true}, {"LZ4", true}, {"zstd", true}, {"gzip", true}, {"none", true}, {"brotli", false}} {
+		_, err := compressionCodec(tt.name)
+		if (err == nil) != tt.ok {
+			t.Errorf("compressionCodec(%q) error %v, want ok=%v", tt.name, err, tt.ok)
+		}
+	}
+	if _, err := Run(context.Background(), Config{Brokers: []string{"127.0.0.1:1"}, Compression: "brotli", Count: 1}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "brotli") {
+		t.Errorf("Run with a bad compression: %v", err)
+	}
+}
