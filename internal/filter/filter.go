@@ -95,7 +95,14 @@ func (f *Filter) String() string { return f.src }
 // Compile compiles a copy filter expression. It refuses, with an *Error,
 // syntax errors, unknown fields, type errors and expressions that are not
 // boolean.
-func Compile(src string) (*Filter, error) {
+func Compile(src string) (f *Filter, err error) {
+	// The expression library is outside code: whatever it panics on is bad
+	// input, and gets an error like any other.
+	defer func() {
+		if r := recover(); r != nil {
+			f, err = nil, &Error{Expr: src, Line: 1, Column: 1, Msg: fmt.Sprint("cannot compile: ", r)}
+		}
+	}()
 	if strings.TrimSpace(src) == "" {
 		return nil, &Error{Expr: src, Msg: "empty expression"}
 	}
@@ -115,7 +122,7 @@ func Compile(src string) (*Filter, error) {
 	}
 	ast.Walk(&tree.Node, residual{a})
 
-	f := &Filter{src: src, preds: a.preds, allHdr: a.allHdr || a.envUsed}
+	f = &Filter{src: src, preds: a.preds, allHdr: a.allHdr || a.envUsed}
 	env := make(map[string]any, int(nFields)+len(a.preds)+len(a.hdrKeys))
 	for i := range fields {
 		env[fields[i].name] = zeroOf(fields[i].kind)
