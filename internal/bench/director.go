@@ -26,6 +26,7 @@ type dirConfig struct {
 	Size        int           // record size in bytes
 	Rate        float64       // total MPS
 	Mix         string        // NF mix TYPE=weight,...
+	Compression string        // nfsim's Kafka batch compression
 	Feeds       int           // independent feeds (and consumers) of the same stream
 	FindMax     bool          // search the highest rate that meets MaxP99 and loses nothing
 	Trial       time.Duration // measured phase of a -find-max trial
@@ -60,6 +61,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.IntVar(&c.Size, "size", c.Size, "record size in bytes")
 	fs.Float64Var(&c.Rate, "rate", c.Rate, "total copies per second (the start rate with -find-max)")
 	fs.StringVar(&c.Mix, "mix", c.Mix, "NF mix as TYPE=weight,...")
+	fs.StringVar(&c.Compression, "compression", "snappy", "the NFs' (nfsim's) Kafka batch compression: snappy, lz4, zstd, gzip or none")
 	fs.IntVar(&c.Feeds, "feeds", c.Feeds, "independent feeds (and consumers) of the same stream")
 	fs.BoolVar(&c.FindMax, "find-max", false, "search the highest rate with p99 <= -max-p99 and nothing lost, in -trial runs")
 	fs.DurationVar(&c.Trial, "trial", c.Trial, "measured phase of one -find-max trial")
@@ -94,6 +96,11 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	}
 	if _, err := nfsim.ParseMix(c.Mix); err != nil {
 		return c, fmt.Errorf("bench director: -mix: %w", err)
+	}
+	switch c.Compression {
+	case "snappy", "lz4", "zstd", "gzip", "none":
+	default:
+		return c, fmt.Errorf("bench director: -compression %q: want snappy, lz4, zstd, gzip or none", c.Compression)
 	}
 	if c.Brokers != "" && c.SplitBroker {
 		return c, errors.New("bench director: -split-broker and -brokers exclude each other")

@@ -18,6 +18,7 @@ import (
 var (
 	profRate = flag.Float64("dirpath.rate", 30000, "BenchmarkDirectorPath: copies per second")
 	profDur  = flag.Duration("dirpath.duration", 3*time.Second, "BenchmarkDirectorPath: traffic per iteration")
+	profComp = flag.String("dirpath.compression", "snappy", "BenchmarkDirectorPath: producer compression")
 )
 
 // BenchmarkDirectorPath runs the whole path in one process, for pprof
@@ -65,7 +66,7 @@ func BenchmarkDirectorPath(b *testing.B) {
 	start := selfSample()
 	var sent int64
 	for i := 0; i < b.N; i++ {
-		st, err := nfsim.Run(ctx, nfsim.Config{Brokers: br.Addrs(), Rate: *profRate, Duration: *profDur, Progress: time.Hour}, nopWriter{})
+		st, err := nfsim.Run(ctx, nfsim.Config{Brokers: br.Addrs(), Rate: *profRate, Duration: *profDur, Progress: time.Hour, Compression: *profComp}, nopWriter{})
 		if err != nil {
 			b.Fatal(err)
 		}
