@@ -63,10 +63,10 @@ type Config struct {
 // without requests.
 //
 // Copies of an (NF, direction) already held are duplicates: counted in the
-// record and dropped. Copies arriving for a transaction already emitted,
-// within Timeout of its emission, are counted as late and dropped rather than
-// opening a second record. Copies without a correlation-id are dropped and
-// counted.
+// record and dropped. Copies arriving for a transaction already emitted
+// (whatever its result), within Timeout of its emission, are counted as late
+// and dropped rather than opening a second record. Copies without a
+// correlation-id or a valid direction are dropped and counted.
 //
 // Add and Expire keep nothing of the copy: what a record holds is copied.
 type Correlator struct {
@@ -185,7 +185,7 @@ func (x *Correlator) Add(c *cpy.Copy, out []Record) []Record {
 		x.m.dropped.Inc()
 		return out
 	}
-	if c.Direction == cpy.DirUnknown {
+	if c.Direction == cpy.DirUnknown || c.Direction > cpy.ResponseEgress {
 		x.m.droppedDir.Inc()
 		return out
 	}

@@ -504,3 +504,12 @@ func BenchmarkAdd(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "copies/s")
 }
+
+func TestInvalidDirection(t *testing.T) {
+	x, _, _ := newTest(t, Config{})
+	c := mk("bad", "SCP", "s", cpy.RequestIngress, 1, 0)
+	c.Direction = 9
+	if out := x.Add(c, nil); len(out) != 0 || x.Pending() != 0 || testutil.ToFloat64(x.m.droppedDir) != 1 {
+		t.Fatalf("invalid direction not dropped")
+	}
+}
