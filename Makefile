@@ -4,7 +4,7 @@ BIN       ?= bin/signalbox
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/signalbox/signalbox/internal/app.Version=$(VERSION)
 
-.PHONY: all build test test-deps vet fmt bench clean
+.PHONY: all build test test-deps vet fmt bench web clean
 
 all: build
 
@@ -25,6 +25,11 @@ vet:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# make web: refreshes the vendored front-end library (uPlot) from the npm
+# registry; the result is committed, so builds need no npm.
+web:
+	./scripts/web-vendor.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...

@@ -90,10 +90,11 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	}
 
 	mgr, err := director.NewManager(director.Config{
-		Client:     d.client,
-		Topics:     specs,
-		Registerer: s.reg,
-		Logger:     s.log,
+		Client:       d.client,
+		Topics:       specs,
+		CreateTopics: cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
+		Registerer:   s.reg,
+		Logger:       s.log,
 	})
 	if err != nil {
 		d.stop(ctx)
@@ -107,7 +108,9 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	d.reconcile(ctx)
 
 	if cfg.IngestAddr != "" {
-		if d.ingestCl, err = kgo.NewClient(append(d.client.Opts(), kgo.ProducerLinger(time.Millisecond))...); err != nil {
+		icl := d.client
+		icl.MaxMessageBytes = int32(cfg.KafkaMaxMessageBytes) // the broker, not the client, decides what is too large
+		if d.ingestCl, err = icl.NewClient(kgo.ProducerLinger(time.Millisecond)); err != nil {
 			d.stop(ctx)
 			return nil, err
 		}
@@ -152,7 +155,9 @@ func (d *directorParts) reconcile(ctx context.Context) {
 		}
 		specs = append(specs, sp)
 	}
-	d.mgr.Apply(ctx, specs)
+	if err := d.mgr.Apply(ctx, specs); err != nil {
+		d.s.log.Error("some stored feeds could not be applied", "err", err)
+	}
 }
 
 func (d *directorParts) stop(ctx context.Context) {

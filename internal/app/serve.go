@@ -68,6 +68,9 @@ type Server struct {
 
 	dir *directorParts // nil when the director is off
 
+	alarms     *obs.Alarms
+	curriWatch *curriWatch
+
 	cancel  context.CancelFunc // stops background loops
 	bg      sync.WaitGroup     // background loops
 	logDone chan error         // call log writer
@@ -92,6 +95,8 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 		feedsCh: make(chan struct{}, 1),
 		logDone: make(chan error, 1),
 	}
+	s.alarms = obs.NewAlarms(s.reg)
+	s.curriWatch = newCURRIWatch()
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	defer func() {
@@ -137,6 +142,7 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 	h, err := curri.NewHandler(curri.HandlerConfig{
 		Decider:    s.engine,
 		OnDecision: s.recordDecision,
+		OnHead:     func(policy string) { s.curriWatch.head(policy, time.Now()) },
 		Registerer: s.reg,
 		Logger:     log,
 	})
@@ -162,6 +168,8 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 		Calls:      s.calls,
 		OnChange:   s.changed,
 		AdminToken: s.token,
+		Alarms:     s.alarms,
+		Gatherer:   s.reg,
 		Logger:     log,
 		Registerer: s.reg,
 		Version:    VersionString(),
@@ -187,7 +195,8 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 	go s.serve("http", s.httpSrv, s.httpLn, false)
 	s.health.Ready("http")
 
-	s.bg.Add(3)
+	s.bg.Add(4)
+	go s.alarmLoop(bgCtx)
 	go s.reloadLoop(bgCtx)
 	go s.hitsLoop(bgCtx)
 	go s.storeHealthLoop(bgCtx)
@@ -304,6 +313,8 @@ func (s *Server) recordDecision(ev *curri.Event) {
 	if ev.Indeterminate {
 		d = "indeterminate"
 	}
+	known := !ev.Indeterminate || ev.Err != "unknown policy"
+	s.curriWatch.call(ev.Policy, known, ev.Indeterminate, ev.Latency, ev.Start)
 	s.calls.Record(store.CallRecord{
 		Time:               ev.Start,
 		Policy:             ev.Policy,
@@ -443,9 +454,11 @@ func (s *Server) storeHealthLoop(ctx context.Context) {
 			cancel()
 			if err != nil && ctx.Err() == nil {
 				s.health.Pending("store", "unreachable: "+err.Error())
+				s.alarms.Raise(alarmStoreUnreachable, "store", obs.Critical, "the "+s.store.Backend()+" store is unreachable: "+err.Error())
 				s.log.Error("store unreachable", "err", err)
 			} else {
 				s.health.Ready("store")
+				s.alarms.Clear(alarmStoreUnreachable, "store")
 			}
 		}
 	}

@@ -61,6 +61,13 @@ type Serve struct {
 	IngestTLSKey  string
 
 	ShutdownTimeout time.Duration
+
+	AlarmFeedDisconnect   time.Duration
+	AlarmFeedLag          int64
+	AlarmFeedLatency      time.Duration
+	AlarmCURRIErrorRatio  float64
+	AlarmCURRILatency     time.Duration
+	AlarmKeepaliveTimeout time.Duration
 }
 
 // NewServeFlags registers every serve flag on fs, bound to cfg, with its
@@ -105,6 +112,13 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.IngestTLSKey, "ingest-tls-key", "", "PEM private key for -ingest-tls-cert")
 
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on finishing in-flight work at SIGINT/SIGTERM")
+
+	fs.DurationVar(&c.AlarmFeedDisconnect, "alarm-feed-disconnect", 30*time.Second, "alarm when a feed has been disconnected this long")
+	fs.Int64Var(&c.AlarmFeedLag, "alarm-feed-lag", 100_000, "alarm when a feed's consumer lag exceeds this many copies")
+	fs.DurationVar(&c.AlarmFeedLatency, "alarm-feed-latency", time.Second, "alarm when a feed's p99 end-to-end latency exceeds this")
+	fs.Float64Var(&c.AlarmCURRIErrorRatio, "alarm-curri-error-ratio", 0.05, "alarm when this fraction of CURRI requests in a minute are answered Indeterminate")
+	fs.DurationVar(&c.AlarmCURRILatency, "alarm-curri-latency", 50*time.Millisecond, "alarm when the slowest CURRI answers in a minute exceed this (Cisco: >50 ms costs CUCM 15% of its call rate)")
+	fs.DurationVar(&c.AlarmKeepaliveTimeout, "alarm-keepalive-timeout", 5*time.Minute, "alarm when a policy with traffic has had no CUCM HEAD keepalive for this long")
 }
 
 // EnvName is the environment variable for a flag: SIGNALBOX_HTTP_ADDR for

@@ -24,6 +24,9 @@ type Config struct {
 	Registerer  prometheus.Registerer
 	Logger      *slog.Logger
 	GroupPrefix string // default "signalbox-feed-"
+	// CreateTopics lets kafka feeds create their output topic in the
+	// director's own Kafka when it is missing (serve -kafka-create-topics).
+	CreateTopics bool
 	// NewSink overrides how a feed's sink is built (default: synthetic,
 	// http2 or kafka from the spec).
 	NewSink func(spec *FeedSpec) (Sink, error)

@@ -47,7 +47,7 @@ func (m *Manager) defaultSink(spec *FeedSpec) (Sink, error) {
 			cc = broker.ClientConfig{Brokers: k.Brokers, SASLMechanism: k.SASLMechanism,
 				Username: k.Username, Password: k.Password, TLS: ktc}
 		}
-		return kafkasink.New(kafkasink.Config{Client: cc, Topic: spec.Topic, Logger: log})
+		return kafkasink.New(kafkasink.Config{Client: cc, Topic: spec.Topic, Logger: log, CreateTopic: m.cfg.CreateTopics})
 	case TypeHTTP2:
 		if !strings.HasPrefix(spec.URL, "https:") {
 			tc = nil // the sink refuses TLS settings on an h2c URL

@@ -113,14 +113,22 @@ func New(cfg Config) (*Probe, error) {
 	return p, nil
 }
 
-// Start listens and serves in the background until ctx ends.
+// Start listens and serves in the background until ctx ends. A probe can be
+// started again after Close, on the same address, keeping its counts — a
+// consumer restart, as seen by the sender.
 func (p *Probe) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", p.cfg.Listen)
+	addr := p.cfg.Listen
+	if p.ln != nil {
+		addr = p.ln.Addr().String()
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("probe: listen %s: %w", p.cfg.Listen, err)
+		return fmt.Errorf("probe: listen %s: %w", addr, err)
 	}
 	p.ln = ln
-	p.s.start = time.Now()
+	if p.s.start.IsZero() {
+		p.s.start = time.Now()
+	}
 	if p.cfg.Mode == ModeHTTP2 {
 		p.srv = &http.Server{Handler: http.HandlerFunc(p.serveHTTP), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)}

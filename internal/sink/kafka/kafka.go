@@ -25,6 +25,11 @@ type Config struct {
 	// Linger batches records for up to this long (default 1ms); Send still
 	// waits for every acknowledgement.
 	Linger time.Duration
+	// CreateTopic creates the topic (with Partitions, default 6) before the
+	// first send if it does not exist; otherwise a missing topic is an error
+	// the feed reports and retries.
+	CreateTopic bool
+	Partitions  int
 }
 
 // Sink produces copies to one topic.
@@ -34,6 +39,10 @@ type Sink struct {
 	log     *slog.Logger
 	retries atomic.Uint64
 	ok      atomic.Bool
+
+	create     bool
+	partitions int
+	ensured    atomic.Bool
 
 	mu      sync.Mutex
 	lastErr string
@@ -54,7 +63,11 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Linger == 0 {
 		cfg.Linger = time.Millisecond
 	}
-	s := &Sink{topic: cfg.Topic, log: cfg.Logger.With("sink", "kafka", "topic", cfg.Topic)}
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 6
+	}
+	s := &Sink{topic: cfg.Topic, log: cfg.Logger.With("sink", "kafka", "topic", cfg.Topic),
+		create: cfg.CreateTopic, partitions: cfg.Partitions}
 	cl, err := cfg.Client.NewClient(
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.ProducerLinger(cfg.Linger),
@@ -76,6 +89,17 @@ func New(cfg Config) (*Sink, error) {
 func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 	if len(batch) == 0 {
 		return nil
+	}
+	if s.create && !s.ensured.Load() {
+		if err := broker.EnsureTopics(ctx, s.cl, []broker.TopicSpec{{Name: s.topic, Partitions: s.partitions}}, true); err != nil {
+			err = fmt.Errorf("kafka sink %s: creating the topic: %w", s.topic, err)
+			s.ok.Store(false)
+			s.mu.Lock()
+			s.lastErr = err.Error()
+			s.mu.Unlock()
+			return err
+		}
+		s.ensured.Store(true)
 	}
 	var (
 		wg    sync.WaitGroup

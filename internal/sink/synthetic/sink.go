@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/copy"
@@ -45,8 +46,9 @@ type Sink struct {
 	enc      *Encoder
 	buf      []byte
 	conn     net.Conn
-	dead     chan struct{} // closed when the connection's reader sees EOF/error
-	failures int           // consecutive failures, drives the backoff
+	raw      syscall.RawConn // the TCP socket under conn, for acknowledgement tracking
+	dead     chan struct{}   // closed when the connection's reader sees EOF/error
+	failures int             // consecutive failures, drives the backoff
 	nextDial time.Time
 	attempts uint64
 	closed   bool
@@ -130,7 +132,12 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 		select {
 		case <-s.dead:
 			s.dropConn()
-			s.log.Warn("synthetic sink connection closed by peer")
+			// Counted as a failure so that a consumer that accepts and
+			// drops connections is redialled with backoff, not in a loop.
+			s.recordFailure(errors.New("connection closed by the consumer"))
+			if s.failures == 1 {
+				s.log.Warn("synthetic sink connection closed by the consumer; reconnecting")
+			}
 		default:
 		}
 	}
@@ -166,6 +173,9 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 	// A cancelled ctx interrupts a write blocked on a slow consumer.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
 	_, err := conn.Write(b)
+	if err == nil {
+		err = s.awaitAck(ctx, deadline)
+	}
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -178,6 +188,42 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 	}
 	s.failures = 0
 	return nil
+}
+
+// awaitAck waits until the consumer's TCP stack has acknowledged every byte
+// written, so that a batch written into a connection the consumer is
+// dropping is reported as failed (and sent again) instead of silently lost.
+// On loopback this takes microseconds; over a WAN, one round trip per batch
+// (the feed's batches grow with the rate, so throughput follows).
+func (s *Sink) awaitAck(ctx context.Context, deadline time.Time) error {
+	if s.raw == nil {
+		return nil
+	}
+	wait := 10 * time.Microsecond
+	for {
+		unacked, alive, ok := ackState(s.raw)
+		if !ok {
+			return nil // the platform cannot tell; the write is all we know
+		}
+		if !alive {
+			return errors.New("connection reset by the consumer before it acknowledged the batch")
+		}
+		if unacked == 0 {
+			return nil
+		}
+		select {
+		case <-s.dead:
+			return errors.New("connection closed by the consumer before it acknowledged the batch")
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("consumer has not acknowledged %d bytes within the write timeout", unacked)
+		}
+		time.Sleep(wait)
+		wait = min(wait*2, 2*time.Millisecond)
+	}
 }
 
 // connect waits out any backoff, then dials. Called with s.mu held.
@@ -196,12 +242,26 @@ func (s *Sink) connect(ctx context.Context) error {
 		s.retries.Add(1)
 	}
 	var conn net.Conn
-	var err error
-	if s.cfg.TLS != nil {
-		d := tls.Dialer{NetDialer: &s.dialer, Config: s.cfg.TLS}
-		conn, err = d.DialContext(ctx, "tcp", s.cfg.Endpoint)
-	} else {
-		conn, err = s.dialer.DialContext(ctx, "tcp", s.cfg.Endpoint)
+	var raw syscall.RawConn
+	tcp, err := s.dialer.DialContext(ctx, "tcp", s.cfg.Endpoint)
+	if err == nil {
+		if tc, ok := tcp.(*net.TCPConn); ok {
+			raw, _ = tc.SyscallConn()
+		}
+		conn = tcp
+		if s.cfg.TLS != nil {
+			tcfg := s.cfg.TLS
+			if tcfg.ServerName == "" && !tcfg.InsecureSkipVerify {
+				tcfg = tcfg.Clone()
+				tcfg.ServerName, _, _ = net.SplitHostPort(s.cfg.Endpoint)
+			}
+			tlc := tls.Client(tcp, tcfg)
+			if err = tlc.HandshakeContext(ctx); err != nil {
+				tcp.Close()
+				err = fmt.Errorf("tls handshake: %w", err)
+			}
+			conn = tlc
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("synthetic: connect %s: %w", s.cfg.Endpoint, err)
@@ -218,7 +278,7 @@ func (s *Sink) connect(ctx context.Context) error {
 		s.connected.Store(false)
 		close(dead)
 	}()
-	s.conn, s.dead = conn, dead
+	s.conn, s.raw, s.dead = conn, raw, dead
 	s.connected.Store(true)
 	s.log.Info("synthetic sink connected", "tls", s.cfg.TLS != nil)
 	return nil
@@ -249,7 +309,7 @@ func (s *Sink) dropConn() {
 	}
 	_ = s.conn.Close()
 	<-s.dead
-	s.conn, s.dead = nil, nil
+	s.conn, s.raw, s.dead = nil, nil, nil
 	s.connected.Store(false)
 }
 

@@ -1,0 +1,215 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/obs"
+)
+
+// Alarm kinds raised by the app's watcher.
+const (
+	alarmFeedDisconnected   = "feed_disconnected"
+	alarmFeedLag            = "feed_lag"
+	alarmFeedCopiesLost     = "feed_copies_lost"
+	alarmFeedLatency        = "feed_latency"
+	alarmCURRIErrors        = "curri_error_rate"
+	alarmCURRILatency       = "curri_latency"
+	alarmCURRIUnknownPolicy = "curri_unknown_policy"
+	alarmCURRIKeepalive     = "curri_keepalive_missing"
+	alarmStoreUnreachable   = "store_unreachable"
+)
+
+// curriWatch accumulates, off the reply path and without locks on the common
+// path, what the alarm watcher needs of CURRI traffic.
+type curriWatch struct {
+	total, failed atomic.Int64
+	slowest       atomic.Int64 // ns, this interval
+
+	mu        sync.Mutex
+	lastHead  map[string]time.Time // policy -> last HEAD
+	unknown   map[string]time.Time // unknown policy -> last query
+	callSeen  sync.Map             // policy -> *atomic.Int64 (unix ns of last call)
+	firstSeen map[string]time.Time
+}
+
+func newCURRIWatch() *curriWatch {
+	return &curriWatch{lastHead: map[string]time.Time{},
+		unknown: map[string]time.Time{}, firstSeen: map[string]time.Time{}}
+}
+
+const maxWatchedPolicies = 1000
+
+func (w *curriWatch) call(policy string, known, failed bool, latency time.Duration, now time.Time) {
+	w.total.Add(1)
+	if failed {
+		w.failed.Add(1)
+	}
+	for {
+		cur := w.slowest.Load()
+		if int64(latency) <= cur || w.slowest.CompareAndSwap(cur, int64(latency)) {
+			break
+		}
+	}
+	if !known {
+		w.mu.Lock()
+		if _, ok := w.unknown[policy]; ok || len(w.unknown) < maxWatchedPolicies {
+			w.unknown[policy] = now
+		}
+		w.mu.Unlock()
+		return
+	}
+	if v, ok := w.callSeen.Load(policy); ok {
+		v.(*atomic.Int64).Store(now.UnixNano())
+		return
+	}
+	v := new(atomic.Int64)
+	v.Store(now.UnixNano())
+	w.callSeen.LoadOrStore(policy, v)
+}
+
+func (w *curriWatch) head(policy string, now time.Time) {
+	w.mu.Lock()
+	if _, ok := w.lastHead[policy]; ok || len(w.lastHead) < maxWatchedPolicies {
+		w.lastHead[policy] = now
+	}
+	w.mu.Unlock()
+}
+
+// alarmLoop raises and clears alarms from the components' state.
+func (s *Server) alarmLoop(ctx context.Context) {
+	defer s.bg.Done()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	minute := time.NewTicker(time.Minute)
+	defer minute.Stop()
+	feeds := map[string]*feedWatch{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.checkFeeds(feeds, now)
+			s.checkKeepalives(now)
+		case <-minute.C:
+			s.checkCURRIRates()
+		}
+	}
+}
+
+type feedWatch struct {
+	downSince time.Time
+	lost      uint64
+	lostAt    time.Time
+}
+
+func (s *Server) checkFeeds(feeds map[string]*feedWatch, now time.Time) {
+	if s.dir == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, st := range s.dir.mgr.Statuses() {
+		seen[st.Name] = true
+		src := "feed/" + st.Name
+		w := feeds[st.Name]
+		if w == nil {
+			w = &feedWatch{lost: st.LostToRetention}
+			feeds[st.Name] = w
+		}
+		if st.State == "disconnected" || st.State == "error" {
+			if w.downSince.IsZero() {
+				w.downSince = now
+			}
+			if d := now.Sub(w.downSince); d >= s.cfg.AlarmFeedDisconnect {
+				s.alarms.Raise(alarmFeedDisconnected, src, obs.Major,
+					fmt.Sprintf("feed %s has not been connected for %s: %s", st.Name, d.Round(time.Second), st.LastError))
+			}
+		} else {
+			w.downSince = time.Time{}
+			s.alarms.Clear(alarmFeedDisconnected, src)
+		}
+		if st.Lag > s.cfg.AlarmFeedLag {
+			s.alarms.Raise(alarmFeedLag, src, obs.Minor, fmt.Sprintf("feed %s lags %d copies behind (threshold %d)", st.Name, st.Lag, s.cfg.AlarmFeedLag))
+		} else {
+			s.alarms.Clear(alarmFeedLag, src)
+		}
+		if st.LostToRetention > w.lost {
+			s.alarms.Raise(alarmFeedCopiesLost, src, obs.Critical,
+				fmt.Sprintf("feed %s: %d copies deleted by retention before delivery (%d in all)", st.Name, st.LostToRetention-w.lost, st.LostToRetention))
+			w.lost, w.lostAt = st.LostToRetention, now
+		} else if !w.lostAt.IsZero() && now.Sub(w.lostAt) > 15*time.Minute {
+			s.alarms.Clear(alarmFeedCopiesLost, src)
+			w.lostAt = time.Time{}
+		}
+		if lat := time.Duration(st.LatencyP99 * float64(time.Second)); lat > s.cfg.AlarmFeedLatency {
+			s.alarms.Raise(alarmFeedLatency, src, obs.Minor, fmt.Sprintf("feed %s: p99 end-to-end latency %s over %s", st.Name, lat.Round(time.Millisecond), s.cfg.AlarmFeedLatency))
+		} else {
+			s.alarms.Clear(alarmFeedLatency, src)
+		}
+	}
+	for name := range feeds {
+		if !seen[name] {
+			delete(feeds, name)
+			for _, k := range []string{alarmFeedDisconnected, alarmFeedLag, alarmFeedCopiesLost, alarmFeedLatency} {
+				s.alarms.Clear(k, "feed/"+name)
+			}
+		}
+	}
+}
+
+func (s *Server) checkKeepalives(now time.Time) {
+	w := s.curriWatch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.callSeen.Range(func(k, v any) bool {
+		policy := k.(string)
+		last := time.Unix(0, v.(*atomic.Int64).Load())
+		if _, ok := w.firstSeen[policy]; !ok {
+			w.firstSeen[policy] = last
+		}
+		head, ok := w.lastHead[policy]
+		if !ok {
+			head = w.firstSeen[policy] // never probed: count from its first call
+		}
+		src := "curri/" + policy
+		// Only policies with recent traffic are expected to be probed.
+		if now.Sub(head) > s.cfg.AlarmKeepaliveTimeout && now.Sub(last) < s.cfg.AlarmKeepaliveTimeout {
+			s.alarms.Raise(alarmCURRIKeepalive, src, obs.Major,
+				fmt.Sprintf("policy %s has traffic but no CUCM HEAD keepalive since %s", policy, head.UTC().Format(time.RFC3339)))
+		} else if now.Sub(head) <= s.cfg.AlarmKeepaliveTimeout {
+			s.alarms.Clear(alarmCURRIKeepalive, src)
+		}
+		return true
+	})
+	for policy, last := range w.unknown {
+		src := "curri/" + policy
+		if now.Sub(last) > 10*time.Minute {
+			delete(w.unknown, policy)
+			s.alarms.Clear(alarmCURRIUnknownPolicy, src)
+			continue
+		}
+		s.alarms.Raise(alarmCURRIUnknownPolicy, src, obs.Warning,
+			fmt.Sprintf("CUCM queries policy %q, which does not exist: its calls get CUCM's failure treatment", policy))
+	}
+}
+
+func (s *Server) checkCURRIRates() {
+	w := s.curriWatch
+	total, failed := w.total.Swap(0), w.failed.Swap(0)
+	slowest := time.Duration(w.slowest.Swap(0))
+	if total >= 20 && float64(failed)/float64(total) > s.cfg.AlarmCURRIErrorRatio {
+		s.alarms.Raise(alarmCURRIErrors, "curri", obs.Major,
+			fmt.Sprintf("%d of %d CURRI requests in the last minute answered Indeterminate (%.1f%%)", failed, total, 100*float64(failed)/float64(total)))
+	} else {
+		s.alarms.Clear(alarmCURRIErrors, "curri")
+	}
+	if slowest > s.cfg.AlarmCURRILatency {
+		s.alarms.Raise(alarmCURRILatency, "curri", obs.Major,
+			fmt.Sprintf("slowest CURRI answer in the last minute took %s (threshold %s)", slowest.Round(time.Microsecond), s.cfg.AlarmCURRILatency))
+	} else {
+		s.alarms.Clear(alarmCURRILatency, "curri")
+	}
+}
