@@ -17,7 +17,7 @@ const (
 	mCURRIRequests = "signalbox_curri_requests_total"
 	mCURRIDuration = "signalbox_curri_request_duration_seconds"
 	mCURRIErrors   = "signalbox_curri_errors_total"
-	mIngestCopies  = "signalbox_ingest_copies_total"
+	mTopicCopies   = "signalbox_kafka_topic_copies_total" // every copy written to an NF topic, by any producer
 	mIngestReject  = "signalbox_ingest_rejected_total"
 	mCopyInvalid   = "signalbox_copy_invalid_total"
 	mFeedDelivered = "signalbox_feed_delivered_total"
@@ -150,7 +150,7 @@ func computeStats(g prometheus.Gatherer, now time.Time) Stats {
 				}
 			case mCURRIDuration:
 				st.CURRI.Latency = latencyOf(m.GetHistogram())
-			case mIngestCopies:
+			case mTopicCopies:
 				st.Ingest.Copies[label(m, "topic")] += uint64(m.GetCounter().GetValue())
 			case mIngestReject:
 				st.Ingest.Rejected[label(m, "code")] += uint64(m.GetCounter().GetValue())

@@ -99,7 +99,7 @@ func TestStats(t *testing.T) {
 	req := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mCURRIRequests}, []string{"policy", "decision"})
 	dur := prometheus.NewHistogram(prometheus.HistogramOpts{Name: mCURRIDuration, Buckets: []float64{1e-4, 1e-3, 1e-2}})
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mCURRIErrors}, []string{"reason"})
-	ingest := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mIngestCopies}, []string{"topic"})
+	ingest := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mTopicCopies}, []string{"topic"})
 	delivered := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mFeedDelivered}, []string{"feed"})
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mFeedFailures}, []string{"feed"})
 	lag := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: mFeedLag}, []string{"feed"})

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/broker"
@@ -31,8 +33,11 @@ type directorParts struct {
 	mgrDone  chan error
 	mgrStop  context.CancelFunc
 	ingestCl *kgo.Client
-	ingestLn net.Listener
-	ingest   *http.Server
+
+	offsetsCl   *kgo.Client
+	offsetsDone chan struct{}
+	ingestLn    net.Listener
+	ingest      *http.Server
 }
 
 func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error) {
@@ -107,6 +112,20 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	go func() { d.mgrDone <- mgr.Run(mctx) }()
 	d.reconcile(ctx)
 
+	// Copies written to each NF topic, by any producer (Kafka clients and
+	// the HTTP/2 ingest alike), from the topics' end offsets.
+	if d.offsetsCl, err = d.client.NewClient(); err != nil {
+		d.stop(ctx)
+		return nil, err
+	}
+	topicCopies := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "signalbox_kafka_topic_copies_total",
+		Help: "Copies written to each NF topic (from the topics' end offsets, polled every few seconds).",
+	}, []string{"topic"})
+	s.reg.MustRegister(topicCopies)
+	d.offsetsDone = make(chan struct{})
+	go d.pollTopicOffsets(mctx, specs, topicCopies)
+
 	if cfg.IngestAddr != "" {
 		icl := d.client
 		icl.MaxMessageBytes = int32(cfg.KafkaMaxMessageBytes) // the broker, not the client, decides what is too large
@@ -174,8 +193,60 @@ func (d *directorParts) stop(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}
+	if d.offsetsDone != nil {
+		select {
+		case <-d.offsetsDone:
+		case <-ctx.Done():
+		}
+	}
+	if d.offsetsCl != nil {
+		d.offsetsCl.Close()
+	}
 	if d.broker != nil {
 		d.broker.Close()
+	}
+}
+
+// pollTopicOffsets adds each NF topic's growth to signalbox_kafka_topic_copies_total.
+func (d *directorParts) pollTopicOffsets(ctx context.Context, specs []broker.TopicSpec, c *prometheus.CounterVec) {
+	defer close(d.offsetsDone)
+	adm := kadm.NewClient(d.offsetsCl)
+	names := make([]string, len(specs))
+	for i, t := range specs {
+		names[i] = t.Name
+	}
+	last := map[string]int64{}
+	first := true
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		offs, err := adm.ListEndOffsets(lctx, names...)
+		cancel()
+		if err == nil {
+			sums := map[string]int64{}
+			offs.Each(func(o kadm.ListedOffset) {
+				if o.Err == nil {
+					sums[o.Topic] += o.Offset
+				}
+			})
+			for topic, sum := range sums {
+				// The first poll sets the baseline: copies from before
+				// this process started are not counted as new.
+				if prev, ok := last[topic]; ok && sum > prev {
+					c.WithLabelValues(topic).Add(float64(sum - prev))
+				} else if first {
+					c.WithLabelValues(topic).Add(0)
+				}
+				last[topic] = sum
+			}
+			first = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -195,6 +195,13 @@ func TestDirectorEndToEnd(t *testing.T) {
 		t.Fatalf("status: %d %s", code, b)
 	}
 
+	// The NF ingest rate is visible per topic, whoever produced.
+	waitFor(t, "topic copies metric", 10*time.Second, func() (bool, string) {
+		_, m := get(t, "http://"+s.HTTPAddr()+"/metrics")
+		want := fmt.Sprintf("signalbox_kafka_topic_copies_total{topic=\"SCP\"} %d", st.Sent["SCP"])
+		return strings.Contains(m, want), want
+	})
+
 	// Phase 2: signalbox restarts while NFs keep producing; nothing is lost.
 	const n2 = 6000
 	prodDone := make(chan nfsim.Stats, 1)
