@@ -39,6 +39,7 @@ type Config struct {
 	TLSCert  string        // TLS certificate (PEM); with TLSKey, serve TLS (h2 in http2 mode), else plain TCP / h2c
 	TLSKey   string        // TLS key (PEM)
 	JSONFile string        // write the final report as JSON here
+	PCAPFile string        // synthetic mode: also save every record received into this pcap file
 	Interval time.Duration // progress line interval (0 = 5s)
 	Duration time.Duration // stop after this long (0 = until ctx done)
 	Expect   int64         // stop once this many unique copies arrived (0 = no)
@@ -56,6 +57,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); enables TLS")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS key file (PEM)")
 	fs.StringVar(&c.JSONFile, "json", c.JSONFile, "write the final report as JSON to this file")
+	fs.StringVar(&c.PCAPFile, "pcap", c.PCAPFile, "synthetic mode: also save the received stream to this pcap file (open it with Wireshark or tshark)")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "progress line interval (default 5s)")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "stop after this long (0 = until interrupted)")
 	fs.Int64Var(&c.Expect, "expect", c.Expect, "stop once this many unique copies arrived (0 = no limit)")
@@ -73,6 +75,7 @@ type Probe struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	save  *pcapSaver
 	pool  sync.Pool          // *cpy.Copy for the HTTP/2 handler
 	bufs  chan *bytes.Buffer // free list of request buffers; unlike a sync.Pool, GC does not empty it
 }
@@ -97,7 +100,17 @@ func New(cfg Config) (*Probe, error) {
 	if cfg.Expect < 0 || cfg.Duration < 0 {
 		return nil, errors.New("probe: expect and duration must not be negative")
 	}
+	if cfg.PCAPFile != "" && cfg.Mode != ModeSynthetic {
+		return nil, errors.New("probe: -pcap saves a synthetic stream; it needs -mode synthetic")
+	}
 	p := &Probe{cfg: cfg, log: cfg.Logger, s: newStats(cfg.Expect, cfg.IgnoreRun), conns: map[net.Conn]struct{}{}}
+	if cfg.PCAPFile != "" {
+		sv, err := newPCAPSaver(cfg.PCAPFile)
+		if err != nil {
+			return nil, err
+		}
+		p.save = sv
+	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -225,7 +238,9 @@ func (p *Probe) acceptLoop() {
 				p.mu.Unlock()
 				c.Close()
 			}()
-			err := newConnDecoder(p.s).run(c)
+			d := newConnDecoder(p.s)
+			d.save = p.save
+			err := d.run(c)
 			var se *errStream
 			switch {
 			case errors.As(err, &se):
@@ -348,6 +363,9 @@ loop:
 		case <-p.Done():
 			break loop
 		case <-tick.C:
+			if p.save != nil {
+				p.save.flush()
+			}
 			r := p.Snapshot()
 			rate := float64(r.Received-last.Received) / p.cfg.Interval.Seconds()
 			fmt.Fprintf(out, "probe: received %d (%.0f/s) unique %d dup %d gaps %d invalid %d latency avg %.0fus p99 %dus\n",
@@ -357,6 +375,11 @@ loop:
 	}
 	cancel()
 	cerr := p.Close()
+	if p.save != nil {
+		if err := p.save.close(); err != nil && cerr == nil {
+			cerr = fmt.Errorf("probe: pcap file %s: %w", cfg.PCAPFile, err)
+		}
+	}
 	r := p.Snapshot()
 	WriteTable(out, r)
 	if cfg.JSONFile != "" {

@@ -86,6 +86,7 @@ type connDecoder struct {
 	snaplen uint32
 	hdr     [16]byte
 	buf     []byte
+	save    *pcapSaver // nil unless -pcap
 	flows   map[flowKey]*flow
 
 	eth     layers.Ethernet
@@ -157,6 +158,9 @@ func (d *connDecoder) readGlobal(r io.Reader) error {
 		return &errStream{"bad_pcap_header", "linktype " + strconv.FormatUint(uint64(lt), 10) + ", want Ethernet (1)"}
 	}
 	d.snaplen = d.order.Uint32(g[16:])
+	if d.save != nil {
+		d.save.global(g[:])
+	}
 	return nil
 }
 
@@ -188,6 +192,9 @@ func (d *connDecoder) run(conn io.Reader) error {
 		d.buf = d.buf[:incl]
 		if _, err := io.ReadFull(r, d.buf); err != nil {
 			return &errStream{"truncated_record", err.Error()}
+		}
+		if d.save != nil {
+			d.save.record(d.hdr[:], d.buf)
 		}
 		ts := sec * 1e9
 		if d.nanos {
