@@ -2,6 +2,7 @@ package copy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -449,4 +450,21 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHasSpecial checks the 8-byte test against the byte table for every
+// byte value in every lane.
+func TestHasSpecial(t *testing.T) {
+	for lane := 0; lane < 8; lane++ {
+		for c := 0; c < 256; c++ {
+			var w [8]byte
+			for i := range w {
+				w[i] = 'a'
+			}
+			w[lane] = byte(c)
+			if got := hasSpecial(binary.LittleEndian.Uint64(w[:])); got != special[c] {
+				t.Fatalf("byte %#x in lane %d: hasSpecial %v, table %v", c, lane, got, special[c])
+			}
+		}
+	}
 }
