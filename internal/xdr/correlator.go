@@ -76,13 +76,15 @@ type Correlator struct {
 	now      func() time.Time
 	shards   []shard
 	mask     uint64
-	known    sync.Map // NF instance ids and FQDNs seen copying → struct{}
-	nknown   atomic.Int64
-	m        *metrics
-	pending  atomic.Int64
+	// known holds the NF instance ids and FQDNs seen copying (rule 4). It is
+	// read on every copy and written once per new NF: copy-on-write.
+	known   atomic.Pointer[map[string]struct{}]
+	knownMu sync.Mutex
+	m       *metrics
+	pending atomic.Int64
 }
 
-const maxKnownNFs = 65536
+const maxKnownNFs = 4096
 
 type shard struct {
 	mu         sync.Mutex
@@ -144,6 +146,7 @@ func New(cfg Config) (*Correlator, error) {
 		shards:   make([]shard, n),
 		mask:     uint64(n - 1),
 	}
+	x.known.Store(&map[string]struct{}{})
 	for i := range x.shards {
 		s := &x.shards[i]
 		s.pending = make(map[string]*txn)
@@ -210,7 +213,8 @@ func (x *Correlator) Add(c *cpy.Copy, out []Record) []Record {
 			x.m.evictions.Inc()
 			out = append(out, x.finish(s, old, now, true))
 		}
-		t = &txn{key: strings.Clone(c.CorrelationID), deadline: now + x.timeout}
+		t = &txn{key: strings.Clone(c.CorrelationID), deadline: now + x.timeout,
+			hops: make([]Hop, 0, 4), nfs: make([]nfPart, 0, 2)}
 		s.pending[t.key] = t
 		s.pushBack(t)
 		x.pending.Add(1)
@@ -267,24 +271,32 @@ func (x *Correlator) Flush(out []Record) []Record {
 
 // learn remembers c's NF as one that copies, for rule 4.
 func (x *Correlator) learn(c *cpy.Copy) {
+	known := *x.known.Load()
+	_, a := known[c.NFInstanceID]
+	_, b := known[c.NFFQDN]
+	if (a || c.NFInstanceID == "") && (b || c.NFFQDN == "") || len(known) >= maxKnownNFs {
+		return
+	}
+	x.knownMu.Lock()
+	defer x.knownMu.Unlock()
+	old := *x.known.Load()
+	m := make(map[string]struct{}, len(old)+2)
+	for k := range old {
+		m[k] = struct{}{}
+	}
 	for _, k := range [2]string{c.NFInstanceID, c.NFFQDN} {
-		if k == "" {
-			continue
-		}
-		if _, ok := x.known.Load(k); ok || x.nknown.Load() >= maxKnownNFs {
-			continue
-		}
-		if _, loaded := x.known.LoadOrStore(strings.Clone(k), struct{}{}); !loaded {
-			x.nknown.Add(1)
+		if k != "" {
+			m[strings.Clone(k)] = struct{}{}
 		}
 	}
+	x.known.Store(&m)
 }
 
 func (x *Correlator) isKnown(k string) bool {
 	if k == "" {
 		return false
 	}
-	_, ok := x.known.Load(k)
+	_, ok := (*x.known.Load())[k]
 	return ok
 }
 
@@ -550,7 +562,7 @@ func (t *txn) record() Record {
 		r.Result = ResultPartial
 	}
 	// NFs in the order they first saw the request (else any copy).
-	parts := slices.Clone(t.nfs)
+	parts := t.nfs // the txn is done with: sort in place
 	first := func(p *nfPart) int64 {
 		if p.seen&bReqIn != 0 {
 			return p.ts[cpy.RequestIngress-1]

@@ -82,38 +82,9 @@ func (ids *Identities) Reset() { *ids = Identities{buf: ids.buf[:0]} }
 func (ids *Identities) Find(want IdentityKind, path string, body []byte) IdentityKind {
 	var found IdentityKind
 	pb := unsafe.Slice(unsafe.StringData(path), len(path))
-	for _, src := range [2][]byte{pb, body} {
-		if len(src) == 0 {
-			continue
-		}
-		if want&IDSUPI != 0 && ids.SUPI == "" {
-			if v := prefixed(src, "imsi-", digit, 5, 15); v != "" {
-				ids.SUPI = v
-				found |= IDSUPI
-			}
-		}
-		if want&IDSUCI != 0 && ids.SUCI == "" {
-			if v := prefixed(src, "suci-", suciChar, 1, 200); v != "" {
-				ids.SUCI = v
-				found |= IDSUCI
-			}
-		}
-		if want&IDGPSI != 0 && ids.GPSI == "" {
-			if v := prefixed(src, "msisdn-", digit, 5, 15); v != "" {
-				ids.GPSI = v
-				found |= IDGPSI
-			}
-		}
-		if want&IDPEI != 0 && ids.PEI == "" {
-			v := prefixed(src, "imeisv-", digit, 14, 16)
-			if v == "" {
-				v = prefixed(src, "imei-", digit, 14, 15)
-			}
-			if v != "" {
-				ids.PEI = v
-				found |= IDPEI
-			}
-		}
+	if want&(IDSUPI|IDSUCI|IDGPSI|IDPEI) != 0 {
+		found |= ids.dashed(want, pb)
+		found |= ids.dashed(want, body)
 	}
 	if want&IDDNN != 0 && ids.DNN == "" {
 		v := jsonString(body, `"dnn"`)
@@ -138,29 +109,59 @@ func digit(c byte) bool    { return c >= '0' && c <= '9' }
 func alnum(c byte) bool    { return digit(c) || c|0x20 >= 'a' && c|0x20 <= 'z' }
 func suciChar(c byte) bool { return alnum(c) || c == '-' }
 
-// prefixed finds the first prefix+value where the prefix starts a token (not
-// preceded by a letter or digit) and the value is min..max bytes of ok
-// characters not followed by another ok character.
-func prefixed(src []byte, prefix string, ok func(byte) bool, min, max int) string {
+// dashed finds, in one pass over the dashes of src, the first valid
+// imsi-, suci-, msisdn-, imei- and imeisv- tokens that want asks for and ids
+// lacks. A token starts at a non-alphanumeric byte (or src's start); its value
+// is a run of allowed characters of bounded length not followed by another.
+func (ids *Identities) dashed(want IdentityKind, src []byte) IdentityKind {
+	var found IdentityKind
 	for off := 0; off < len(src); {
-		i := bytes.Index(src[off:], unsafe.Slice(unsafe.StringData(prefix), len(prefix)))
+		i := bytes.IndexByte(src[off:], '-')
 		if i < 0 {
-			return ""
+			break
 		}
 		i += off
-		off = i + len(prefix)
-		if i > 0 && alnum(src[i-1]) {
+		off = i + 1
+		j := i
+		for j > 0 && i-j <= 6 && alnum(src[j-1]) {
+			j--
+		}
+		if j == i || j > 0 && alnum(src[j-1]) {
 			continue
 		}
-		j := off
-		for j < len(src) && j-off <= max && ok(src[j]) {
-			j++
+		var dst *string
+		var k IdentityKind
+		ok, min, max := digit, 5, 15
+		switch string(src[j:i]) {
+		case "imsi":
+			dst, k = &ids.SUPI, IDSUPI
+		case "suci":
+			dst, k, ok, min, max = &ids.SUCI, IDSUCI, suciChar, 1, 200
+		case "msisdn":
+			dst, k = &ids.GPSI, IDGPSI
+		case "imei":
+			dst, k, min, max = &ids.PEI, IDPEI, 14, 15
+		case "imeisv":
+			dst, k, min, max = &ids.PEI, IDPEI, 14, 16
+		default:
+			continue
 		}
-		if n := j - off; n >= min && n <= max {
-			return unsafe.String(&src[i], j-i)
+		if want&k == 0 || *dst != "" {
+			continue
+		}
+		e := i + 1
+		for e < len(src) && e-i-1 <= max && ok(src[e]) {
+			e++
+		}
+		if n := e - i - 1; n >= min && n <= max {
+			*dst = unsafe.String(&src[j], e-j)
+			found |= k
+			if want&(IDSUPI|IDSUCI|IDGPSI|IDPEI)&^found == 0 {
+				break
+			}
 		}
 	}
-	return ""
+	return found
 }
 
 // jsonString returns the string value of the first member named key (quoted)
