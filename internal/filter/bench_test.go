@@ -113,6 +113,7 @@ func BenchmarkMatch(b *testing.B) {
 		}
 		b.Run(ex.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu0 := cpuTime()
 			n := 0
 			for i := 0; i < b.N; i++ {
 				if f.Match(&copies[i%len(copies)]) {
@@ -120,6 +121,7 @@ func BenchmarkMatch(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "copies/s")
+			reportCPU(b, cpu0)
 		})
 	}
 }
