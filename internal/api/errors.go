@@ -117,8 +117,12 @@ func mediaType(r *http.Request) (string, error) {
 	return strings.ToLower(mt), nil
 }
 
+// isJSONType accepts JSON media types, and also curl's default for -d
+// (application/x-www-form-urlencoded), so that `curl -d '{...}'` works as
+// operators type it; the body must still be JSON. Auth is a bearer header,
+// never a cookie, so a browser form cannot forge a request.
 func isJSONType(mt string) bool {
-	return mt == "" || mt == "application/json" || strings.HasSuffix(mt, "+json")
+	return mt == "" || mt == "application/json" || strings.HasSuffix(mt, "+json") || mt == "application/x-www-form-urlencoded"
 }
 
 func requireJSON(r *http.Request) error {
