@@ -319,3 +319,40 @@ func TestCompressionCodec(t *testing.T) {
 		t.Errorf("Run with a bad compression: %v", err)
 	}
 }
+
+// TestLegsMirror: on each leg of a transaction, the response flows back on
+// the request's 4-tuple and HTTP/2 stream, so a synthetic feed shows one
+// exchange per leg.
+func TestLegsMirror(t *testing.T) {
+	for _, nf := range []string{"SCP", "NRF", "SEPP"} {
+		g := newGen(nf, "run", 7)
+		for tx := 0; tx < 50; tx++ {
+			legs := map[bool][]cpy.Copy{} // producer-facing? -> copies
+			n := 2
+			if nf == "SCP" {
+				n = 4
+			}
+			for i := 0; i < n; i++ {
+				c := g.nextCopy()
+				out := c.Direction == cpy.RequestEgress || c.Direction == cpy.ResponseIngress
+				legs[out] = append(legs[out], *c.Clone())
+			}
+			for out, cs := range legs {
+				if len(cs) != 2 {
+					t.Fatalf("%s leg out=%v has %d copies", nf, out, len(cs))
+				}
+				req, resp := cs[0], cs[1]
+				if !req.Direction.IsRequest() || resp.Direction.IsRequest() {
+					t.Fatalf("%s: order %v %v", nf, req.Direction, resp.Direction)
+				}
+				if req.SourceIP != resp.DestIP || req.DestIP != resp.SourceIP || req.SourcePort != resp.DestPort || req.DestPort != resp.SourcePort {
+					t.Fatalf("%s: response does not mirror request: %s:%d>%s:%d vs %s:%d>%s:%d", nf,
+						req.SourceIP, req.SourcePort, req.DestIP, req.DestPort, resp.SourceIP, resp.SourcePort, resp.DestIP, resp.DestPort)
+				}
+				if req.StreamID() != resp.StreamID() || req.StreamID()%2 != 1 {
+					t.Fatalf("%s: streams %d %d", nf, req.StreamID(), resp.StreamID())
+				}
+			}
+		}
+	}
+}

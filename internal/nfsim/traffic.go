@@ -321,6 +321,15 @@ func (g *gen) newTransaction() {
 	consumerFQDN := lowerFQDN(s.consumer)
 	producerFQDN := lowerFQDN(s.producer)
 	statusStr := strconv.Itoa(status)
+	// One HTTP/2 exchange per leg: the consumer-facing leg (ingress request,
+	// egress response) and the producer-facing leg (egress request, ingress
+	// response). A leg's request and response share its client port and
+	// stream id, and the response flows back from server to client.
+	g.stream += 2
+	inStream := strconv.FormatUint(uint64(g.stream|1), 10)
+	g.stream += 2
+	outStream := strconv.FormatUint(uint64(g.stream|1), 10)
+	inPort, outPort := 40000+uint16(g.r.IntN(20000)), 40000+uint16(g.r.IntN(20000))
 	for i, dir := range g.dirs {
 		c := &g.copies[i]
 		hdrs, body := c.Headers[:0], c.Body[:0]
@@ -329,15 +338,18 @@ func (g *gen) newTransaction() {
 			ConsumerID: consumerID, ConsumerFQDN: consumerFQDN, ProducerID: producerID, ProducerFQDN: producerFQDN,
 			Direction: dir, NFType: g.nfType, NFFQDN: g.nfFQDN, NFInstanceID: g.nfID, PodInstanceID: g.pod,
 		}
-		// Ingress copies face the consumer side, egress the producer side.
-		g.stream += 2
-		stream := strconv.FormatUint(uint64(g.stream|1), 10)
-		authority := g.nfFQDN
+		// Ingress requests and egress responses face the consumer; egress
+		// requests and ingress responses face the producer.
+		authority, stream := g.nfFQDN, inStream
+		clientIP, serverIP, clientPort := consumerIP, g.nfIP, inPort
 		if dir == cpy.RequestEgress || dir == cpy.ResponseIngress {
-			authority = producerFQDN
-			c.SourceIP, c.DestIP, c.SourcePort, c.DestPort = g.nfIP, producerIP, 40000+uint16(g.r.IntN(20000)), 8080
+			authority, stream = producerFQDN, outStream
+			clientIP, serverIP, clientPort = g.nfIP, producerIP, outPort
+		}
+		if dir.IsRequest() {
+			c.SourceIP, c.DestIP, c.SourcePort, c.DestPort = clientIP, serverIP, clientPort, 8080
 		} else {
-			c.SourceIP, c.DestIP, c.SourcePort, c.DestPort = consumerIP, g.nfIP, 40000+uint16(g.r.IntN(20000)), 8080
+			c.SourceIP, c.DestIP, c.SourcePort, c.DestPort = serverIP, clientIP, 8080, clientPort
 		}
 		if dir.IsRequest() {
 			hdrs = append(hdrs,
