@@ -38,6 +38,11 @@ type Config struct {
 	// Registerer receives the metrics; nil registers none. Wrap it with a
 	// feed label when several correlators share one registry.
 	Registerer prometheus.Registerer
+	// Linger holds a complete transaction this long before emitting it, for
+	// copies from further NFs that arrive later (another topic lagging: the
+	// NRF's copies after the SCP's). 0 emits at completion; copies arriving
+	// after the emission are counted late and dropped.
+	Linger time.Duration
 	// Now is the clock for timeouts (default time.Now).
 	Now func() time.Time
 }
@@ -56,6 +61,9 @@ type Config struct {
 //     is an NF this correlator has seen copying, has copied too (so an SCP's
 //     copies wait for the NRF's when the NRF is the producer).
 //
+// With Config.Linger, a complete transaction is held that long for copies of
+// further NFs before its record goes out.
+//
 // Otherwise the transaction waits until Timeout after its first copy arrived;
 // Expire then emits it as complete when 1 and 2 hold (an SCP that answered
 // itself copies only two points), partial when it has responses but some
@@ -71,6 +79,7 @@ type Config struct {
 // Add and Expire keep nothing of the copy: what a record holds is copied.
 type Correlator struct {
 	timeout  int64
+	linger   int64
 	maxShard int
 	expected map[string]int
 	now      func() time.Time
@@ -87,15 +96,15 @@ type Correlator struct {
 const maxKnownNFs = 4096
 
 type shard struct {
-	mu         sync.Mutex
-	pending    map[string]*txn
-	head, tail *txn // arrival order = deadline order
-	n          int
-	tombs      map[string]int64 // emitted correlation-id → until (ns)
-	tombQ      []tomb
-	tombHead   int
-	intern     map[string]string
-	_          [64]byte // keep shards' locks on separate cache lines
+	mu        sync.Mutex
+	pending   map[string]*txn  // waiting and lingering
+	waiting   txnList          // by arrival = timeout deadline order
+	lingering txnList          // complete, by completion = linger deadline order
+	tombs     map[string]int64 // emitted correlation-id → until (ns)
+	tombQ     []tomb
+	tombHead  int
+	intern    map[string]string
+	_         [64]byte // keep shards' locks on separate cache lines
 }
 
 type tomb struct {
@@ -105,6 +114,9 @@ type tomb struct {
 
 // New returns a Correlator for cfg.
 func New(cfg Config) (*Correlator, error) {
+	if cfg.Linger < 0 || cfg.Timeout > 0 && cfg.Linger > cfg.Timeout {
+		return nil, fmt.Errorf("xdr: linger %v: must be 0..timeout", cfg.Linger)
+	}
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("xdr: timeout %v: must not be negative", cfg.Timeout)
 	}
@@ -140,6 +152,7 @@ func New(cfg Config) (*Correlator, error) {
 	}
 	x := &Correlator{
 		timeout:  int64(cfg.Timeout),
+		linger:   int64(cfg.Linger),
 		maxShard: max(1, cfg.MaxPending/n),
 		expected: maps(cfg.ExpectedCopies),
 		now:      cfg.Now,
@@ -206,8 +219,11 @@ func (x *Correlator) Add(c *cpy.Copy, out []Record) []Record {
 	}
 	t := s.pending[c.CorrelationID]
 	if t == nil {
-		if s.n >= x.maxShard {
-			old := s.head
+		if s.waiting.n+s.lingering.n >= x.maxShard {
+			old := s.waiting.head
+			if s.lingering.head != nil && (old == nil || s.lingering.head.deadline < old.deadline) {
+				old = s.lingering.head
+			}
 			s.remove(old)
 			x.pending.Add(-1)
 			x.m.evictions.Inc()
@@ -216,16 +232,22 @@ func (x *Correlator) Add(c *cpy.Copy, out []Record) []Record {
 		t = &txn{key: strings.Clone(c.CorrelationID), deadline: now + x.timeout,
 			hops: make([]Hop, 0, 4), nfs: make([]nfPart, 0, 2)}
 		s.pending[t.key] = t
-		s.pushBack(t)
+		s.waiting.pushBack(t)
 		x.pending.Add(1)
 	}
 	if !t.add(c, s) {
 		x.m.duplicates.Inc()
 	}
-	if x.completeNow(t) {
-		s.remove(t)
-		x.pending.Add(-1)
-		out = append(out, x.finish(s, t, now, false))
+	if !t.lingers && x.completeNow(t) {
+		if x.linger > 0 {
+			s.waiting.remove(t)
+			t.lingers, t.deadline = true, now+x.linger
+			s.lingering.pushBack(t)
+		} else {
+			s.remove(t)
+			x.pending.Add(-1)
+			out = append(out, x.finish(s, t, now, false))
+		}
 	}
 	s.mu.Unlock()
 	return out
@@ -238,11 +260,13 @@ func (x *Correlator) Expire(now time.Time, out []Record) []Record {
 	for i := range x.shards {
 		s := &x.shards[i]
 		s.mu.Lock()
-		for s.head != nil && s.head.deadline <= ns {
-			t := s.head
-			s.remove(t)
-			x.pending.Add(-1)
-			out = append(out, x.finish(s, t, ns, false))
+		for _, l := range []*txnList{&s.lingering, &s.waiting} {
+			for l.head != nil && l.head.deadline <= ns {
+				t := l.head
+				s.remove(t)
+				x.pending.Add(-1)
+				out = append(out, x.finish(s, t, ns, false))
+			}
 		}
 		for s.tombHead < len(s.tombQ) && s.tombQ[s.tombHead].until <= ns {
 			tb := s.tombQ[s.tombHead]
@@ -338,30 +362,45 @@ func (x *Correlator) finish(s *shard, t *txn, now int64, evicted bool) Record {
 	return r
 }
 
-func (s *shard) pushBack(t *txn) {
-	t.prev, t.next = s.tail, nil
-	if s.tail != nil {
-		s.tail.next = t
-	} else {
-		s.head = t
-	}
-	s.tail = t
-	s.n++
+// txnList is an intrusive doubly linked list of transactions.
+type txnList struct {
+	head, tail *txn
+	n          int
 }
 
-func (s *shard) remove(t *txn) {
+func (l *txnList) pushBack(t *txn) {
+	t.prev, t.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = t
+	} else {
+		l.head = t
+	}
+	l.tail = t
+	l.n++
+}
+
+func (l *txnList) remove(t *txn) {
 	if t.prev != nil {
 		t.prev.next = t.next
 	} else {
-		s.head = t.next
+		l.head = t.next
 	}
 	if t.next != nil {
 		t.next.prev = t.prev
 	} else {
-		s.tail = t.prev
+		l.tail = t.prev
 	}
 	t.prev, t.next = nil, nil
-	s.n--
+	l.n--
+}
+
+// remove takes t out of the shard.
+func (s *shard) remove(t *txn) {
+	if t.lingers {
+		s.lingering.remove(t)
+	} else {
+		s.waiting.remove(t)
+	}
 	delete(s.pending, t.key)
 }
 
@@ -397,7 +436,8 @@ type nfPart struct {
 
 type txn struct {
 	key        string
-	deadline   int64
+	deadline   int64 // timeout, or end of lingering
+	lingers    bool  // complete, held for Linger
 	prev, next *txn
 
 	nfs  []nfPart

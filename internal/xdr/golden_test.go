@@ -63,7 +63,11 @@ func FuzzAdd(f *testing.F) {
 	f.Add([]byte{1, 1, 1, 1, 1, 4, 255, 2, 2, 1, 2, 2, 7, 0, 0, 200, 1, 1})
 	f.Add(bytes.Repeat([]byte{3, 2, 1, 9}, 50))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		x, ck, _ := newTest(t, Config{Timeout: time.Second, MaxPending: 8, Shards: 2})
+		cfg := Config{Timeout: time.Second, MaxPending: 8, Shards: 2}
+		if len(in)%2 == 1 {
+			cfg.Linger = 100 * time.Millisecond
+		}
+		x, ck, _ := newTest(t, cfg)
 		var out []Record
 		adds := 0
 		for i := 0; i+2 < len(in); i += 3 {

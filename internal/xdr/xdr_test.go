@@ -506,3 +506,52 @@ func TestInvalidDirection(t *testing.T) {
 		t.Fatalf("invalid direction not dropped")
 	}
 }
+
+// TestLinger: the NRF's copies come first (its topic is ahead) and complete
+// the transaction on their own; Linger keeps it open for the SCP's.
+func TestLinger(t *testing.T) {
+	nrf := func(corr string) []*cpy.Copy {
+		return []*cpy.Copy{
+			mk(corr, "NRF", "nrf-1", cpy.RequestIngress, 3000, 0),
+			mk(corr, "NRF", "nrf-1", cpy.ResponseEgress, 7000, 200),
+		}
+	}
+	for _, linger := range []time.Duration{0, 200 * time.Millisecond} {
+		t.Run(fmt.Sprint("linger ", linger), func(t *testing.T) {
+			x, ck, _ := newTest(t, Config{Timeout: time.Second, Linger: linger})
+			var out []Record
+			for _, c := range nrf("l1") {
+				out = x.Add(c, out)
+			}
+			ck.add(100 * time.Millisecond)
+			for _, c := range scp4("l1", 200) {
+				out = x.Add(c, out)
+			}
+			if linger > 0 && len(out) != 0 {
+				t.Fatalf("emitted while lingering: %+v", out)
+			}
+			ck.add(150 * time.Millisecond)
+			out = x.Expire(ck.Now(), out)
+			if len(out) != 1 {
+				t.Fatalf("%d records", len(out))
+			}
+			r := out[0]
+			want := 6
+			if linger == 0 {
+				want = 2 // the SCP's copies came after the record: late
+				if l := testutil.ToFloat64(x.m.late); l != 4 {
+					t.Errorf("late %v", l)
+				}
+			}
+			if r.Copies != want || r.Result != ResultComplete || x.Pending() != 0 {
+				t.Errorf("copies %d result %s pending %d", r.Copies, r.Result, x.Pending())
+			}
+			if linger > 0 && (r.HopLatencies[0].NFType != "SCP" || r.LatencyNs != 8500) {
+				t.Errorf("%+v", r.HopLatencies)
+			}
+		})
+	}
+	if _, err := New(Config{Timeout: time.Second, Linger: 2 * time.Second}); err == nil {
+		t.Error("linger beyond timeout accepted")
+	}
+}
