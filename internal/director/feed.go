@@ -52,6 +52,11 @@ type feed struct {
 	dlq    []*kgo.Record
 	expMu  sync.Mutex
 	expect map[tp]int64 // next offset we expect per partition, for loss detection
+
+	// filters and xdr (filtering.go, xdrfeed.go)
+	filt                          *feedFilter
+	xs                            *xdrSink
+	matched, filteredOut, records atomic.Uint64
 }
 
 func (m *Manager) newFeed(s FeedSpec) *feed {
@@ -77,6 +82,7 @@ func (m *Manager) newFeed(s FeedSpec) *feed {
 	f.mFailed, f.mRetries = mt.failures.With(l), mt.retries.With(l)
 	f.mLost, f.mRedelivered = mt.lost.With(l), mt.duplicates.With(l)
 	f.mLag, f.mConnected, f.mLatency = mt.lag.With(l), mt.connected.With(l), mt.latency.With(l)
+	f.initExt()
 	return f
 }
 
@@ -121,6 +127,7 @@ func (f *feed) status() FeedStatus {
 	st.Failed, st.Retries = f.failed.Load(), f.retries.Load()
 	st.Redelivered, st.Invalid = f.redelivered.Load(), f.invalid.Load()
 	st.LostToRetention, st.Lag = f.lost.Load(), f.lag.Load()
+	f.extStatus(&st)
 	if h.TotalCount() > 0 {
 		st.LatencyP50 = float64(h.ValueAtQuantile(50)) / 1e6
 		st.LatencyP95 = float64(h.ValueAtQuantile(95)) / 1e6
@@ -176,6 +183,9 @@ func (f *feed) run(ctx context.Context) {
 	f.setState(StateStarting)
 	for attempt := 0; ; attempt++ {
 		s, err := f.m.cfg.NewSink(&f.spec)
+		if err == nil {
+			s, err = f.wrapSink(ctx, s)
+		}
 		if err == nil {
 			f.sink = s
 			break
@@ -272,7 +282,7 @@ func (f *feed) process(ctx context.Context, fs kgo.Fetches) bool {
 				f.deadLetter(r, err)
 				continue
 			}
-			if !f.dirs[c.Direction] {
+			if !f.dirs[c.Direction] || !f.pass(c) {
 				continue
 			}
 			n++
@@ -298,7 +308,7 @@ func (f *feed) process(ctx context.Context, fs kgo.Fetches) bool {
 		f.redelivered.Add(redelivered)
 		f.mRedelivered.Add(float64(redelivered))
 	}
-	f.cl.MarkCommitRecords(f.marks...)
+	f.markCommit(f.marks)
 	return true
 }
 

@@ -66,6 +66,12 @@ type FeedStatus struct {
 	LatencyP99      float64   `json:"latency_p99"`
 	LatencyMax      float64   `json:"latency_max"`
 	Since           time.Time `json:"since"`
+	// Filters: copies (xdr feeds: records) passed and dropped. xdr feeds:
+	// records delivered and transactions waiting in the correlator.
+	Matched     uint64 `json:"matched"`
+	FilteredOut uint64 `json:"filtered_out"`
+	Records     uint64 `json:"records,omitempty"`
+	Pending     int64  `json:"pending,omitempty"`
 }
 
 // Manager runs the feeds: one consumer group per feed.
@@ -73,6 +79,7 @@ type Manager struct {
 	cfg         Config
 	log         *slog.Logger
 	m           *metrics
+	ext         *extMetrics
 	admin       *kgo.Client
 	adm         *kadm.Client
 	sources     map[string]bool
@@ -127,12 +134,16 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	ext, err := newExtMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	admin, err := cfg.Client.NewClient()
 	if err != nil {
 		return nil, fmt.Errorf("director: %w", err)
 	}
 	m := &Manager{
-		cfg: cfg, log: cfg.Logger.With("component", "director"), m: mt,
+		cfg: cfg, log: cfg.Logger.With("component", "director"), m: mt, ext: ext,
 		admin: admin, adm: kadm.NewClient(admin),
 		sources: map[string]bool{}, feeds: map[string]*feed{}, delivered: map[string]map[tp]int64{},
 	}
@@ -241,6 +252,7 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 		delete(m.feeds, name)
 		if !ok {
 			m.m.forget(name)
+			m.ext.forget(name)
 			m.dmu.Lock()
 			delete(m.delivered, name)
 			m.dmu.Unlock()

@@ -53,6 +53,8 @@ func (m *Manager) defaultSink(spec *FeedSpec) (Sink, error) {
 			tc = nil // the sink refuses TLS settings on an h2c URL
 		}
 		return http2sink.New(http2sink.Config{URL: spec.URL, TLS: tc, FireAndForget: spec.FireAndForget, Logger: log})
+	case TypeFile, TypeXDR:
+		return m.extSink(spec)
 	}
 	return nil, fmt.Errorf("feed %q: unknown type %q", spec.Name, spec.Type)
 }

@@ -8,6 +8,8 @@ const (
 	TypeSynthetic = "synthetic"
 	TypeHTTP2     = "http2"
 	TypeKafka     = "kafka"
+	TypeXDR       = "xdr"  // transaction records (see xdrfeed.go)
+	TypeFile      = "file" // copies to rotated files (see filefeed.go)
 )
 
 // FeedSpec is a feed as the API takes it and the store keeps it (JSON).
@@ -33,6 +35,11 @@ type FeedSpec struct {
 	Kafka *KafkaTarget `json:"kafka,omitempty"` // nil = the director's own Kafka
 
 	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// xdr: correlation options; the records go to topic, url or file.
+	XDR *XDRSpec `json:"xdr,omitempty"`
+	// file (and xdr feeds writing files): where and how files are written.
+	File *FileSpec `json:"file,omitempty"`
 }
 
 // AddrMapping maps an NF (by fqdn or instance id) to an L3/L4 address used in
@@ -60,4 +67,20 @@ type TLSSpec struct {
 	CertFile           string `json:"cert_file,omitempty"`
 	KeyFile            string `json:"key_file,omitempty"`
 	InsecureSkipVerify bool   `json:"insecure_skip_verify,omitempty"`
+}
+
+// XDRSpec tunes an xdr feed's correlator; zero values take xdr's defaults.
+type XDRSpec struct {
+	Timeout    string `json:"timeout,omitempty"`     // Go duration, default 5s
+	MaxPending int    `json:"max_pending,omitempty"` // default 200000
+	Linger     string `json:"linger,omitempty"`      // Go duration, default 0
+}
+
+// FileSpec is a file target: rotated files in Dir, written atomically.
+type FileSpec struct {
+	Dir           string `json:"dir"`
+	Format        string `json:"format,omitempty"`         // pcap (file feeds' default) or jsonl (xdr feeds: jsonl only)
+	RotateBytes   int64  `json:"rotate_bytes,omitempty"`   // default 100 MiB
+	RotateSeconds int    `json:"rotate_seconds,omitempty"` // default 300
+	Keep          int    `json:"keep,omitempty"`           // finished files kept; default 100
 }

@@ -26,9 +26,9 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 		return &FieldError{Field: "name", Msg: fmt.Sprintf("%q: want 1-64 characters of a-z 0-9 . _ -", spec.Name)}
 	}
 	switch spec.Type {
-	case TypeSynthetic, TypeHTTP2, TypeKafka:
+	case TypeSynthetic, TypeHTTP2, TypeKafka, TypeXDR, TypeFile:
 	default:
-		return &FieldError{Field: "type", Msg: fmt.Sprintf("%q: want synthetic, http2 or kafka", spec.Type)}
+		return &FieldError{Field: "type", Msg: fmt.Sprintf("%q: want synthetic, http2, kafka, xdr or file", spec.Type)}
 	}
 	if len(spec.Sources) == 0 {
 		return &FieldError{Field: "sources", Msg: "at least one NF type is required"}
@@ -54,8 +54,8 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	default:
 		return &FieldError{Field: "start", Msg: fmt.Sprintf("%q: want latest or earliest", spec.Start)}
 	}
-	if spec.Filter != "" {
-		return &FieldError{Field: "filter", Msg: "filter expressions are not supported yet"}
+	if err := m.validateExt(spec); err != nil {
+		return err
 	}
 	switch spec.Type {
 	case TypeSynthetic:

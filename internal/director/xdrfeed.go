@@ -1,0 +1,303 @@
+package director
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/xdr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// An xdr feed runs the ordinary feed loop (poll → decode → "send" → mark)
+// with a correlator standing in for the sink: its Send adds the copies to the
+// correlator and delivers the records they complete to the real output (a
+// kafka topic, an HTTP/2 URL or files); a timer expires waiting transactions
+// and delivers those records too.
+//
+// Offsets. A copy's offset may be committed only once its transaction's
+// record was delivered. A transaction's record is emitted at the latest
+// Timeout+Linger after any of its copies was added, so the feed holds back
+// each poll's marks until an Expire at or beyond that time has run and its
+// records were delivered, and only then marks them for commit. Records are
+// therefore delivered at least once: after a restart the copies of the last
+// Timeout+Linger (plus the auto-commit second) are read again, and the
+// transactions among them are emitted again — some as partial or orphan
+// records, when their earlier copies were already committed.
+//
+// All copies of a transaction must reach the same correlator. One feed in one
+// process consumes every partition of its sources, so this holds on one node;
+// several nodes sharing an xdr feed's consumer group would split
+// transactions (nfsim keys copies by correlation id, but each NF type has
+// its own topic, so partitions do not line up across topics).
+
+// xdrConfig turns a spec's xdr options into the correlator's config.
+func xdrConfig(spec *FeedSpec) (xdr.Config, error) {
+	var c xdr.Config
+	xs := spec.XDR
+	if xs == nil {
+		return c, nil
+	}
+	var err error
+	if xs.Timeout != "" {
+		if c.Timeout, err = time.ParseDuration(xs.Timeout); err != nil || c.Timeout <= 0 {
+			return c, &FieldError{Field: "xdr.timeout", Msg: fmt.Sprintf("%q: want a positive duration such as 5s", xs.Timeout)}
+		}
+	}
+	if xs.Linger != "" {
+		if c.Linger, err = time.ParseDuration(xs.Linger); err != nil || c.Linger < 0 {
+			return c, &FieldError{Field: "xdr.linger", Msg: fmt.Sprintf("%q: want a duration such as 300ms", xs.Linger)}
+		}
+	}
+	if c.Linger > max(c.Timeout, 5*time.Second) || (c.Timeout > 0 && c.Linger > c.Timeout) {
+		return c, &FieldError{Field: "xdr.linger", Msg: fmt.Sprintf("%s: must not exceed the timeout", c.Linger)}
+	}
+	if xs.MaxPending < 0 {
+		return c, &FieldError{Field: "xdr.max_pending", Msg: "must not be negative"}
+	}
+	c.MaxPending = xs.MaxPending
+	return c, nil
+}
+
+// trackingRegisterer remembers what it registered, so a stopping feed can
+// unregister its correlator's series and a restarted one register them again.
+type trackingRegisterer struct {
+	reg prometheus.Registerer
+	mu  sync.Mutex
+	cs  []prometheus.Collector
+}
+
+func (t *trackingRegisterer) Register(c prometheus.Collector) error {
+	if err := t.reg.Register(c); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.cs = append(t.cs, c)
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *trackingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := t.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (t *trackingRegisterer) Unregister(c prometheus.Collector) bool { return t.reg.Unregister(c) }
+
+func (t *trackingRegisterer) unregisterAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.cs {
+		t.reg.Unregister(c)
+	}
+	t.cs = nil
+}
+
+// heldMarks are one poll's last records per partition, held until the
+// transactions of their copies were surely emitted and delivered.
+type heldMarks struct {
+	at   int64 // when the copies were added (ns)
+	recs []*kgo.Record
+}
+
+// xdrSink is an xdr feed's Sink: correlator in front of the record output.
+type xdrSink struct {
+	f     *feed
+	x     *xdr.Correlator
+	reg   *trackingRegisterer
+	inner Sink
+	hold  int64 // Timeout + Linger, ns
+	tick  time.Duration
+
+	mu     sync.Mutex // one delivery to inner at a time
+	recs   []xdr.Record
+	out    []*copy.Copy
+	outBuf []copy.Copy
+
+	hmu  sync.Mutex
+	held []heldMarks
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// wrapSink puts a correlator in front of an xdr feed's output; other feeds'
+// sinks are returned as they are. On error inner is closed.
+func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
+	if f.spec.Type != TypeXDR {
+		return inner, nil
+	}
+	cfg, err := xdrConfig(&f.spec)
+	if err != nil {
+		inner.Close()
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	xs := &xdrSink{f: f, inner: inner, hold: int64(cfg.Timeout + cfg.Linger),
+		tick: min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if r := f.m.cfg.Registerer; r != nil {
+		xs.reg = &trackingRegisterer{reg: prometheus.WrapRegistererWith(prometheus.Labels{"feed": f.spec.Name}, r)}
+		cfg.Registerer = xs.reg
+	}
+	if xs.x, err = xdr.New(cfg); err != nil {
+		if xs.reg != nil {
+			xs.reg.unregisterAll()
+		}
+		inner.Close()
+		return nil, fmt.Errorf("feed %q: %w", f.spec.Name, err)
+	}
+	f.xs = xs
+	go xs.expireLoop(ctx)
+	return xs, nil
+}
+
+// Send adds the copies to the correlator and delivers the records they
+// complete. It fails only when ctx ends (the copies are then read again).
+func (s *xdrSink) Send(ctx context.Context, batch []*copy.Copy) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs = s.recs[:0]
+	for _, c := range batch {
+		s.recs = s.x.Add(c, s.recs)
+	}
+	return s.deliver(ctx)
+}
+
+// deliver sends s.recs that pass the filter to the output, retrying until it
+// confirms or ctx ends. s.mu is held.
+func (s *xdrSink) deliver(ctx context.Context) error {
+	f := s.f
+	s.out = s.out[:0]
+	if cap(s.outBuf) < len(s.recs) {
+		s.outBuf = make([]copy.Copy, len(s.recs))
+	}
+	s.outBuf = s.outBuf[:len(s.recs)]
+	for i := range s.recs {
+		r := &s.recs[i]
+		if !f.passRecord(r) {
+			continue
+		}
+		b, err := json.Marshal(r)
+		if err != nil { // a Record always marshals; keep going if not
+			f.log.Error("xdr feed: encode record", "err", err)
+			continue
+		}
+		c := &s.outBuf[len(s.out)]
+		*c = copy.Copy{CorrelationID: r.CorrelationID, Timestamp: r.End, Raw: b}
+		s.out = append(s.out, c)
+	}
+	if len(s.out) == 0 {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		err := s.inner.Send(ctx, s.out)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		f.failed.Add(1)
+		f.mFailed.Inc()
+		f.setErr(err)
+		f.setState(StateDisconnected)
+		if attempt == 0 {
+			f.log.Warn("xdr feed: record delivery failed, retrying", "err", err, "records", len(s.out))
+		}
+		if !sleepCtx(ctx, f.backoff(attempt)) {
+			return ctx.Err()
+		}
+		f.retries.Add(1)
+		f.mRetries.Inc()
+	}
+	f.setState(StateConnected)
+	f.records.Add(uint64(len(s.out)))
+	f.m.ext.records.WithLabelValues(f.spec.Name).Add(float64(len(s.out)))
+	return nil
+}
+
+// expireLoop emits timed-out transactions and releases held marks whose
+// copies' transactions have all been delivered.
+func (s *xdrSink) expireLoop(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		s.mu.Lock()
+		s.recs = s.x.Expire(now, s.recs[:0])
+		err := s.deliver(ctx)
+		s.mu.Unlock()
+		if err != nil {
+			return
+		}
+		s.release(now.UnixNano())
+	}
+}
+
+// holdMarks keeps one poll's marks until release.
+func (s *xdrSink) holdMarks(recs []*kgo.Record) {
+	h := heldMarks{at: time.Now().UnixNano(), recs: append([]*kgo.Record(nil), recs...)}
+	s.hmu.Lock()
+	s.held = append(s.held, h)
+	s.hmu.Unlock()
+}
+
+// release marks for commit the held marks of copies added at least
+// Timeout+Linger before now (every record an Expire(now) owes was delivered).
+func (s *xdrSink) release(now int64) {
+	s.hmu.Lock()
+	n := 0
+	for n < len(s.held) && s.held[n].at+s.hold <= now {
+		n++
+	}
+	var recs []*kgo.Record
+	for _, h := range s.held[:n] {
+		recs = append(recs, h.recs...)
+	}
+	s.held = append(s.held[:0], s.held[n:]...)
+	s.hmu.Unlock()
+	if len(recs) > 0 {
+		s.f.cl.MarkCommitRecords(recs...)
+	}
+}
+
+// Close stops the timer (pending transactions are not flushed: their copies
+// are uncommitted and read again by the next run), closes the output and
+// unregisters the correlator's series.
+func (s *xdrSink) Close() error {
+	close(s.stop)
+	<-s.done
+	err := s.inner.Close()
+	if s.reg != nil {
+		s.reg.unregisterAll()
+	}
+	return err
+}
+
+// markCommit marks a processed poll's records for commit: at once for copy
+// feeds, once their transactions were delivered for xdr feeds.
+func (f *feed) markCommit(marks []*kgo.Record) {
+	if f.xs != nil {
+		f.xs.holdMarks(marks)
+		return
+	}
+	f.cl.MarkCommitRecords(marks...)
+}
