@@ -89,6 +89,8 @@ type Config struct {
 	// when nil those endpoints answer 503.
 	Alarms   AlarmSource
 	Gatherer prometheus.Gatherer
+	// Exporter serves GET /export (the director's Manager); nil answers 503.
+	Exporter Exporter
 }
 
 type server struct {
@@ -164,6 +166,7 @@ func (s *server) routes() {
 	h("PUT /api/v1/feeds/{name}", s.updateFeed)
 	h("DELETE /api/v1/feeds/{name}", s.deleteFeed)
 	h("GET /api/v1/feeds/{name}/status", s.feedStatus)
+	h("GET /api/v1/export", s.export)
 
 	h("GET /api/v1/alarms", s.getAlarms)
 	h("GET /api/v1/stats", s.getStats)
