@@ -35,13 +35,14 @@ type dirConfig struct {
 	JSONFile    string
 	Keep        bool // keep the work directory (logs, data)
 	Verbose     bool // children's output to stderr
-	Drain       time.Duration
+	Drain       time.Duration // give up waiting after this long without progress
+	DrainMax    time.Duration // give up waiting after this long in all
 }
 
 func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	c := dirConfig{Duration: 60 * time.Second, Warmup: 5 * time.Second, Feed: "synthetic", TLS: true, Size: 3000,
 		Rate: 30000, Mix: "SCP=16000,NRF=5000,SEPP=9000", Feeds: 1, Trial: 10 * time.Second, MaxP99: 10 * time.Millisecond,
-		Drain: 15 * time.Second}
+		Drain: 15 * time.Second, DrainMax: 2 * time.Minute}
 	fs := flag.NewFlagSet("bench director", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -70,7 +71,8 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.StringVar(&c.JSONFile, "json", "", "write the report as JSON to this file")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the work directory (child logs, data)")
 	fs.BoolVar(&c.Verbose, "v", false, "copy the children's output to stderr")
-	fs.DurationVar(&c.Drain, "drain", c.Drain, "how long to wait for in-flight copies after the producer stops")
+	fs.DurationVar(&c.Drain, "drain", c.Drain, "after the producer stops, give up waiting for in-flight copies after this long without progress")
+	fs.DurationVar(&c.DrainMax, "drain-max", c.DrainMax, "after the producer stops, give up waiting for in-flight copies after this long (what is missing then counts as lost)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -82,8 +84,8 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	default:
 		return c, fmt.Errorf("bench director: -feed %q: want synthetic, http2 or kafka", c.Feed)
 	}
-	if c.Duration <= 0 || c.Trial <= 0 || c.Warmup < 0 || c.Drain <= 0 {
-		return c, errors.New("bench director: -duration, -trial and -drain must be positive, -warmup not negative")
+	if c.Duration <= 0 || c.Trial <= 0 || c.Warmup < 0 || c.Drain <= 0 || c.DrainMax <= 0 {
+		return c, errors.New("bench director: -duration, -trial, -drain and -drain-max must be positive, -warmup not negative")
 	}
 	if !(c.Rate > 0) || math.IsInf(c.Rate, 0) {
 		return c, fmt.Errorf("bench director: -rate %v: must be a positive number", c.Rate)
@@ -164,6 +166,8 @@ type findMaxReport struct {
 // last pass and the first failure three times.
 func findMax(ctx context.Context, cfg dirConfig, stdout, stderr io.Writer) (*findMaxReport, error) {
 	fm := &findMaxReport{MaxP99: float64(cfg.MaxP99) / 1e6}
+	// A trial that fell far behind has failed; do not wait minutes for it.
+	cfg.DrainMax = min(cfg.DrainMax, max(cfg.Trial, 10*time.Second))
 	trial := func(rate float64) (bool, error) {
 		r, err := runScenario(ctx, cfg, rate, cfg.Trial, stderr)
 		if err != nil {

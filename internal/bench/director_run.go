@@ -359,6 +359,7 @@ func (sc *scenario) delivered(ctx context.Context) (int64, error) {
 // the count stops moving), at most cfg.Drain without progress.
 func (sc *scenario) drain(ctx context.Context, want int64) error {
 	last, lastAt := int64(-1), time.Now()
+	limit := time.Now().Add(sc.cfg.DrainMax)
 	for {
 		d, err := sc.delivered(ctx)
 		if err != nil {
@@ -374,6 +375,9 @@ func (sc *scenario) drain(ctx context.Context, want int64) error {
 		}
 		if time.Since(lastAt) > sc.cfg.Drain {
 			return fmt.Errorf("feeds stalled at %d delivered of %d for %v", d, want, sc.cfg.Drain)
+		}
+		if time.Now().After(limit) {
+			return fmt.Errorf("feeds at %d delivered of %d after -drain-max %v", d, want, sc.cfg.DrainMax)
 		}
 		select {
 		case <-ctx.Done():
