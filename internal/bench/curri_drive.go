@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sync"
@@ -157,6 +158,20 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 		}
 	}()
 
+	// Render every reload body up front: marshalling 100,000 rules costs the
+	// load generator, which shares the cores, a CPU-second per swap, and
+	// would otherwise land inside the swap windows it measures.
+	var bodies [][]byte
+	if cfg.api != nil && cfg.reloadEvery > 0 {
+		for gen := 1; time.Duration(gen)*cfg.reloadEvery < cfg.warmup+cfg.duration; gen++ {
+			b, err := json.Marshal(buildRules(cfg.shape, gen))
+			if err != nil {
+				return nil, fmt.Errorf("render reload %d: %w", gen, err)
+			}
+			bodies = append(bodies, b)
+		}
+	}
+
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -197,7 +212,7 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 			bg.Add(1)
 			go func() {
 				defer bg.Done()
-				res.reloads = reloadLoop(ctx, cfg, start, end, &active)
+				res.reloads = reloadLoop(ctx, cfg, bodies, start, end, &active)
 			}()
 		}
 	}
@@ -373,9 +388,9 @@ func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Ti
 
 // reloadLoop replaces the whole rule set every cfg.reloadEvery and times
 // each swap, collecting the calls of the swap window.
-func reloadLoop(ctx context.Context, cfg driveConfig, start, end time.Time, active *atomic.Pointer[swapWindow]) []reloadResult {
+func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, end time.Time, active *atomic.Pointer[swapWindow]) []reloadResult {
 	var out []reloadResult
-	for gen := 1; ; gen++ {
+	for gen := 1; gen <= len(bodies); gen++ {
 		at := start.Add(time.Duration(gen) * cfg.reloadEvery)
 		if !at.Before(end) {
 			return out
@@ -385,11 +400,10 @@ func reloadLoop(ctx context.Context, cfg driveConfig, start, end time.Time, acti
 			return out
 		case <-time.After(time.Until(at)):
 		}
-		rules := buildRules(cfg.shape, gen)
 		w := &swapWindow{start: time.Now(), hist: newHist()}
 		active.Store(w)
 		rr := reloadResult{Generation: gen, AtS: w.start.Sub(start).Seconds()}
-		err := cfg.api.replaceRules(ctx, rules)
+		err := cfg.api.replaceRulesJSON(ctx, bodies[gen-1])
 		rr.PutMs = ms(time.Since(w.start))
 		if err == nil {
 			err = cfg.api.waitLive(ctx, gen, 30*time.Second)
@@ -416,4 +430,5 @@ func reloadLoop(ctx context.Context, cfg driveConfig, start, end time.Time, acti
 		w.mu.Unlock()
 		out = append(out, rr)
 	}
+	return out
 }

@@ -146,7 +146,9 @@ func newAPIClient(base, token, policy string) *apiClient {
 
 func (a *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
 	var rd io.Reader
-	if body != nil {
+	if raw, ok := body.(json.RawMessage); ok {
+		rd = bytes.NewReader(raw)
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err
@@ -198,6 +200,11 @@ func (a *apiClient) policyPath() string { return "/api/v1/policies/" + url.PathE
 // replaceRules is the bulk load: the whole rule set in one PUT.
 func (a *apiClient) replaceRules(ctx context.Context, rules []ruleJSON) error {
 	return a.do(ctx, http.MethodPut, a.policyPath()+"/rules", rules, nil)
+}
+
+// replaceRulesJSON is replaceRules with the body already rendered.
+func (a *apiClient) replaceRulesJSON(ctx context.Context, body []byte) error {
+	return a.do(ctx, http.MethodPut, a.policyPath()+"/rules", json.RawMessage(body), nil)
 }
 
 func (a *apiClient) addEntries(ctx context.Context, list string, entries []entryJSON) error {
