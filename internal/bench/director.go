@@ -33,8 +33,8 @@ type dirConfig struct {
 	MaxP99      time.Duration // -find-max latency bound
 	InProcess   bool          // probes and nfsim inside the bench process
 	JSONFile    string
-	Keep        bool // keep the work directory (logs, data)
-	Verbose     bool // children's output to stderr
+	Keep        bool          // keep the work directory (logs, data)
+	Verbose     bool          // children's output to stderr
 	Drain       time.Duration // give up waiting after this long without progress
 	DrainMax    time.Duration // give up waiting after this long in all
 }
