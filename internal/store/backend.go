@@ -27,7 +27,8 @@ type tx interface {
 	query(ctx context.Context, sql string, args ...any) (rows, error)
 	queryRow(ctx context.Context, sql string, args ...any) row
 	// copyRows bulk-inserts n rows; row(i) returns the values of row i in
-	// cols order.
+	// cols order. row may reuse its slice: copyRows consumes each row's
+	// values before asking for the next.
 	copyRows(ctx context.Context, table string, cols []string, n int, row func(i int) []any) error
 	// insertIDs inserts n rows like copyRows and returns their new ids in order.
 	insertIDs(ctx context.Context, table string, cols []string, n int, row func(i int) []any) ([]int64, error)

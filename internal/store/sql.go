@@ -444,20 +444,27 @@ func (s *sqlStore) DeleteRule(ctx context.Context, id int64) error {
 // ReplaceRules deletes a policy's rules and bulk-inserts the new ones in one
 // transaction; the new rules get fresh ids and zero hits.
 func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule) error {
-	ts := now().UnixMicro()
-	vals := make([]any, len(rules)*len(ruleInsertCols))
+	// The JSON columns are encoded before the transaction (errors surface
+	// before any write); the row values are boxed one row at a time as the
+	// batches are built, and the values shared by every row are boxed once:
+	// boxing all 1.3 M values of a 100k load up front was ~45 MB of garbage
+	// on the reload path.
+	var ts, pid any = now().UnixMicro(), policyID
+	enc := make([]encodedRule, len(rules))
 	var codec ruleCodec
 	for i := range rules {
-		r := &rules[i]
-		e, err := codec.encode(r)
-		if err != nil {
-			return fmt.Errorf("rule %d (#%d): %w", r.ID, i, err)
+		var err error
+		if enc[i], err = codec.encode(&rules[i]); err != nil {
+			return fmt.Errorf("rule %d (#%d): %w", rules[i].ID, i, err)
 		}
-		v := vals[i*len(ruleInsertCols) : (i+1)*len(ruleInsertCols)]
-		v[0], v[1], v[2], v[3], v[4], v[5] = policyID, r.Priority, r.Enabled, e.match, e.action, e.schedule
-		v[6], v[7], v[8], v[9], v[10], v[11], v[12] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts
 	}
-	n := len(ruleInsertCols)
+	v := make([]any, len(ruleInsertCols))
+	row := func(i int) []any {
+		r, e := &rules[i], &enc[i]
+		v[0], v[1], v[2], v[3], v[4], v[5] = pid, r.Priority, r.Enabled, e.match, e.action, e.schedule
+		v[6], v[7], v[8], v[9], v[10], v[11], v[12] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts
+		return v
+	}
 	err := s.write(ctx, true, func(t tx) error {
 		if err := policyExists(ctx, t, policyID); err != nil {
 			return err
@@ -465,7 +472,7 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 		if _, err := t.exec(ctx, `DELETE FROM rules WHERE policy_id = ?`, policyID); err != nil {
 			return err
 		}
-		return t.copyRows(ctx, "rules", ruleInsertCols, len(rules), func(i int) []any { return vals[i*n : (i+1)*n] })
+		return t.copyRows(ctx, "rules", ruleInsertCols, len(rules), row)
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("replace rules of %q: %w", policyID, err)
