@@ -275,30 +275,37 @@ type ruleScanner struct {
 
 func (sc *ruleScanner) scan(r row) (callpolicy.Rule, error) {
 	var x callpolicy.Rule
+	err := sc.scanInto(r, &x)
+	return x, err
+}
+
+// scanInto scans into x in place: scanning into a local that Scan's
+// pointers make escape cost LoadPolicies a heap Rule per row.
+func (sc *ruleScanner) scanInto(r row, x *callpolicy.Rule) error {
 	if err := r.Scan(&x.ID, &x.PolicyID, &x.Priority, &x.Enabled, &sc.match, &sc.action, &sc.schedule,
 		&sc.expires, &x.Description, &sc.tags, &x.Hits, &sc.lastHit, &sc.created, &sc.updated); err != nil {
-		return x, err
+		return err
 	}
 	if err := decodeMatch(sc.match, &x.Match); err != nil {
-		return x, fmt.Errorf("rule %d: match: %w", x.ID, err)
+		return fmt.Errorf("rule %d: match: %w", x.ID, err)
 	}
 	if err := sc.codec.decodeAction(sc.action, &x.Action); err != nil {
-		return x, fmt.Errorf("rule %d: action: %w", x.ID, err)
+		return fmt.Errorf("rule %d: action: %w", x.ID, err)
 	}
 	if len(sc.schedule) > 0 {
 		var err error
 		if x.Schedule, err = sc.codec.decodeSchedule(sc.schedule); err != nil {
-			return x, fmt.Errorf("rule %d: schedule: %w", x.ID, err)
+			return fmt.Errorf("rule %d: schedule: %w", x.ID, err)
 		}
 	}
 	if len(sc.tags) > 0 {
 		if err := json.Unmarshal(sc.tags, &x.Tags); err != nil {
-			return x, fmt.Errorf("rule %d: tags: %w", x.ID, err)
+			return fmt.Errorf("rule %d: tags: %w", x.ID, err)
 		}
 	}
 	x.ExpiresAt, x.LastHitAt = ptrUS(sc.expires), ptrUS(sc.lastHit)
 	x.CreatedAt, x.UpdatedAt = fromUS(sc.created), fromUS(sc.updated)
-	return x, nil
+	return nil
 }
 
 // encodedRule holds a rule's JSON columns, encoded before the transaction
@@ -345,11 +352,10 @@ func queryRules(ctx context.Context, t tx, sizeHint int, q string, args ...any) 
 	out := make([]callpolicy.Rule, 0, sizeHint)
 	var sc ruleScanner
 	for rs.Next() {
-		r, err := sc.scan(rs)
-		if err != nil {
+		out = append(out, callpolicy.Rule{})
+		if err := sc.scanInto(rs, &out[len(out)-1]); err != nil {
 			return nil, err
 		}
-		out = append(out, r)
 	}
 	return out, rs.Err()
 }
