@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/signalbox/signalbox/internal/api"
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/director"
@@ -336,4 +337,13 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// exporter serves one-shot exports from the director's Kafka retention (nil
+// when the director is off: the API answers 503).
+func (s *Server) exporter() api.Exporter {
+	if s.dir == nil {
+		return nil
+	}
+	return s.dir.mgr
 }

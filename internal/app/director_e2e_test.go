@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -193,6 +194,21 @@ func TestDirectorEndToEnd(t *testing.T) {
 	json.Unmarshal(b, &fst)
 	if code != 200 || fst.Status.Delivered < n1 || fst.Status.State != "connected" {
 		t.Fatalf("status: %d %s", code, b)
+	}
+
+	// One-shot export from retention: exactly the filtered copies of the range.
+	q := url.Values{}
+	q.Set("format", "jsonl")
+	q.Set("sources", "NRF,SEPP")
+	q.Set("filter", `nf_type == "NRF" && header["x-signalbox-seq"] startsWith "p1/"`)
+	q.Set("since", time.Now().Add(-10*time.Minute).UTC().Format(time.RFC3339))
+	code, b = apiDo(t, s, "GET", "/api/v1/export?"+q.Encode(), "")
+	if lines := strings.Count(string(b), "\n"); code != 200 || int64(lines) != st.Sent["NRF"] {
+		t.Fatalf("export: %d, %d lines, want %d NRF copies", code, lines, st.Sent["NRF"])
+	}
+	q.Set("filter", "nf_type ==")
+	if code, b = apiDo(t, s, "GET", "/api/v1/export?"+q.Encode(), ""); code != 400 {
+		t.Fatalf("bad export filter: %d %s", code, b)
 	}
 
 	// The NF ingest rate is visible per topic, whoever produced.
