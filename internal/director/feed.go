@@ -211,6 +211,11 @@ func (f *feed) run(ctx context.Context) {
 		kgo.OnPartitionsRevoked(f.revoked),
 		kgo.OnPartitionsLost(f.revoked),
 		kgo.FetchMaxWait(500*time.Millisecond),
+		// A feed that is behind always has a full fetch buffered besides
+		// the batch in hand; at the 50 MB default (compressed, several
+		// times that decoded) a lagging feed held ~0.5 GB. 4 MB is still
+		// thousands of 3 KB copies per fetch, more than a batch.
+		kgo.FetchMaxBytes(4<<20),
 	)
 	if err != nil {
 		f.setErr(err)
