@@ -98,6 +98,53 @@ func newKafkaCounter(t *testing.T, ctx context.Context, brokers []string, topic 
 	return k
 }
 
+// recordCounter reads an xdr feed's topic: one JSON record per transaction.
+type recordCounter struct {
+	mu      sync.Mutex
+	ids     map[string]int
+	results map[string]int
+}
+
+func newRecordCounter(t *testing.T, ctx context.Context, brokers []string, topic string) *recordCounter {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &recordCounter{ids: map[string]int{}, results: map[string]int{}}
+	go func() {
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				var rec struct {
+					CorrelationID string `json:"correlation_id"`
+					Result        string `json:"result"`
+				}
+				rc.mu.Lock()
+				defer rc.mu.Unlock()
+				if json.Unmarshal(r.Value, &rec) != nil || rec.CorrelationID == "" {
+					rc.results["undecodable"]++
+					return
+				}
+				if rc.ids[rec.CorrelationID]++; rc.ids[rec.CorrelationID] == 1 {
+					rc.results[rec.Result]++
+				}
+			})
+		}
+	}()
+	t.Cleanup(cl.Close)
+	return rc
+}
+
+func (rc *recordCounter) counts() (int, map[string]int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	res := map[string]int{}
+	for k, v := range rc.results {
+		res[k] = v
+	}
+	return len(rc.ids), res
+}
+
 func (k *kafkaCounter) counts(prefix string) (unique, dups int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -151,6 +198,11 @@ func TestDirectorEndToEnd(t *testing.T) {
 	createFeed(t, s, `{"name":"lake","type":"kafka","sources":["SCP","NRF","SEPP"],"topic":"COPIES-OUT"}`)
 	// A feed of one NF type and one direction gets only those.
 	createFeed(t, s, `{"name":"sepp-in","type":"kafka","sources":["SEPP"],"directions":["REQUEST_INGRESS"],"topic":"SEPP-IN"}`)
+	// A filtered feed, and a feed of transaction records (xDR).
+	seppProbe := startProbe(t, ctx, probe.ModeSynthetic)
+	createFeed(t, s, `{"name":"sepp-errors","type":"synthetic","sources":["SCP","NRF","SEPP"],"endpoint":"`+seppProbe.Addr()+`","filter":"nf_type == \"SEPP\""}`)
+	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"2s","linger":"200ms"}}`)
+	xdrs := newRecordCounter(t, ctx, s.KafkaAddrs(), "XDR")
 	lake := newKafkaCounter(t, ctx, s.KafkaAddrs(), "COPIES-OUT")
 	seppIn := newKafkaCounter(t, ctx, s.KafkaAddrs(), "SEPP-IN")
 
@@ -181,6 +233,23 @@ func TestDirectorEndToEnd(t *testing.T) {
 	})
 	if u, _ := seppIn.counts("p1/"); u != seppCount {
 		t.Fatalf("SEPP REQUEST_INGRESS feed got %d copies, want %d", u, seppCount)
+	}
+
+	// The filtered feed got exactly the SEPP copies; the xDR feed one
+	// complete record per transaction (SCP copies at 4 points, others at 2).
+	waitFor(t, "filtered feed", 30*time.Second, func() (bool, string) {
+		return seppProbe.Snapshot().Unique >= st.Sent["SEPP"], probeState(seppProbe)
+	})
+	if r := seppProbe.Snapshot(); r.Unique != st.Sent["SEPP"] || r.PerNF["SEPP"] != st.Sent["SEPP"] || r.Duplicates != 0 {
+		t.Fatalf("filtered feed: %s per_nf=%v, want %d SEPP", probeState(seppProbe), r.PerNF, st.Sent["SEPP"])
+	}
+	wantTx := int(st.Sent["SCP"]/4 + st.Sent["NRF"]/2 + st.Sent["SEPP"]/2)
+	waitFor(t, "xdr feed", 30*time.Second, func() (bool, string) {
+		n, results := xdrs.counts()
+		return n >= wantTx, fmt.Sprintf("records=%d results=%v want %d", n, results, wantTx)
+	})
+	if n, results := xdrs.counts(); n != wantTx || results["complete"] != wantTx {
+		t.Fatalf("xdr feed: %d records %v, want %d complete", n, results, wantTx)
 	}
 
 	// Feed status reflects the deliveries.
