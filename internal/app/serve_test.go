@@ -223,6 +223,19 @@ func TestCURRIEndToEnd(t *testing.T) {
 		t.Fatalf("unknown policy: %s", body)
 	}
 
+	// Querying an unknown policy raises an alarm (the watcher runs every 5 s).
+	deadline = time.Now().Add(8 * time.Second)
+	for {
+		code, b := apiDo(t, s, "GET", "/api/v1/alarms", "")
+		if code == 200 && strings.Contains(string(b), `"id":"curri/nosuchpolicy/curri_unknown_policy"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no unknown-policy alarm: %d %s", code, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
 	// The call log has the decisions (written asynchronously).
 	deadline = time.Now().Add(5 * time.Second)
 	for {
