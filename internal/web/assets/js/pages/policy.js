@@ -8,7 +8,8 @@ const MATCH_FIELDS = [['calling', 'Calling number'], ['called', 'Called number']
   ['transformed_called', 'Transformed called'], ['trigger_point', 'Trigger point'], ['device_name', 'Device name']];
 const REASONS = ['unknown', 'user-busy', 'no-answer', 'unavailable', 'unconditional', 'time-of-day', 'do-not-disturb', 'deflection',
   'follow-me', 'out-of-service', 'away', 'blocked', 'chaperone'];
-const PATTERN_HINT = 'Exact, prefix* , dial pattern (9.1XXX…) or /regex/';
+const PATTERN_HINT = 'Exact digits, prefix:+1900, pattern:9.1[2-9]XXXXXX or regex:^\\+1…';
+const LIST_HINT = 'Exact digits, prefix:+1900 or pattern:9.1[2-9]XXXXXX';
 
 export function render(root, ctx) {
   let pid = sessionStorage.getItem(SEL_KEY) || 'default';
@@ -220,7 +221,7 @@ export function render(root, ctx) {
   const eCalling = h('input', { type: 'text' }), eCalled = h('input', { type: 'text' });
   const eExpires = h('input', { type: 'datetime-local' }), eNote = h('input', { type: 'text' });
   const entryForm = h('form', { id: 'entry-form' }, h('div', { class: 'row' },
-    field('Calling', 'calling', eCalling, PATTERN_HINT), field('Called (optional)', 'called', eCalled),
+    field('Calling', 'calling', eCalling, LIST_HINT), field('Called (optional)', 'called', eCalled),
     field('Expires (optional)', 'expires_at', eExpires), field('Note', 'note', eNote)),
   h('button', { type: 'submit' }, 'Add entry'), statusLine());
   entryForm.addEventListener('submit', async ev => {
