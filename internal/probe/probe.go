@@ -240,7 +240,9 @@ func (p *Probe) acceptLoop() {
 			}()
 			d := newConnDecoder(p.s)
 			d.save = p.save
-			err := d.run(c)
+			ra := newReadAhead(c, 4, 64<<10)
+			err := d.run(ra)
+			ra.Close()
 			var se *errStream
 			switch {
 			case errors.As(err, &se):
