@@ -3,7 +3,8 @@
 import { api, h, replace, table, field, statusLine, clearErrors, showError, setStatus, every, fmtNum, fmtSecs, fmtTime, errorText } from '../ui.js';
 import { Chart } from '../stats.js';
 
-const TYPES = [['synthetic', 'Synthetic packets (pcap over TCP/TLS)'], ['http2', 'HTTP/2 JSON'], ['kafka', 'Kafka topic']];
+const TYPES = [['synthetic', 'Synthetic packets (pcap over TCP/TLS)'], ['http2', 'HTTP/2 JSON'], ['kafka', 'Kafka topic'],
+  ['xdr', 'Transaction records (xDR) to a Kafka topic']];
 
 export function render(root, ctx) {
   const feedsBox = h('div', { id: 'feeds', 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Loading feeds…'));
@@ -37,7 +38,10 @@ export function render(root, ctx) {
     http2: h('div', { class: 'row' }, field('URL', 'url', f.url)),
     kafka: h('div', { class: 'row' }, field('Topic', 'topic', f.topic, 'On the director\'s own Kafka')),
   };
-  const showType = () => { for (const [k, el] of Object.entries(perType)) el.hidden = k !== f.type.value; };
+  perType.xdr = perType.kafka; // xDR records go to a topic too
+  const showType = () => {
+    for (const el of new Set(Object.values(perType))) el.hidden = perType[f.type.value] !== el;
+  };
   f.type.addEventListener('change', showType);
   const form = h('form', { id: 'feed-form', novalidate: true }, title,
     h('div', { class: 'row' }, field('Name', 'name', f.name, 'Lower-case letters, digits, _ . -'), field('Type', 'type', f.type),
@@ -134,7 +138,7 @@ export function render(root, ctx) {
     const s = p.latest();
     if (!s) return;
     const nfs = Object.keys(s.ingest.copies).sort();
-    replace(ingestBox, table('Copies ingested over HTTP/2 by NF type', ['NF type', 'Copies/s', 'Total'], nfs.map(k =>
+    replace(ingestBox, table('Copies written to NF topics (Kafka producers and HTTP/2 ingest)', ['NF type', 'Copies/s', 'Total'], nfs.map(k =>
       h('tr', {}, h('td', {}, k), h('td', { class: 'num' }, fmtNum((r.cols[k] || []).slice(-1)[0], 1)), h('td', { class: 'num' }, fmtNum(s.ingest.copies[k])))),
     'No copies ingested yet.'),
     h('p', { class: 'muted' }, `Undecodable copies (dead-lettered): ${fmtNum(s.ingest.invalid)}.`));
