@@ -95,12 +95,38 @@ func (t *tally) merge(o *tally) {
 // replacement until shortly after it is live.
 type swapWindow struct {
 	start     time.Time
+	end       atomic.Int64 // unix nanos when the window closed; 0 while open
 	mu        sync.Mutex
 	hist      *hdrhistogram.Histogram
 	calls     int64
 	transport int64
 	non200    int64
 	indet     int64
+}
+
+// holds reports whether a call due at due belongs to the window: due from
+// the PUT until the window closed. Such a call is counted whenever it is
+// answered, so a schedule running behind still charges the swap.
+func (w *swapWindow) holds(due time.Time) bool {
+	if due.Before(w.start) {
+		return false
+	}
+	e := w.end.Load()
+	return e == 0 || due.UnixNano() < e
+}
+
+// fill copies the window's tallies into its reload result.
+func (w *swapWindow) fill(rr *reloadResult) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rr.Calls = w.calls
+	rr.TransportErrors = w.transport
+	rr.Non200 = w.non200
+	rr.Indeterminate = w.indet
+	if w.calls > 0 {
+		rr.P99Us = w.hist.ValueAtQuantile(99)
+		rr.MaxUs = w.hist.Max()
+	}
 }
 
 func (w *swapWindow) record(lat time.Duration, resp response, err error) {
@@ -182,7 +208,7 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	// left is reported as unsent rather than stretching the run.
 	hardStop := end.Add(cfg.timeout + time.Second)
 
-	var active atomic.Pointer[swapWindow]
+	var windows atomic.Pointer[[]*swapWindow]
 	var next atomic.Int64
 	tallies := make([]*tally, cfg.conns)
 	var wg sync.WaitGroup
@@ -192,9 +218,9 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 		go func(c *conn, t *tally, off int) {
 			defer wg.Done()
 			if cfg.rate > 0 {
-				openLoop(ctx, c, t, cfg, start, measureStart, end, hardStop, &next, &active)
+				openLoop(ctx, c, t, cfg, start, measureStart, end, hardStop, &next, &windows)
 			} else {
-				closedLoop(ctx, c, t, cfg, off, measureStart, end, &active)
+				closedLoop(ctx, c, t, cfg, off, measureStart, end, &windows)
 			}
 		}(conns[i], tallies[i], i*len(cfg.pool)/cfg.conns)
 	}
@@ -212,7 +238,7 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 			bg.Add(1)
 			go func() {
 				defer bg.Done()
-				res.reloads = reloadLoop(ctx, cfg, bodies, start, end, &active)
+				res.reloads = reloadLoop(ctx, cfg, bodies, start, end, &windows)
 			}()
 		}
 	}
@@ -226,6 +252,15 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	if err := parent.Err(); err != nil {
 		return nil, err
 	}
+	// Every call has been accounted now, including those due in a swap
+	// window that were answered after it closed.
+	if ws := windows.Load(); ws != nil {
+		for i, w := range *ws {
+			if i < len(res.reloads) {
+				w.fill(&res.reloads[i])
+			}
+		}
+	}
 	total := newTally()
 	for _, t := range tallies {
 		total.merge(t)
@@ -238,7 +273,7 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 // start + n/rate) and measures each call from its due time, so a server
 // that stalls is charged for the calls that queued behind the stall.
 func openLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, start, measureStart, end, hardStop time.Time,
-	next *atomic.Int64, active *atomic.Pointer[swapWindow]) {
+	next *atomic.Int64, windows *atomic.Pointer[[]*swapWindow]) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	nsPerSlot := 1e9 / float64(cfg.rate)
@@ -268,7 +303,7 @@ func openLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, start, me
 		p := &cfg.pool[int(n%int64(len(cfg.pool)))]
 		resp, err := c.do(p.req)
 		done := time.Now()
-		account(t, p.class, due, done, measureStart, resp, err, active)
+		account(t, p.class, due, done, measureStart, resp, err, windows)
 		if err != nil && c.c == nil {
 			pause(ctx, 10*time.Millisecond) // do not spin on a dead server
 		}
@@ -278,7 +313,7 @@ func openLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, start, me
 // closedLoop sends back to back; each connection walks the pool from its
 // own offset.
 func closedLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, off int, measureStart, end time.Time,
-	active *atomic.Pointer[swapWindow]) {
+	windows *atomic.Pointer[[]*swapWindow]) {
 	for i := off; ctx.Err() == nil; i++ {
 		sent := time.Now()
 		if !sent.Before(end) {
@@ -286,7 +321,7 @@ func closedLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, off int
 		}
 		p := &cfg.pool[i%len(cfg.pool)]
 		resp, err := c.do(p.req)
-		account(t, p.class, sent, time.Now(), measureStart, resp, err, active)
+		account(t, p.class, sent, time.Now(), measureStart, resp, err, windows)
 		if err != nil && c.c == nil {
 			pause(ctx, 10*time.Millisecond)
 		}
@@ -300,10 +335,14 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-func account(t *tally, class int, due, done, measureStart time.Time, resp response, err error, active *atomic.Pointer[swapWindow]) {
+func account(t *tally, class int, due, done, measureStart time.Time, resp response, err error, windows *atomic.Pointer[[]*swapWindow]) {
 	lat := done.Sub(due)
-	if w := active.Load(); w != nil && !due.Before(w.start) {
-		w.record(lat, resp, err)
+	if ws := windows.Load(); ws != nil {
+		for _, w := range *ws {
+			if w.holds(due) {
+				w.record(lat, resp, err)
+			}
+		}
 	}
 	if due.Before(measureStart) {
 		t.warmup++
@@ -388,7 +427,7 @@ func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Ti
 
 // reloadLoop replaces the whole rule set every cfg.reloadEvery and times
 // each swap, collecting the calls of the swap window.
-func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, end time.Time, active *atomic.Pointer[swapWindow]) []reloadResult {
+func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, end time.Time, windows *atomic.Pointer[[]*swapWindow]) []reloadResult {
 	var out []reloadResult
 	for gen := 1; gen <= len(bodies); gen++ {
 		at := start.Add(time.Duration(gen) * cfg.reloadEvery)
@@ -401,7 +440,12 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 		case <-time.After(time.Until(at)):
 		}
 		w := &swapWindow{start: time.Now(), hist: newHist()}
-		active.Store(w)
+		var list []*swapWindow
+		if ws := windows.Load(); ws != nil {
+			list = append(list, *ws...)
+		}
+		list = append(list, w)
+		windows.Store(&list)
 		rr := reloadResult{Generation: gen, AtS: w.start.Sub(start).Seconds()}
 		err := cfg.api.replaceRulesJSON(ctx, bodies[gen-1])
 		rr.PutMs = ms(time.Since(w.start))
@@ -417,17 +461,7 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 		case <-ctx.Done():
 		case <-time.After(swapTail):
 		}
-		active.Store(nil)
-		w.mu.Lock()
-		rr.Calls = w.calls
-		rr.TransportErrors = w.transport
-		rr.Non200 = w.non200
-		rr.Indeterminate = w.indet
-		if w.calls > 0 {
-			rr.P99Us = w.hist.ValueAtQuantile(99)
-			rr.MaxUs = w.hist.Max()
-		}
-		w.mu.Unlock()
+		w.end.Store(time.Now().UnixNano())
 		out = append(out, rr)
 	}
 	return out
