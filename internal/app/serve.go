@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,8 +76,10 @@ type Server struct {
 	bg      sync.WaitGroup     // background loops
 	logDone chan error         // call log writer
 	reload  chan struct{}      // policy rebuild requests
-	feedsCh chan struct{}      // feed reconcile requests
-	closed  sync.Once
+
+	policyVersion atomic.Int64  // config version the live policy snapshot was built from
+	feedsCh       chan struct{} // feed reconcile requests
+	closed        sync.Once
 }
 
 // Start builds and starts everything; it returns once every listener is up.
@@ -347,6 +350,12 @@ func (s *Server) changed(what string) {
 }
 
 func (s *Server) rebuildPolicies(ctx context.Context) error {
+	// The version is read before the load: a change committed while loading
+	// shows up as a newer version at the next check and is not missed.
+	v, err := s.store.ConfigVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("config version: %w", err)
+	}
 	cfgs, err := s.store.LoadPolicies(ctx)
 	if err != nil {
 		return fmt.Errorf("load policies: %w", err)
@@ -358,6 +367,7 @@ func (s *Server) rebuildPolicies(ctx context.Context) error {
 	// Hits counted against the old snapshot are persisted before the swap.
 	s.flushHits(ctx)
 	s.engine.Swap(snap)
+	s.policyVersion.Store(v)
 	return nil
 }
 
@@ -366,45 +376,61 @@ func (s *Server) rebuildPolicies(ctx context.Context) error {
 // config version; and reconciles feeds likewise.
 func (s *Server) reloadLoop(ctx context.Context) {
 	defer s.bg.Done()
+	// -1: the first check reconciles feeds again, covering any change
+	// committed between the director's start and this loop (Apply is
+	// idempotent for unchanged feeds).
+	feedsVersion := int64(-1)
 	changes := s.store.Changes(ctx)
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
-	last, _ := s.store.ConfigVersion(ctx)
-	rebuild := func(feeds bool) {
-		v, _ := s.store.ConfigVersion(ctx)
+	rebuild := func() {
 		start := time.Now()
 		if err := s.rebuildPolicies(ctx); err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("policy reload failed; keeping the previous snapshot", "err", err)
 			}
-		} else {
-			s.log.Debug("policies reloaded", "version", v, "took", time.Since(start))
+			return
 		}
-		if feeds && s.dir != nil {
+		s.log.Debug("policies reloaded", "version", s.policyVersion.Load(), "took", time.Since(start))
+	}
+	reconcile := func(v int64) {
+		if s.dir != nil {
 			s.dir.reconcile(ctx)
 		}
-		last = v
+		feedsVersion = v
 	}
+	// check compares the stored version with what this node applied, so
+	// changes made by other nodes (or missed notifications) are caught.
+	check := func() {
+		v, err := s.store.ConfigVersion(ctx)
+		if err != nil {
+			return
+		}
+		if v != s.policyVersion.Load() {
+			rebuild()
+		}
+		if v != feedsVersion {
+			reconcile(v)
+		}
+	}
+	check() // anything committed between Start's build and the LISTEN above
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.reload:
-			rebuild(false)
+			rebuild()
 		case <-s.feedsCh:
-			if s.dir != nil {
-				s.dir.reconcile(ctx)
-			}
+			v, _ := s.store.ConfigVersion(ctx)
+			reconcile(v)
 		case _, ok := <-changes:
 			if !ok {
 				changes = nil
 				continue
 			}
-			rebuild(true)
+			check()
 		case <-tick.C:
-			if v, err := s.store.ConfigVersion(ctx); err == nil && v != last {
-				rebuild(true)
-			}
+			check()
 		}
 	}
 }
