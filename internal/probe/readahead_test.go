@@ -2,8 +2,10 @@ package probe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"testing"
 	"testing/iotest"
 )
@@ -48,5 +50,30 @@ func TestReadAhead(t *testing.T) {
 				t.Fatalf("got %d bytes, want %d (or different content)", got.Len(), len(tt.want))
 			}
 		})
+	}
+}
+
+// TestClosedMidRecord checks that a connection closed by the probe itself in
+// the middle of a record is not counted as a bad stream.
+func TestClosedMidRecord(t *testing.T) {
+	var b bytes.Buffer
+	le := binary.LittleEndian
+	b.Write(le.AppendUint32(nil, magicMicros))
+	b.Write(le.AppendUint16(nil, 2))
+	b.Write(le.AppendUint16(nil, 4))
+	b.Write(make([]byte, 8))
+	b.Write(le.AppendUint32(nil, maxRecordLen))
+	b.Write(le.AppendUint32(nil, linkEthernet))
+	b.Write(make([]byte, 8))           // ts
+	b.Write(le.AppendUint32(nil, 100)) // incl
+	b.Write(le.AppendUint32(nil, 100)) // orig
+	b.Write(make([]byte, 40))          // part of the record
+	s := newStats(0, "")
+	err := newConnDecoder(s).run(newReadAhead(io.MultiReader(&b, iotest.ErrReader(net.ErrClosed)), 2, 1024))
+	if !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("run: %v, want net.ErrClosed", err)
+	}
+	if r := s.report(ModeSynthetic); r.Invalid != 0 {
+		t.Fatalf("invalid %d, want 0: %v", r.Invalid, r.FirstErrors)
 	}
 }

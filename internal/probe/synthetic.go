@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"time"
 
@@ -191,6 +192,9 @@ func (d *connDecoder) run(conn io.Reader) error {
 		}
 		d.buf = d.buf[:incl]
 		if _, err := io.ReadFull(r, d.buf); err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return err // the probe is shutting down; not the sender's fault
+			}
 			return &errStream{"truncated_record", err.Error()}
 		}
 		if d.save != nil {
