@@ -107,7 +107,8 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	r.Sent, r.SentTotal, r.ProducerErrors = st.Sent, st.Total(), st.Errors
 	r.SentRate = float64(r.SentTotal) / r.Elapsed
 	if err := sc.drain(ctx, warmDelivered+r.SentTotal); err != nil {
-		fmt.Fprintf(stderr, "bench director: %v (counted as lost)\n", err)
+		r.DrainCutOff = err.Error()
+		fmt.Fprintf(stderr, "bench director: %v (what is missing counts as lost)\n", err)
 	}
 	// The feed counts a copy once the sink wrote it; give the consumers a
 	// moment to read what is still in their socket buffers.
