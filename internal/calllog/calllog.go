@@ -19,7 +19,7 @@ import (
 // Config tunes the log. Zero fields take the defaults.
 type Config struct {
 	QueueSize     int           // records held in memory awaiting write; default 65536
-	BatchSize     int           // records per store write; default 1000
+	BatchSize     int           // records per store write; default 5000
 	FlushInterval time.Duration // longest a record waits before a write; default 200ms
 	MaxAge        time.Duration // records older than this are pruned; default 7 days
 	MaxRows       int64         // at most this many records are kept; default 1,000,000
@@ -34,7 +34,7 @@ func (c Config) withDefaults() Config {
 		c.QueueSize = 65536
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 1000
+		c.BatchSize = 5000
 	}
 	if c.FlushInterval <= 0 {
 		c.FlushInterval = 200 * time.Millisecond
