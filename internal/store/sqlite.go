@@ -20,8 +20,6 @@ type sqliteBackend struct {
 	r *sql.DB
 }
 
-// sqliteMaxVars is SQLite's default SQLITE_MAX_VARIABLE_NUMBER since 3.32.
-const sqliteMaxVars = 32766
 
 func openSQLite(ctx context.Context, file string) (*sqliteBackend, error) {
 	base := "file:" + (&url.URL{Path: file}).EscapedPath() + "?" + url.Values{"_pragma": {
