@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,6 +199,23 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 	}
 	go s.serve("http", s.httpSrv, s.httpLn, false)
 	s.health.Ready("http")
+
+	if cfg.PprofAddr != "" {
+		// Profiling on its own listener, never on the API's: it is for the
+		// operator's loopback, and unauthenticated.
+		pm := http.NewServeMux()
+		pm.HandleFunc("/debug/pprof/", pprof.Index)
+		pm.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		pm.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		go func() {
+			if err := http.ListenAndServe(cfg.PprofAddr, pm); err != nil {
+				log.Error("pprof listener", "err", err)
+			}
+		}()
+		log.Info("pprof profiles served", "addr", cfg.PprofAddr)
+	}
 
 	s.bg.Add(4)
 	go s.alarmLoop(bgCtx)

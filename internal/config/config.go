@@ -61,6 +61,7 @@ type Serve struct {
 	IngestTLSKey  string
 
 	ShutdownTimeout time.Duration
+	PprofAddr       string
 
 	AlarmFeedDisconnect   time.Duration
 	AlarmFeedLag          int64
@@ -112,6 +113,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.IngestTLSKey, "ingest-tls-key", "", "PEM private key for -ingest-tls-cert")
 
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on finishing in-flight work at SIGINT/SIGTERM")
+	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 
 	fs.DurationVar(&c.AlarmFeedDisconnect, "alarm-feed-disconnect", 30*time.Second, "alarm when a feed has been disconnected this long")
 	fs.Int64Var(&c.AlarmFeedLag, "alarm-feed-lag", 100_000, "alarm when a feed's consumer lag exceeds this many copies")

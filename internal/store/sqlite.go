@@ -20,7 +20,6 @@ type sqliteBackend struct {
 	r *sql.DB
 }
 
-
 func openSQLite(ctx context.Context, file string) (*sqliteBackend, error) {
 	base := "file:" + (&url.URL{Path: file}).EscapedPath() + "?" + url.Values{"_pragma": {
 		"busy_timeout(10000)",
