@@ -26,7 +26,7 @@ func openSQLite(ctx context.Context, file string) (*sqliteBackend, error) {
 		"journal_mode(WAL)",
 		"foreign_keys(1)",
 		"synchronous(NORMAL)",
-		"cache_size(-131072)",
+		"cache_size(-32768)",
 		"wal_autocheckpoint(16384)",
 	}}.Encode()
 	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
