@@ -166,6 +166,7 @@ func (s *server) routes() {
 	h("PUT /api/v1/feeds/{name}", s.updateFeed)
 	h("DELETE /api/v1/feeds/{name}", s.deleteFeed)
 	h("GET /api/v1/feeds/{name}/status", s.feedStatus)
+	h("GET /api/v1/feeds/{name}/records", s.feedRecords)
 	h("GET /api/v1/export", s.export)
 
 	h("GET /api/v1/alarms", s.getAlarms)

@@ -347,3 +347,11 @@ func (s *Server) exporter() api.Exporter {
 	}
 	return s.dir.mgr
 }
+
+// RecentRecords serves an xdr feed's latest records to the API and console.
+func (f feedRuntime) RecentRecords(name string, n int) ([]json.RawMessage, bool) {
+	if f.s.dir == nil {
+		return nil, false
+	}
+	return f.s.dir.mgr.RecentRecords(name, n)
+}

@@ -201,7 +201,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 	// A filtered feed, and a feed of transaction records (xDR).
 	seppProbe := startProbe(t, ctx, probe.ModeSynthetic)
 	createFeed(t, s, `{"name":"sepp-errors","type":"synthetic","sources":["SCP","NRF","SEPP"],"endpoint":"`+seppProbe.Addr()+`","filter":"nf_type == \"SEPP\""}`)
-	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"2s","linger":"200ms"}}`)
+	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"15s","linger":"200ms"}}`)
 	xdrs := newRecordCounter(t, ctx, s.KafkaAddrs(), "XDR")
 	lake := newKafkaCounter(t, ctx, s.KafkaAddrs(), "COPIES-OUT")
 	seppIn := newKafkaCounter(t, ctx, s.KafkaAddrs(), "SEPP-IN")
@@ -252,8 +252,18 @@ func TestDirectorEndToEnd(t *testing.T) {
 		t.Fatalf("xdr feed: %d records %v, want %d complete", n, results, wantTx)
 	}
 
+	// The xdr feed's latest records are served for the console.
+	code, b := apiDo(t, s, "GET", "/api/v1/feeds/tx/records?limit=5", "")
+	var recent struct{ Records []map[string]any }
+	if json.Unmarshal(b, &recent); code != 200 || len(recent.Records) != 5 || recent.Records[0]["correlation_id"] == nil {
+		t.Fatalf("recent records: %d %s", code, b)
+	}
+	if code, b = apiDo(t, s, "GET", "/api/v1/feeds/probe-a/records", ""); code != 400 {
+		t.Fatalf("records of a copy feed: %d %s", code, b)
+	}
+
 	// Feed status reflects the deliveries.
-	code, b := apiDo(t, s, "GET", "/api/v1/feeds/probe-a/status", "")
+	code, b = apiDo(t, s, "GET", "/api/v1/feeds/probe-a/status", "")
 	var fst struct {
 		Status struct {
 			State     string

@@ -55,7 +55,7 @@ type feed struct {
 
 	// filters and xdr (filtering.go, xdrfeed.go)
 	filt                          *feedFilter
-	xs                            *xdrSink
+	xsp                           atomic.Pointer[xdrSink] // set by the feed's goroutine, read by status
 	matched, filteredOut, records atomic.Uint64
 }
 

@@ -136,7 +136,7 @@ func (f *feed) passRecord(r *xdr.Record) bool {
 func (f *feed) extStatus(st *FeedStatus) {
 	st.Matched, st.FilteredOut = f.matched.Load(), f.filteredOut.Load()
 	st.Records = f.records.Load()
-	if xs := f.xs; xs != nil {
+	if xs := f.xdrSink(); xs != nil {
 		st.Pending = int64(xs.x.Pending())
 	}
 }

@@ -124,6 +124,12 @@ type xdrSink struct {
 	hmu  sync.Mutex
 	held []heldMarks
 
+	// recent keeps the last records delivered, as JSON, for the console.
+	rmu    sync.Mutex
+	recent [recentRecords]json.RawMessage
+	rnext  int
+	rcount int
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -156,7 +162,7 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 		inner.Close()
 		return nil, fmt.Errorf("feed %q: %w", f.spec.Name, err)
 	}
-	f.xs = xs
+	f.xsp.Store(xs)
 	go xs.expireLoop(ctx)
 	return xs, nil
 }
@@ -221,6 +227,7 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 		f.mRetries.Inc()
 	}
 	f.setState(StateConnected)
+	s.remember(s.out)
 	f.records.Add(uint64(len(s.out)))
 	f.m.ext.records.WithLabelValues(f.spec.Name).Add(float64(len(s.out)))
 	return nil
@@ -295,9 +302,59 @@ func (s *xdrSink) Close() error {
 // markCommit marks a processed poll's records for commit: at once for copy
 // feeds, once their transactions were delivered for xdr feeds.
 func (f *feed) markCommit(marks []*kgo.Record) {
-	if f.xs != nil {
-		f.xs.holdMarks(marks)
+	if xs := f.xdrSink(); xs != nil {
+		xs.holdMarks(marks)
 		return
 	}
 	f.cl.MarkCommitRecords(marks...)
 }
+
+// recentRecords is how many delivered records an xdr feed keeps for
+// GET /api/v1/feeds/{name}/records.
+const recentRecords = 100
+
+// remember keeps copies of the last delivered records' JSON (the out slice's
+// buffers are reused by the next delivery).
+func (s *xdrSink) remember(out []*copy.Copy) {
+	if len(out) > recentRecords {
+		out = out[len(out)-recentRecords:]
+	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	for _, c := range out {
+		s.recent[s.rnext] = append(json.RawMessage(nil), c.Raw...)
+		s.rnext = (s.rnext + 1) % recentRecords
+		s.rcount = min(s.rcount+1, recentRecords)
+	}
+}
+
+// recentJSON returns up to n of the last delivered records, newest first.
+func (s *xdrSink) recentJSON(n int) []json.RawMessage {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	n = min(n, s.rcount)
+	out := make([]json.RawMessage, 0, n)
+	for i := 1; i <= n; i++ {
+		out = append(out, s.recent[(s.rnext-i+recentRecords)%recentRecords])
+	}
+	return out
+}
+
+// RecentRecords returns up to n of the transaction records an xdr feed
+// delivered last, newest first; false if there is no such xdr feed.
+func (m *Manager) RecentRecords(name string, n int) ([]json.RawMessage, bool) {
+	m.mu.Lock()
+	f, ok := m.feeds[name]
+	m.mu.Unlock()
+	if !ok || f.spec.Type != TypeXDR {
+		return nil, false
+	}
+	xs := f.xdrSink()
+	if xs == nil {
+		return []json.RawMessage{}, true // not started yet
+	}
+	return xs.recentJSON(n), true
+}
+
+// xdrSink is the feed's correlator stage (nil for copy feeds, or before start).
+func (f *feed) xdrSink() *xdrSink { return f.xsp.Load() }

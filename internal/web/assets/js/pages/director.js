@@ -129,9 +129,36 @@ export function render(root, ctx) {
       }), 'No feeds yet: create one below.'));
   }
 
+  // Recent transaction records of the xdr feeds (GET /feeds/{name}/records).
+  const recFeed = h('select', { id: 'xdr-feed' });
+  const recBox = h('div', { 'aria-live': 'polite' });
+  const loadRecords = async () => {
+    const xdrs = specs.filter(s => s.type === 'xdr').map(s => s.name);
+    const cur = recFeed.value;
+    if (recFeed.options.length !== xdrs.length || [...recFeed.options].some((o, i) => o.value !== xdrs[i])) {
+      replace(recFeed, ...xdrs.map(n => h('option', { value: n }, n)));
+      if (xdrs.includes(cur)) recFeed.value = cur;
+    }
+    if (!xdrs.length) { replace(recBox, h('p', { class: 'muted' }, 'No xdr feed: create one (type "Transaction records") to see transactions here.')); return; }
+    try {
+      const r = await api('GET', `/feeds/${encodeURIComponent(recFeed.value)}/records?limit=25`);
+      replace(recBox, table('Latest transaction records, newest first', ['End', 'Service', 'Method', 'Path', 'Status', 'Result', 'Hops', 'Latency', 'SUPI'],
+        r.records.map(x => h('tr', {},
+          h('td', {}, fmtTime(new Date(x.end / 1e6).toISOString())), h('td', {}, x.service || ''), h('td', {}, x.method || ''),
+          h('td', { class: 'mono' }, x.path || ''), h('td', { class: 'num' }, x.status || ''),
+          h('td', {}, h('span', { class: 'badge b-' + (x.result === 'complete' ? 'connected' : 'disconnected') }, x.result)),
+          h('td', {}, (x.hops || []).map(hp => hp.nf_type).filter((v, i, a) => a.indexOf(v) === i).join(' → ')),
+          h('td', { class: 'num' }, fmtSecs(x.latency_ns / 1e9)), h('td', { class: 'mono' }, x.supi || ''))),
+        'No records delivered yet.'));
+    } catch (e) { replace(recBox, h('p', { class: 'form-status error' }, errorText(e))); }
+  };
+  recFeed.addEventListener('change', loadRecords);
+
   root.append(h('div', { class: 'card' }, h('h2', {}, 'Feeds'), feedsStatus, h('div', { class: 'scroll' }, feedsBox)),
     h('div', { class: 'grid' }, h('div', { class: 'card' }, form),
-      h('div', { class: 'card' }, h('h2', {}, 'NF ingest'), ingestBox, ingestChart.el)));
+      h('div', { class: 'card' }, h('h2', {}, 'NF ingest'), ingestBox, ingestChart.el)),
+    h('div', { class: 'card' }, h('h2', {}, 'Recent transaction records (xDR)'),
+      field('xdr feed', 'xdr-feed', recFeed), h('div', { class: 'scroll' }, recBox)));
   const unsub = ctx.stats.subscribe(p => {
     const r = p.rates(x => x.ingest.copies);
     ingestChart.update(r);
@@ -145,6 +172,6 @@ export function render(root, ctx) {
     if (specs.length) draw();
   });
 
-  const stop = every(3000, load);
+  const stop = every(3000, async () => { await load(); await loadRecords(); });
   return () => { stop(); unsub(); ingestChart.destroy(); };
 }
