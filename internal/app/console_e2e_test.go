@@ -186,6 +186,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`#feed-form [data-field="name"] input`), "e2e-probe"),
 		chromedp.Click(chromedp.CSS(`#feed-form button[type=submit]`)))
 	b2.poll("feed state shown", `(() => { const r = document.querySelector('#feeds tr[data-feed="e2e-probe"]'); return r && ['starting','connected','disconnected'].includes(r.dataset.state); })()`, 15*time.Second)
+	// An xdr feed made through the API appears in the recent-transactions panel.
+	if code, b := apiDo(t, s, "POST", "/api/v1/feeds", `{"name":"e2e-tx","type":"xdr","sources":["SCP"],"topic":"E2E-XDR"}`); code != 201 {
+		t.Fatalf("xdr feed: %d %s", code, b)
+	}
+	b2.poll("xdr records panel", `(() => { const o = document.querySelector('select option[value="e2e-tx"]'); return o && document.body.textContent.includes('No records delivered yet'); })()`, 15*time.Second)
 	b2.shot("director")
 
 	// Alarms, Settings (create a token: shown once), About.
