@@ -203,6 +203,8 @@ func TestDirectorEndToEnd(t *testing.T) {
 	createFeed(t, s, `{"name":"sepp-errors","type":"synthetic","sources":["SCP","NRF","SEPP"],"endpoint":"`+seppProbe.Addr()+`","filter":"nf_type == \"SEPP\""}`)
 	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"15s","linger":"200ms"}}`)
 	xdrs := newRecordCounter(t, ctx, s.KafkaAddrs(), "XDR")
+	xdrProbe := startProbe(t, ctx, probe.ModeHTTP2)
+	createFeed(t, s, `{"name":"tx-h2","type":"xdr","sources":["SCP","NRF","SEPP"],"url":"http://`+xdrProbe.Addr()+`/records","xdr":{"timeout":"15s","linger":"200ms"}}`)
 	lake := newKafkaCounter(t, ctx, s.KafkaAddrs(), "COPIES-OUT")
 	seppIn := newKafkaCounter(t, ctx, s.KafkaAddrs(), "SEPP-IN")
 
@@ -250,6 +252,14 @@ func TestDirectorEndToEnd(t *testing.T) {
 	})
 	if n, results := xdrs.counts(); n != wantTx || results["complete"] != wantTx {
 		t.Fatalf("xdr feed: %d records %v, want %d complete", n, results, wantTx)
+	}
+	// The same records over HTTP/2, validated by the probe.
+	waitFor(t, "xdr feed over http2", 30*time.Second, func() (bool, string) {
+		r := xdrProbe.Snapshot()
+		return r.Unique >= int64(wantTx), fmt.Sprintf("%s results=%v", probeState(xdrProbe), r.Records)
+	})
+	if r := xdrProbe.Snapshot(); r.Records["complete"] != int64(wantTx) || r.Invalid != 0 || r.Duplicates != 0 {
+		t.Fatalf("probe on the xdr feed: %s results=%v, want %d complete", probeState(xdrProbe), r.Records, wantTx)
 	}
 
 	// The xdr feed's latest records are served for the console.

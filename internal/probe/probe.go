@@ -320,6 +320,15 @@ func (p *Probe) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Probe) jsonCopy(c *cpy.Copy, rec []byte, now time.Time) {
+	if looksLikeRecord(rec) {
+		r, reason, detail := checkRecord(rec)
+		if reason != "" {
+			p.s.bad(reason, detail)
+			return
+		}
+		p.s.recordSeen(&r, len(rec), now)
+		return
+	}
 	if err := cpy.Decode(rec, c); err != nil {
 		reason := "syntax"
 		var de *cpy.DecodeError
@@ -419,6 +428,9 @@ func WriteTable(out io.Writer, r Report) {
 	}
 	for _, k := range sortedKeys(r.PerNF) {
 		row("nf "+k, r.PerNF[k])
+	}
+	for _, k := range sortedKeys(r.Records) {
+		row("xdr "+k, r.Records[k])
 	}
 	l := r.Latency
 	fmt.Fprintf(w, "  latency (us)   n=%d avg=%.0f p50=%d p90=%d p95=%d p99=%d p99.9=%d max=%d\n",

@@ -47,7 +47,10 @@ type Report struct {
 	Connections    int64            `json:"connections"`
 	Warmup         int64            `json:"warmup,omitempty"` // copies of Config.IgnoreRun, in no other figure
 	PerNF          map[string]int64 `json:"per_nf"`
-	Latency        Latency          `json:"latency"`
+	// Records counts xDR transaction records (an xdr feed over HTTP/2) by
+	// result; Unique and Duplicates then count transactions.
+	Records map[string]int64 `json:"xdr_results,omitempty"`
+	Latency Latency          `json:"latency"`
 }
 
 // seqTrack is the set of seq numbers seen for one run/NF type: all up to low,
@@ -113,6 +116,8 @@ type stats struct {
 	warm     int64
 	done     chan struct{}
 	doneOnce sync.Once
+	records  map[string]bool  // xDR records seen, by correlation id
+	results  map[string]int64 // xDR records by result
 }
 
 func newStats(expect int64, ignoreRun string) *stats {
@@ -235,6 +240,12 @@ func (s *stats) report(mode string) Report {
 	}
 	for k, v := range s.reasons {
 		r.InvalidReasons[k] = v
+	}
+	if len(s.results) > 0 {
+		r.Records = map[string]int64{}
+		for k, v := range s.results {
+			r.Records[k] = v
+		}
 	}
 	for k, v := range s.perNF {
 		r.PerNF[k] = v
