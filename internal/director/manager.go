@@ -236,6 +236,7 @@ func (m *Manager) refreshLag(ctx context.Context) {
 // changed ones, stops removed or disabled ones. Invalid specs are reported
 // (and shown in Status with state error); the others still apply.
 func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
+	specs = m.expandRekey(ctx, specs)
 	want := map[string]FeedSpec{}
 	for _, s := range specs {
 		want[s.Name] = s
@@ -304,7 +305,51 @@ func (m *Manager) Prepare(ctx context.Context, spec *FeedSpec) error {
 	if err := m.Validate(spec); err != nil {
 		return err
 	}
+	if spec.Type == TypeXDR && spec.XDR != nil && spec.XDR.Rekey {
+		// The first stage reads the NF topics; the second starts on a
+		// fresh internal topic from its beginning.
+		stage1 := rekeyStage1(spec)
+		return m.position(ctx, &stage1, false)
+	}
 	return m.position(ctx, spec, false)
+}
+
+// RekeyTopic is the internal topic a re-keyed xdr feed routes copies through.
+func RekeyTopic(feed string) string { return "signalbox.rekey." + feed }
+
+// rekeyPartitions spreads a re-keyed feed's correlation over nodes.
+const rekeyPartitions = 12
+
+// rekeyStage1 is the first stage of a re-keyed xdr feed: a kafka feed of the
+// NF topics into the re-key topic, keyed by correlation id (the kafka sink's
+// key), so each transaction lands in one partition.
+func rekeyStage1(s *FeedSpec) FeedSpec {
+	return FeedSpec{Name: s.Name + ".rekey", Type: TypeKafka, Sources: s.Sources, Directions: s.Directions,
+		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name)}
+}
+
+// expandRekey replaces each re-keyed xdr feed by its two stages: the kafka
+// feed into the re-key topic, and the correlating feed (keeping the user's
+// name, so status and records read as before) reading that topic.
+func (m *Manager) expandRekey(ctx context.Context, specs []FeedSpec) []FeedSpec {
+	out := make([]FeedSpec, 0, len(specs))
+	for _, s := range specs {
+		if s.Type != TypeXDR || s.XDR == nil || !s.XDR.Rekey {
+			out = append(out, s)
+			continue
+		}
+		topic := RekeyTopic(s.Name)
+		if err := broker.EnsureTopics(ctx, m.admin, []broker.TopicSpec{{Name: topic, Partitions: rekeyPartitions}}, m.cfg.CreateTopics); err != nil {
+			m.log.Warn("xdr feed: re-key topic", "feed", s.Name, "topic", topic, "err", err)
+		}
+		stage2 := s
+		stage2.Sources = []string{topic}
+		stage2.Directions = nil // the first stage filtered them
+		stage2.Start = "earliest"
+		stage2.internal = true
+		out = append(out, rekeyStage1(&s), stage2)
+	}
+	return out
 }
 
 // position commits the start or end offsets of every source partition for

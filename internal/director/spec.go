@@ -14,6 +14,10 @@ const (
 
 // FeedSpec is a feed as the API takes it and the store keeps it (JSON).
 type FeedSpec struct {
+	// internal marks the second stage of a re-keyed xdr feed, whose source
+	// is the internal re-key topic rather than NF topics. Never from JSON.
+	internal bool
+
 	Name       string   `json:"name"`
 	Type       string   `json:"type"`
 	Sources    []string `json:"sources"`              // NF types (topics), e.g. SCP, NRF
@@ -74,6 +78,12 @@ type XDRSpec struct {
 	Timeout    string `json:"timeout,omitempty"`     // Go duration, default 5s
 	MaxPending int    `json:"max_pending,omitempty"` // default 200000
 	Linger     string `json:"linger,omitempty"`      // Go duration, default 0
+	// Rekey routes the copies through an internal topic keyed by
+	// correlation id (RekeyTopic) before correlating, so that when the feed
+	// runs on several signalbox nodes every copy of a transaction reaches
+	// the same node's correlator, whatever NF topic and partition it came
+	// from. Costs one more produce and fetch per copy.
+	Rekey bool `json:"rekey,omitempty"`
 }
 
 // FileSpec is a file target: rotated files in Dir, written atomically.

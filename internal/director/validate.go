@@ -35,7 +35,7 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	}
 	seen := map[string]bool{}
 	for i, s := range spec.Sources {
-		if !m.sources[s] {
+		if !m.sources[s] && !spec.internal {
 			return &FieldError{Field: "sources[" + strconv.Itoa(i) + "]", Msg: fmt.Sprintf("%q is not a known NF type (topics: %v)", s, m.sourceNames)}
 		}
 		if seen[s] {
