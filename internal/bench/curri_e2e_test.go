@@ -4,29 +4,61 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// buildSignalbox builds the real binary from the module root.
+// builtBin is the signalbox binary built once for every test of the
+// package (a build under -race takes tens of seconds).
+var builtBin struct {
+	once sync.Once
+	path string
+	err  error
+	dir  string
+}
+
+// TestMain removes the shared binary when the package's tests end.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin.dir != "" {
+		os.RemoveAll(builtBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildSignalbox builds the real binary from the module root, once.
 func buildSignalbox(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+	builtBin.once.Do(func() {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			builtBin.err = fmt.Errorf("go env GOMOD: %v", err)
+			return
+		}
+		root := filepath.Dir(strings.TrimSpace(string(out)))
+		if builtBin.dir, err = os.MkdirTemp("", "signalbox-bench-bin-"); err != nil {
+			builtBin.err = err
+			return
+		}
+		bin := filepath.Join(builtBin.dir, "signalbox")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/signalbox")
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			builtBin.err = fmt.Errorf("go build ./cmd/signalbox: %v\n%s", err, b)
+			return
+		}
+		builtBin.path = bin
+	})
+	if builtBin.err != nil {
+		t.Fatal(builtBin.err)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	bin := filepath.Join(t.TempDir(), "signalbox")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/signalbox")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/signalbox: %v\n%s", err, b)
-	}
-	return bin
+	return builtBin.path
 }
 
 // TestRunCURRIEndToEnd starts the real server as a child process, loads

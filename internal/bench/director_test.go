@@ -5,35 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// buildDirectorBin builds the signalbox binary from the module root.
-func buildDirectorBin(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	bin := filepath.Join(t.TempDir(), "signalbox")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/signalbox")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	return bin
-}
-
 // TestRunDirector runs the scenario briefly at 2,000 MPS, with separate
 // processes and in-process, and checks the report: nothing lost, per-NF
 // counts adding up, latency and CPU measured.
 func TestRunDirector(t *testing.T) {
-	bin := buildDirectorBin(t)
+	bin := buildSignalbox(t)
 	tests := []struct {
 		name string
 		args []string

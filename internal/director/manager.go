@@ -339,14 +339,22 @@ func (m *Manager) expandRekey(ctx context.Context, specs []FeedSpec) []FeedSpec 
 			continue
 		}
 		topic := RekeyTopic(s.Name)
-		if err := broker.EnsureTopics(ctx, m.admin, []broker.TopicSpec{{Name: topic, Partitions: rekeyPartitions}}, m.cfg.CreateTopics); err != nil {
-			m.log.Warn("xdr feed: re-key topic", "feed", s.Name, "topic", topic, "err", err)
-		}
 		stage2 := s
 		stage2.Sources = []string{topic}
 		stage2.Directions = nil // the first stage filtered them
 		stage2.Start = "earliest"
 		stage2.internal = true
+		// Apply runs at every config change: the topic is ensured only
+		// when this stage is about to (re)start, not for a running one.
+		m.mu.Lock()
+		f, running := m.feeds[s.Name]
+		running = running && f.key == specKey(&stage2)
+		m.mu.Unlock()
+		if !running {
+			if err := broker.EnsureTopics(ctx, m.admin, []broker.TopicSpec{{Name: topic, Partitions: rekeyPartitions}}, m.cfg.CreateTopics); err != nil {
+				m.log.Warn("xdr feed: re-key topic", "feed", s.Name, "topic", topic, "err", err)
+			}
+		}
 		out = append(out, rekeyStage1(&s), stage2)
 	}
 	return out
