@@ -22,7 +22,7 @@ type Config struct {
 	BatchSize     int           // records per store write; default 5000
 	FlushInterval time.Duration // longest a record waits before a write; default 200ms
 	MaxAge        time.Duration // records older than this are pruned; default 7 days
-	MaxRows       int64         // at most this many records are kept; default 1,000,000
+	MaxRows       int64         // at most this many records are kept; default 10,000,000
 	PruneInterval time.Duration // how often retention runs; default 1 minute
 	// ShutdownTimeout bounds the final flush when Run's context ends;
 	// default 5s.
@@ -43,7 +43,7 @@ func (c Config) withDefaults() Config {
 		c.MaxAge = 7 * 24 * time.Hour
 	}
 	if c.MaxRows <= 0 {
-		c.MaxRows = 1_000_000
+		c.MaxRows = 10_000_000
 	}
 	if c.PruneInterval <= 0 {
 		c.PruneInterval = time.Minute

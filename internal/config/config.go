@@ -88,7 +88,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.CURRIClientCA, "curri-client-ca", "", "PEM CA bundle: require CUCM client certificates signed by it (HTTPS only)")
 
 	fs.DurationVar(&c.CallLogMaxAge, "calllog-max-age", 7*24*time.Hour, "call log retention by age")
-	fs.Int64Var(&c.CallLogMaxRows, "calllog-max-rows", 1_000_000, "call log retention by row count")
+	fs.Int64Var(&c.CallLogMaxRows, "calllog-max-rows", 10_000_000, "call log retention by record count (a logged call takes ~30 bytes on disk)")
 
 	fs.BoolVar(&c.Director, "director", true, "run the data director (Kafka broker or client, feeds, HTTP/2 ingest)")
 	fs.StringVar(&c.KafkaAddr, "kafka-addr", ":9092", "listen address of the embedded Kafka broker (ignored with -kafka-brokers)")

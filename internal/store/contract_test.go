@@ -29,6 +29,7 @@ func testStore(t *testing.T, h backendHarness) {
 		{"CascadeAndLoad", testCascadeAndLoad},
 		{"Calls", testCalls},
 		{"Prune", testPrune},
+		{"CallSegments", testCallSegments},
 		{"Feeds", testFeeds},
 		{"Tokens", testTokens},
 		{"Changes", testChanges},

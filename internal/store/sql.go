@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/store/callseg"
 )
 
 // sqlStore implements Store over either backend with shared SQL.
@@ -696,21 +699,27 @@ func (s *sqlStore) LoadPolicies(ctx context.Context) ([]callpolicy.PolicyConfig,
 
 // ---- call log ----
 
-var callInsertCols = []string{"time", "policy", "calling", "called", "transformed_calling", "transformed_called",
-	"trigger_point", "device_name", "decision", "step", "rule_id", "entry_id", "latency_us", "client"}
-
-const callCols = `id, time, policy, calling, called, transformed_calling, transformed_called, trigger_point, device_name, decision, step, rule_id, entry_id, latency_us, client`
-
+// InsertCalls writes calls as one segment per callseg.MaxRecords (see package callseg).
+// Encoding happens before the transaction, so the database is held only for
+// the row inserts.
 func (s *sqlStore) InsertCalls(ctx context.Context, calls []CallRecord) error {
 	if len(calls) == 0 {
 		return nil
 	}
+	var segs []callseg.Segment
+	for rest := calls; len(rest) > 0; {
+		n := callseg.Fit(rest)
+		segs = append(segs, callseg.Encode(rest[:n], nil))
+		rest = rest[n:]
+	}
 	err := s.write(ctx, false, func(t tx) error {
-		return t.copyRows(ctx, "call_log", callInsertCols, len(calls), func(i int) []any {
-			c := &calls[i]
-			return []any{c.Time.UnixMicro(), c.Policy, c.Calling, c.Called, c.TransformedCalling, c.TransformedCalled,
-				c.TriggerPoint, c.DeviceName, c.Decision, c.Step, c.RuleID, c.EntryID, c.LatencyMicros, c.Client}
-		})
+		for _, g := range segs {
+			if _, err := t.exec(ctx, `INSERT INTO call_segments (min_time, max_time, count, decisions, filter, data)
+				VALUES (?, ?, ?, ?, ?, ?)`, g.MinTime, g.MaxTime, g.Count, g.Decisions, g.Filter, g.Data); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("insert %d calls: %w", len(calls), err)
@@ -718,6 +727,13 @@ func (s *sqlStore) InsertCalls(ctx context.Context, calls []CallRecord) error {
 	return nil
 }
 
+// segPage is how many segments one search query reads.
+const segPage = 32
+
+// SearchCalls walks segments newest first (by their latest record, then
+// ID), skipping those the query's time range, decision or number rules out,
+// and stops once no older segment can hold a record newer than the limit-th
+// match so far.
 func (s *sqlStore) SearchCalls(ctx context.Context, q CallQuery) ([]CallRecord, error) {
 	limit := q.Limit
 	switch {
@@ -728,63 +744,114 @@ func (s *sqlStore) SearchCalls(ctx context.Context, q CallQuery) ([]CallRecord, 
 	case limit > MaxCallQueryLimit:
 		limit = MaxCallQueryLimit
 	}
-	var where []string
-	var args []any
-	if q.Number != "" {
-		where = append(where, `(calling = ? OR called = ? OR transformed_calling = ? OR transformed_called = ?)`)
-		args = append(args, q.Number, q.Number, q.Number, q.Number)
-	}
-	if q.Decision != "" {
-		where = append(where, `decision = ?`)
-		args = append(args, q.Decision)
-	}
-	if q.Policy != "" {
-		where = append(where, `policy = ?`)
-		args = append(args, q.Policy)
-	}
+	since, until := int64(math.MinInt64), int64(math.MaxInt64)
 	if !q.Since.IsZero() {
-		where = append(where, `time >= ?`)
-		args = append(args, q.Since.UnixMicro())
+		since = q.Since.UnixMicro()
 	}
 	if !q.Until.IsZero() {
-		where = append(where, `time < ?`)
-		args = append(args, q.Until.UnixMicro())
+		until = q.Until.UnixMicro()
 	}
-	sqlq := `SELECT ` + callCols + ` FROM call_log`
-	if len(where) > 0 {
-		sqlq += ` WHERE ` + strings.Join(where, ` AND `)
+	var wantDecision int64
+	if q.Decision != "" {
+		wantDecision = callseg.DecisionBit(q.Decision)
 	}
-	sqlq += ` ORDER BY time DESC, id DESC LIMIT ?`
-	args = append(args, limit)
-	rs, err := s.b.query(ctx, sqlq, args...)
-	if err != nil {
-		return nil, fmt.Errorf("search calls: %w", err)
+	match := func(c *CallRecord) bool {
+		t := c.Time.UnixMicro()
+		return t >= since && t < until &&
+			(q.Number == "" || c.Calling == q.Number || c.Called == q.Number ||
+				c.TransformedCalling == q.Number || c.TransformedCalled == q.Number) &&
+			(q.Decision == "" || c.Decision == q.Decision) &&
+			(q.Policy == "" || c.Policy == q.Policy)
 	}
-	defer rs.Close()
 	out := []CallRecord{}
-	for rs.Next() {
-		var c CallRecord
-		var ts int64
-		if err := rs.Scan(&c.ID, &ts, &c.Policy, &c.Calling, &c.Called, &c.TransformedCalling, &c.TransformedCalled,
-			&c.TriggerPoint, &c.DeviceName, &c.Decision, &c.Step, &c.RuleID, &c.EntryID, &c.LatencyMicros, &c.Client); err != nil {
+	sortTrim := func() {
+		sort.Slice(out, func(i, j int) bool { return callseg.Newer(&out[i], &out[j]) })
+		if len(out) > limit {
+			clear(out[limit:])
+			out = out[:limit]
+		}
+	}
+	// Keyset pagination on (max_time, id), descending.
+	afterMax, afterID := int64(math.MaxInt64), int64(math.MaxInt64)
+	for {
+		rs, err := s.b.query(ctx, `SELECT id, max_time, decisions, filter, data FROM call_segments
+			WHERE max_time >= ? AND min_time < ? AND (max_time < ? OR (max_time = ? AND id < ?))
+			ORDER BY max_time DESC, id DESC LIMIT ?`, since, until, afterMax, afterMax, afterID, segPage)
+		if err != nil {
 			return nil, fmt.Errorf("search calls: %w", err)
 		}
-		c.Time = fromUS(ts)
-		out = append(out, c)
+		n, done := 0, false
+		for rs.Next() {
+			var id, maxT, decisions int64
+			var filter, data []byte
+			if err := rs.Scan(&id, &maxT, &decisions, &filter, &data); err != nil {
+				rs.Close()
+				return nil, fmt.Errorf("search calls: %w", err)
+			}
+			n++
+			afterMax, afterID = maxT, id
+			if len(out) >= limit && maxT < out[limit-1].Time.UnixMicro() {
+				done = true // every later segment is older than the limit-th match
+				break
+			}
+			if wantDecision != 0 && decisions&wantDecision == 0 {
+				continue
+			}
+			if q.Number != "" && !(callseg.Bloom{Bits: filter}).MayContain(q.Number) {
+				continue
+			}
+			err := callseg.Decode(id, data, func(_ int64, c CallRecord) bool {
+				if match(&c) {
+					out = append(out, c)
+				}
+				return true
+			})
+			if err != nil {
+				rs.Close()
+				return nil, fmt.Errorf("search calls: %w", err)
+			}
+			if len(out) >= limit {
+				sortTrim()
+			}
+		}
+		err = rs.Err()
+		rs.Close()
+		if err != nil {
+			return nil, fmt.Errorf("search calls: %w", err)
+		}
+		if done || n < segPage {
+			break
+		}
 	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("search calls: %w", err)
-	}
+	sortTrim()
 	return out, nil
 }
 
 // PruneCalls deletes records older than before (if set), then the oldest
-// beyond the newest maxRows (if maxRows > 0).
+// beyond the newest maxRows (if maxRows > 0). Whole segments go with one
+// DELETE; a segment the cut falls inside is rewritten without the records
+// it drops, keeping the others' IDs. The row limit takes segments in the
+// order of their newest record, so with several nodes writing overlapping
+// time ranges it is exact per segment, not per record across segments.
 func (s *sqlStore) PruneCalls(ctx context.Context, before time.Time, maxRows int64) (int64, error) {
 	var total int64
 	err := s.write(ctx, false, func(t tx) error {
 		if !before.IsZero() {
-			n, err := t.exec(ctx, `DELETE FROM call_log WHERE time < ?`, before.UnixMicro())
+			cut := before.UnixMicro()
+			var n int64
+			if err := t.queryRow(ctx, `SELECT COALESCE(SUM(count), 0) FROM call_segments WHERE max_time < ?`, cut).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				if _, err := t.exec(ctx, `DELETE FROM call_segments WHERE max_time < ?`, cut); err != nil {
+					return err
+				}
+				total += n
+			}
+			n, err := trimSegments(ctx, t, `SELECT id, data FROM call_segments WHERE min_time < ? AND max_time >= ?`,
+				[]any{cut, cut}, func(int64, []byte) (func(*CallRecord) bool, error) {
+					return func(c *CallRecord) bool { return c.Time.UnixMicro() >= cut }, nil
+				})
 			if err != nil {
 				return err
 			}
@@ -793,24 +860,143 @@ func (s *sqlStore) PruneCalls(ctx context.Context, before time.Time, maxRows int
 		if maxRows <= 0 {
 			return nil
 		}
-		// The newest row beyond maxRows marks the cut; everything at or
-		// older than it goes. Uses the time index both ways.
-		var ts, id int64
-		err := t.queryRow(ctx, `SELECT time, id FROM call_log ORDER BY time DESC, id DESC LIMIT 1 OFFSET ?`, maxRows).Scan(&ts, &id)
-		if isNoRows(err) {
-			return nil
-		}
-		if err != nil {
+		var kept int64
+		if err := t.queryRow(ctx, `SELECT COALESCE(SUM(count), 0) FROM call_segments`).Scan(&kept); err != nil {
 			return err
 		}
-		n, err := t.exec(ctx, `DELETE FROM call_log WHERE time < ? OR (time = ? AND id <= ?)`, ts, ts, id)
-		total += n
-		return err
+		excess := kept - maxRows
+		if excess <= 0 {
+			return nil
+		}
+		// Oldest segments first: whole ones while they fit in the excess,
+		// then trim the oldest records of the next.
+		lastMax, lastID := int64(math.MinInt64), int64(math.MinInt64)
+		var partID int64
+		for excess > 0 && partID == 0 {
+			rs, err := t.query(ctx, `SELECT id, max_time, count FROM call_segments
+				WHERE max_time > ? OR (max_time = ? AND id > ?) ORDER BY max_time, id LIMIT 1000`, lastMax, lastMax, lastID)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for rs.Next() {
+				var id, maxT, count int64
+				if err := rs.Scan(&id, &maxT, &count); err != nil {
+					rs.Close()
+					return err
+				}
+				n++
+				if count > excess {
+					partID = id
+					break
+				}
+				lastMax, lastID, excess = maxT, id, excess-count
+				total += count
+				if excess == 0 {
+					break
+				}
+			}
+			err = rs.Err()
+			rs.Close()
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+		}
+		if lastID != math.MinInt64 {
+			if _, err := t.exec(ctx, `DELETE FROM call_segments WHERE max_time < ? OR (max_time = ? AND id <= ?)`,
+				lastMax, lastMax, lastID); err != nil {
+				return err
+			}
+		}
+		if partID != 0 && excess > 0 {
+			n, err := trimSegments(ctx, t, `SELECT id, data FROM call_segments WHERE id = ?`, []any{partID},
+				func(id int64, data []byte) (func(*CallRecord) bool, error) { return dropOldest(id, data, excess) })
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("prune calls: %w", err)
 	}
 	return total, nil
+}
+
+// dropOldest returns a keep function for a segment that drops its n oldest
+// records (by time, then ID).
+func dropOldest(segID int64, data []byte, n int64) (func(*CallRecord) bool, error) {
+	var all []CallRecord
+	if err := callseg.Decode(segID, data, func(_ int64, c CallRecord) bool {
+		all = append(all, CallRecord{ID: c.ID, Time: c.Time})
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	if n >= int64(len(all)) {
+		return func(*CallRecord) bool { return false }, nil
+	}
+	sort.Slice(all, func(i, j int) bool { return callseg.Newer(&all[j], &all[i]) }) // oldest first
+	cut := all[n-1]
+	return func(c *CallRecord) bool { return callseg.Newer(c, &cut) }, nil
+}
+
+// trimSegments rewrites the segments sel selects, keeping the records
+// keepFor(segmentID) accepts, deleting segments left empty. It returns how
+// many records it dropped.
+func trimSegments(ctx context.Context, t tx, sel string, args []any,
+	keepFor func(id int64, data []byte) (func(*CallRecord) bool, error)) (int64, error) {
+	rs, err := t.query(ctx, sel, args...)
+	if err != nil {
+		return 0, err
+	}
+	type seg struct {
+		id   int64
+		data []byte
+	}
+	var segs []seg
+	for rs.Next() {
+		var g seg
+		if err := rs.Scan(&g.id, &g.data); err != nil {
+			rs.Close()
+			return 0, err
+		}
+		segs = append(segs, g)
+	}
+	err = rs.Err()
+	rs.Close()
+	if err != nil {
+		return 0, err
+	}
+	var dropped int64
+	for _, g := range segs {
+		keep, err := keepFor(g.id, g.data)
+		if err != nil {
+			return 0, err
+		}
+		ng, n, err := callseg.Trim(g.id, g.data, keep)
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			continue
+		}
+		dropped += int64(n)
+		if ng.Count == 0 {
+			_, err = t.exec(ctx, `DELETE FROM call_segments WHERE id = ?`, g.id)
+		} else {
+			_, err = t.exec(ctx, `UPDATE call_segments SET min_time = ?, max_time = ?, count = ?, decisions = ?, filter = ?, data = ?
+				WHERE id = ?`, ng.MinTime, ng.MaxTime, ng.Count, ng.Decisions, ng.Filter, ng.Data, g.id)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return dropped, nil
 }
 
 // ---- feeds ----

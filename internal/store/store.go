@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/signalbox/signalbox/internal/store/callseg"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
@@ -87,24 +88,9 @@ type RuleHit struct {
 	Last  time.Time
 }
 
-// CallRecord is one logged CURRI decision.
-type CallRecord struct {
-	ID                 int64     `json:"id"`
-	Time               time.Time `json:"time"`
-	Policy             string    `json:"policy"`
-	Calling            string    `json:"calling"`
-	Called             string    `json:"called"`
-	TransformedCalling string    `json:"transformed_calling"`
-	TransformedCalled  string    `json:"transformed_called"`
-	TriggerPoint       string    `json:"trigger_point"`
-	DeviceName         string    `json:"device_name"`
-	Decision           string    `json:"decision"` // permit | deny | divert | indeterminate
-	Step               string    `json:"step"`
-	RuleID             int64     `json:"rule_id,omitempty"`
-	EntryID            int64     `json:"entry_id,omitempty"`
-	LatencyMicros      int64     `json:"latency_us"`
-	Client             string    `json:"client"`
-}
+// CallRecord is one logged CURRI decision (defined with its storage
+// encoding in callseg).
+type CallRecord = callseg.Record
 
 // CallQuery filters the call log; zero fields do not filter. Newest first.
 type CallQuery struct {
