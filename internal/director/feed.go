@@ -46,10 +46,6 @@ type feed struct {
 	// by the group callbacks).
 	cl     *kgo.Client
 	sink   Sink
-	arena  []*copy.Copy
-	batch  []*copy.Copy
-	marks  []*kgo.Record
-	dlq    []*kgo.Record
 	expMu  sync.Mutex
 	expect map[tp]int64 // next offset we expect per partition, for loss detection
 
@@ -233,8 +229,47 @@ func (f *feed) run(ctx context.Context) {
 		cl.Close()
 	}()
 
+	// Two stages: this goroutine polls and decodes the next batch while
+	// the sender delivers the previous one (a TLS write waits for the
+	// consumer's TCP acknowledgement; the next fetch and decode need not).
+	// Batches reach the sender, and their offsets the commit, in poll
+	// order, and a batch's offsets are marked only once the sink confirmed
+	// it, so delivery stays at-least-once.
+	free := make(chan *pollBatch, pipelineDepth)
+	for range pipelineDepth {
+		free <- new(pollBatch)
+	}
+	work := make(chan *pollBatch, pipelineDepth-1)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for b := range work {
+			if !f.deliver(ctx, b) {
+				// ctx ended: nothing after b may be marked either.
+				for range work {
+				}
+				return
+			}
+			free <- b
+		}
+	}()
+	defer func() {
+		close(work)
+		<-sent
+	}()
+
 	var lastFetchErr time.Time
 	for ctx.Err() == nil {
+		// A free slot first, then the poll: while the sender is busy,
+		// copies gather in the client into one larger batch.
+		var b *pollBatch
+		select {
+		case b = <-free:
+		case <-sent: // the sender stopped: ctx ended
+			return
+		case <-ctx.Done():
+			return
+		}
 		fs := cl.PollRecords(ctx, f.m.cfg.MaxBatch)
 		if ctx.Err() != nil {
 			return
@@ -249,77 +284,103 @@ func (f *feed) run(ctx context.Context) {
 				f.log.Warn("feed: fetch", "topic", t, "partition", p, "err", err)
 			}
 		})
-		if !f.process(ctx, fs) {
-			return
+		if !f.decode(ctx, fs, b) {
+			free <- b
+			continue
 		}
+		work <- b // never blocks: at most pipelineDepth batches exist
 	}
 }
 
-// process delivers one poll's records and marks them for commit; false when
-// ctx ended before the sink confirmed (nothing is marked then).
-func (f *feed) process(ctx context.Context, fs kgo.Fetches) bool {
-	f.batch, f.marks, f.dlq = f.batch[:0], f.marks[:0], f.dlq[:0]
+// pipelineDepth is how many polled batches a feed holds at once: one being
+// delivered and one decoded, waiting for it.
+const pipelineDepth = 2
+
+// pollBatch is one poll's copies on their way to the sink. Its copies point
+// into the poll's record values, which the client does not reuse.
+type pollBatch struct {
+	arena       []*copy.Copy // decoded copies, reused across polls
+	batch       []*copy.Copy // those that passed direction and filter
+	marks       []*kgo.Record
+	dlq         []*kgo.Record
+	redelivered uint64
+}
+
+// decode fills b from one poll; false when the poll held no records.
+func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
+	b.batch, b.marks, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.dlq[:0], 0
 	n := 0
-	var redelivered uint64
-	f.m.dmu.Lock()
-	high := f.m.delivered[f.spec.Name]
-	if high == nil {
-		high = map[tp]int64{}
-		f.m.delivered[f.spec.Name] = high
-	}
-	f.m.dmu.Unlock()
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
 			return
 		}
 		f.checkGap(ctx, p.Topic, p.Partition, p.Records[0].Offset, p.Records[len(p.Records)-1].Offset+1)
-		key := tp{p.Topic, p.Partition}
-		h, seen := high[key]
+		h, seen := f.highDelivered(tp{p.Topic, p.Partition})
 		for _, r := range p.Records {
 			if seen && r.Offset <= h {
-				redelivered++
+				b.redelivered++
 			}
-			if n == len(f.arena) {
-				f.arena = append(f.arena, new(copy.Copy))
+			if n == len(b.arena) {
+				b.arena = append(b.arena, new(copy.Copy))
 			}
-			c := f.arena[n]
+			c := b.arena[n]
 			if err := copy.Decode(r.Value, c); err != nil {
-				f.deadLetter(r, err)
+				b.dlq = f.deadLetter(b.dlq, r, err)
 				continue
 			}
 			if !f.dirs[c.Direction] || !f.pass(c) {
 				continue
 			}
 			n++
-			f.batch = append(f.batch, c)
+			b.batch = append(b.batch, c)
 		}
-		f.marks = append(f.marks, p.Records[len(p.Records)-1])
+		b.marks = append(b.marks, p.Records[len(p.Records)-1])
 	})
-	if len(f.marks) == 0 {
-		return true
-	}
-	if len(f.batch) > 0 && !f.send(ctx) {
+	return len(b.marks) > 0
+}
+
+// highDelivered is the highest offset of the partition this feed delivered
+// in this process, if any.
+func (f *feed) highDelivered(k tp) (int64, bool) {
+	f.m.dmu.Lock()
+	defer f.m.dmu.Unlock()
+	h, ok := f.m.delivered[f.spec.Name][k]
+	return h, ok
+}
+
+// deliver sends one poll's copies and then marks its records for commit;
+// false when ctx ended before the sink confirmed (nothing is marked then).
+func (f *feed) deliver(ctx context.Context, b *pollBatch) bool {
+	if len(b.batch) > 0 && !f.send(ctx, b.batch) {
 		return false
 	}
-	if len(f.dlq) > 0 {
-		f.flushDLQ(ctx)
+	if len(b.dlq) > 0 {
+		f.flushDLQ(ctx, b.dlq)
 	}
 	f.m.dmu.Lock()
-	for _, r := range f.marks {
-		high[tp{r.Topic, r.Partition}] = max(high[tp{r.Topic, r.Partition}], r.Offset)
+	high := f.m.delivered[f.spec.Name]
+	if high == nil {
+		high = map[tp]int64{}
+		f.m.delivered[f.spec.Name] = high
+	}
+	for _, r := range b.marks {
+		k := tp{r.Topic, r.Partition}
+		if h, ok := high[k]; !ok || r.Offset > h {
+			high[k] = r.Offset
+		}
 	}
 	f.m.dmu.Unlock()
-	if redelivered > 0 {
-		f.redelivered.Add(redelivered)
-		f.mRedelivered.Add(float64(redelivered))
+	if b.redelivered > 0 {
+		f.redelivered.Add(b.redelivered)
+		f.mRedelivered.Add(float64(b.redelivered))
 	}
-	f.markCommit(f.marks)
+	f.markCommit(b.marks)
 	return true
 }
 
-func (f *feed) send(ctx context.Context) bool {
+func (f *feed) send(ctx context.Context, batch []*copy.Copy) bool {
 	for attempt := 0; ; attempt++ {
-		err := f.sink.Send(ctx, f.batch)
+		err := f.sink.Send(ctx, batch)
 		if err == nil {
 			break
 		}
@@ -331,7 +392,7 @@ func (f *feed) send(ctx context.Context) bool {
 		f.setErr(err)
 		f.setState(StateDisconnected)
 		if attempt == 0 {
-			f.log.Warn("feed: send failed, retrying", "err", err, "batch", len(f.batch))
+			f.log.Warn("feed: send failed, retrying", "err", err, "batch", len(batch))
 		}
 		if !sleepCtx(ctx, f.backoff(attempt)) {
 			return false
@@ -342,7 +403,7 @@ func (f *feed) send(ctx context.Context) bool {
 	now := time.Now().UnixNano()
 	var bytes uint64
 	f.mu.Lock()
-	for _, c := range f.batch {
+	for _, c := range batch {
 		bytes += uint64(len(c.Raw))
 		if c.Timestamp > 0 && now >= c.Timestamp {
 			us := (now - c.Timestamp) / 1e3
@@ -355,15 +416,15 @@ func (f *feed) send(ctx context.Context) bool {
 	if !wasConnected {
 		f.setState(StateConnected)
 	}
-	f.delivered.Add(uint64(len(f.batch)))
-	f.mDelivered.Add(float64(len(f.batch)))
+	f.delivered.Add(uint64(len(batch)))
+	f.mDelivered.Add(float64(len(batch)))
 	f.bytes.Add(bytes)
 	f.mBytes.Add(float64(bytes))
 	return true
 }
 
 // deadLetter queues an undecodable record for the DLQ; it is then skipped.
-func (f *feed) deadLetter(r *kgo.Record, err error) {
+func (f *feed) deadLetter(dlq []*kgo.Record, r *kgo.Record, err error) []*kgo.Record {
 	reason := "invalid"
 	var de *copy.DecodeError
 	if errors.As(err, &de) {
@@ -371,7 +432,7 @@ func (f *feed) deadLetter(r *kgo.Record, err error) {
 	}
 	f.invalid.Add(1)
 	f.m.m.invalid.WithLabelValues(r.Topic, reason).Inc()
-	f.dlq = append(f.dlq, &kgo.Record{
+	return append(dlq, &kgo.Record{
 		Topic: f.m.cfg.DLQTopic,
 		Key:   r.Key,
 		Value: r.Value,
@@ -386,12 +447,12 @@ func (f *feed) deadLetter(r *kgo.Record, err error) {
 	})
 }
 
-func (f *feed) flushDLQ(ctx context.Context) {
+func (f *feed) flushDLQ(ctx context.Context, dlq []*kgo.Record) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := f.cl.ProduceSync(ctx, f.dlq...).FirstErr(); err != nil {
+	if err := f.cl.ProduceSync(ctx, dlq...).FirstErr(); err != nil {
 		// The record is still skipped: a broken DLQ must not stop the feed.
-		f.log.Error("feed: dead-letter produce failed; invalid copies skipped", "count", len(f.dlq), "err", err)
+		f.log.Error("feed: dead-letter produce failed; invalid copies skipped", "count", len(dlq), "err", err)
 	}
 }
 
