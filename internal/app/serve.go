@@ -66,7 +66,7 @@ type Server struct {
 	httpLn  net.Listener
 	curriLn net.Listener
 	httpSrv *http.Server
-	curriS  *http.Server
+	curriS  *curri.Server
 
 	dir *directorParts // nil when the director is off
 
@@ -161,7 +161,7 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 		return nil, fmt.Errorf("curri listener: %w", err)
 	}
 	s.curriS = curri.NewServer(cfg.CURRIAddr, h, curriTLS)
-	go s.serve("curri", s.curriS, s.curriLn, curriTLS != nil)
+	go s.serveWith("curri", s.curriS.Serve, s.curriLn)
 	s.health.Ready("curri")
 
 	// API, console, metrics, health.
@@ -241,13 +241,15 @@ func (s *Server) AdminToken() string { return s.token }
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 func (s *Server) serve(name string, srv *http.Server, ln net.Listener, useTLS bool) {
-	var err error
 	if useTLS {
-		err = srv.ServeTLS(ln, "", "")
+		s.serveWith(name, func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }, ln)
 	} else {
-		err = srv.Serve(ln)
+		s.serveWith(name, srv.Serve, ln)
 	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+}
+
+func (s *Server) serveWith(name string, serve func(net.Listener) error, ln net.Listener) {
+	if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		s.log.Error("listener failed", "listener", name, "err", err)
 		s.health.Pending(name, err.Error())
 	}
@@ -262,10 +264,7 @@ func (s *Server) Shutdown() error {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
 		var wg sync.WaitGroup
-		for _, srv := range []*http.Server{s.curriS, s.httpSrv} {
-			if srv == nil {
-				continue
-			}
+		for _, srv := range s.listeners() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -301,13 +300,30 @@ func (s *Server) Shutdown() error {
 	return errors.Join(errs...)
 }
 
+// httpListener is what Shutdown needs of the CURRI server and the API's
+// http.Server.
+type httpListener interface {
+	Shutdown(context.Context) error
+	Close() error
+}
+
+// listeners returns the servers that were started.
+func (s *Server) listeners() []httpListener {
+	var out []httpListener
+	if s.curriS != nil {
+		out = append(out, s.curriS)
+	}
+	if s.httpSrv != nil {
+		out = append(out, s.httpSrv)
+	}
+	return out
+}
+
 // abort releases what a failed Start opened.
 func (s *Server) abort() {
 	s.cancel()
-	for _, srv := range []*http.Server{s.curriS, s.httpSrv} {
-		if srv != nil {
-			srv.Close()
-		}
+	for _, srv := range s.listeners() {
+		srv.Close()
 	}
 	for _, ln := range []net.Listener{s.curriLn, s.httpLn} {
 		if ln != nil {

@@ -48,7 +48,7 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 // run starts l.Run and returns a stop function that cancels it and waits.
-func run(t *testing.T, l *Log) (stop func()) {
+func run(t testing.TB, l *Log) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
@@ -239,18 +239,8 @@ func BenchmarkRecord(b *testing.B) {
 					l.Record(rec(0))
 				}
 			} else {
-				// A reader that keeps up, as Run does.
-				stop := make(chan struct{})
-				defer close(stop)
-				go func() {
-					for {
-						select {
-						case <-l.queue:
-						case <-stop:
-							return
-						}
-					}
-				}()
+				// The writer keeps up, as in service.
+				b.Cleanup(run(b, l))
 			}
 			r := rec(1)
 			b.ReportAllocs()

@@ -65,6 +65,7 @@ type Handler struct {
 	requests *prometheus.CounterVec
 	duration prometheus.Histogram
 	errs     map[string]prometheus.Counter // fixed set of reasons, read-only
+	httpErrs map[string]prometheus.Counter // Server's protocol errors, read-only
 
 	mu      sync.RWMutex
 	known   map[string]*policyCounters // policies the Decider has recognised
@@ -85,6 +86,12 @@ type reqState struct {
 	body []byte
 	out  []byte
 	ev   Event
+
+	// outcome of decide, for finish
+	counters  *policyCounters
+	decodeErr error
+	reason    string
+	label     string
 }
 
 const (
@@ -117,6 +124,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		known:          make(map[string]*policyCounters),
 		lastLogged:     make(map[string]time.Time),
 		errs:           make(map[string]prometheus.Counter),
+		httpErrs:       make(map[string]prometheus.Counter),
 		hdrContentType: []string{"text/xml; charset=utf-8"},
 		hdrKeepAlive:   []string{"timeout=" + strconv.Itoa(int(IdleTimeout/time.Second))},
 		hdrConnection:  []string{"Keep-Alive"},
@@ -146,7 +154,15 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		Name: "signalbox_curri_errors_total",
 		Help: "CURRI requests answered Indeterminate, by reason.",
 	}, []string{"reason"})
-	for _, c := range []prometheus.Collector{h.requests, h.duration, errs} {
+	httpErrs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "signalbox_curri_http_errors_total",
+		Help: "CURRI connections and requests refused at the HTTP layer, by reason (bad_request, header_too_large, " +
+			"not_implemented, not_found, method_not_allowed, tls_handshake, timeout, incomplete_request).",
+	}, []string{"reason"})
+	for _, r := range httpErrReasons {
+		h.httpErrs[r] = httpErrs.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{h.requests, h.duration, errs, httpErrs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("curri: register metrics: %w", err)
 		}
@@ -219,6 +235,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	policy, ok := policyFromPath(r.URL.Path)
 	if !ok {
+		h.countHTTP(httpErrNotFound)
 		w.WriteHeader(http.StatusNotFound)
 		return
 	}
@@ -234,54 +251,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	default:
+		h.countHTTP(httpErrMethod)
 		w.Header()["Allow"] = h.hdrAllow
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		return
 	}
 
-	st := h.pool.Get().(*reqState)
-	ev := &st.ev
-	*ev = Event{Policy: policy, Start: start, Client: r.RemoteAddr}
-	var counters *policyCounters
-	var decodeErr error
-	var decisionLabel string
-
+	st := h.begin(policy, r.RemoteAddr, start)
 	body, reason, err := h.readBody(r, st)
-	if err == nil {
-		err = Decode(body, &ev.Call)
-		if de, ok := err.(*DecodeError); ok {
-			reason = de.Reason
-		}
-	}
-	switch {
-	case err != nil:
-		decodeErr = err
-		counters = h.countersIfKnown(policy)
-		st.out = AppendError(st.out[:0], err)
-	default:
-		dec, known := h.decider.Decide(policy, &ev.Call, start)
-		if !known {
-			reason = reasonUnknown
-			decodeErr = errUnknownPolicy
-			counters = h.unknown
-			st.out = appendIndeterminate(st.out[:0], statusProcessingError, "unknown policy")
-			break
-		}
-		ev.Decision = dec
-		counters = h.counters(policy)
-		if !encodable(&dec.Action) {
-			reason = "" // a policy engine bug, not a request error: counted as indeterminate only
-			decodeErr = errUnencodable
-		}
-		st.out = AppendResponse(st.out[:0], &dec.Action)
-		decisionLabel = dec.Action.Decision
-	}
+	closeConn := h.decide(st, body, reason, err)
 
 	hd := w.Header()
 	hd["Content-Type"] = h.hdrContentType
 	hd["Content-Length"] = []string{strconv.Itoa(len(st.out))}
 	hd["Keep-Alive"] = h.hdrKeepAlive
-	if reason == ReasonTooLarge || reason == ReasonSlowBody || reason == reasonRead {
+	if closeConn {
 		hd["Connection"] = h.hdrClose // the rest of the body was not read
 	} else {
 		hd["Connection"] = h.hdrConnection
@@ -291,33 +275,94 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
-	ev.Latency = time.Since(start)
-	h.duration.Observe(ev.Latency.Seconds())
+	h.finish(st)
+}
 
-	if decodeErr != nil {
+// countHTTP counts a refusal at the HTTP layer.
+func (h *Handler) countHTTP(reason string) {
+	if c := h.httpErrs[reason]; c != nil {
+		c.Inc()
+	}
+}
+
+// begin takes a request's scratch state from the pool.
+func (h *Handler) begin(policy, client string, start time.Time) *reqState {
+	st := h.pool.Get().(*reqState)
+	st.ev = Event{Policy: policy, Start: start, Client: client}
+	return st
+}
+
+// decide answers one POST: body is the request body, or reason/err say why
+// it could not be read. The reply body goes to st.out; the outcome is kept
+// in st for finish. It reports whether the connection must close after the
+// reply (the rest of the body was not read).
+func (h *Handler) decide(st *reqState, body []byte, reason string, err error) (closeConn bool) {
+	ev := &st.ev
+	if err == nil {
+		err = Decode(body, &ev.Call)
+		if de, ok := err.(*DecodeError); ok {
+			reason = de.Reason
+		}
+	}
+	st.counters, st.decodeErr, st.label = nil, nil, ""
+	switch {
+	case err != nil:
+		st.decodeErr = err
+		st.counters = h.countersIfKnown(ev.Policy)
+		st.out = AppendError(st.out[:0], err)
+	default:
+		dec, known := h.decider.Decide(ev.Policy, &ev.Call, ev.Start)
+		if !known {
+			reason = reasonUnknown
+			st.decodeErr = errUnknownPolicy
+			st.counters = h.unknown
+			st.out = appendIndeterminate(st.out[:0], statusProcessingError, "unknown policy")
+			break
+		}
+		ev.Decision = dec
+		st.counters = h.counters(ev.Policy)
+		if !encodable(&dec.Action) {
+			reason = "" // a policy engine bug, not a request error: counted as indeterminate only
+			st.decodeErr = errUnencodable
+		}
+		st.out = AppendResponse(st.out[:0], &dec.Action)
+		st.label = dec.Action.Decision
+	}
+	st.reason = reason
+	return reason == ReasonTooLarge || reason == ReasonSlowBody || reason == reasonRead
+}
+
+// finish runs once the reply has been written: metrics, the unknown-policy
+// warning, OnDecision. Then st goes back to the pool.
+func (h *Handler) finish(st *reqState) {
+	ev := &st.ev
+	ev.Latency = time.Since(ev.Start)
+	h.duration.Observe(ev.Latency.Seconds())
+	if st.decodeErr != nil {
 		ev.Indeterminate = true
-		ev.Err = decodeErr.Error()
-		counters.indeterminate.Inc()
-		if c := h.errs[reason]; c != nil {
+		ev.Err = st.decodeErr.Error()
+		st.counters.indeterminate.Inc()
+		if c := h.errs[st.reason]; c != nil {
 			c.Inc()
 		}
 	} else {
-		switch decisionLabel {
+		switch st.label {
 		case callpolicy.Permit:
-			counters.permit.Inc()
+			st.counters.permit.Inc()
 		case callpolicy.Deny:
-			counters.deny.Inc()
+			st.counters.deny.Inc()
 		case callpolicy.Divert:
-			counters.divert.Inc()
+			st.counters.divert.Inc()
 		}
 	}
-	if reason == reasonUnknown {
-		h.logUnknown(policy, r.RemoteAddr, start)
+	if st.reason == reasonUnknown {
+		h.logUnknown(ev.Policy, ev.Client, ev.Start)
 	}
 	if h.onDecision != nil {
 		h.onDecision(ev)
 	}
 	*ev = Event{}
+	st.counters, st.decodeErr = nil, nil
 	if cap(st.body) <= 4*defaultMaxBody {
 		h.pool.Put(st)
 	}

@@ -1,6 +1,7 @@
 package curri
 
 import (
+	"crypto/tls"
 	"bufio"
 	"errors"
 	"fmt"
@@ -15,13 +16,14 @@ import (
 )
 
 func TestNewServerSettings(t *testing.T) {
-	srv := NewServer(":4080", http.NotFoundHandler(), nil)
-	if srv.ReadHeaderTimeout != ReadHeaderTimeout || srv.ReadTimeout != 5*time.Second || srv.WriteTimeout != WriteTimeout ||
-		srv.IdleTimeout != 5*time.Minute || srv.MaxHeaderBytes != 16<<10 || srv.ErrorLog == nil || srv.Addr != ":4080" {
+	env := newTestEnv(t, 0)
+	srv := NewServer(":4080", env.h, &tls.Config{NextProtos: []string{"h2", "http/1.1"}})
+	if srv.ReadTimeout != 5*time.Second || srv.WriteTimeout != WriteTimeout || srv.IdleTimeout != 5*time.Minute ||
+		srv.HandshakeTimeout != ReadHeaderTimeout || srv.MaxHeaderBytes != 16<<10 || srv.Addr != ":4080" {
 		t.Errorf("server settings %+v", srv)
 	}
-	if srv.Protocols == nil || !srv.Protocols.HTTP1() || srv.Protocols.HTTP2() {
-		t.Errorf("protocols %v, want HTTP/1.1 only", srv.Protocols)
+	if got := srv.TLSConfig.NextProtos; len(got) != 1 || got[0] != "http/1.1" {
+		t.Errorf("ALPN %v, want HTTP/1.1 only", got)
 	}
 }
 
