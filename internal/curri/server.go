@@ -293,11 +293,29 @@ func (c *serverConn) serve() {
 		keep := c.serveRequest()
 		c.inRequest = false
 		if !keep || s.closing.Load() {
-			_ = c.flush()
+			if c.flush() == nil && !keep {
+				c.lingerClose()
+			}
 			return
 		}
 		c.state.Store(connIdle)
 	}
+}
+
+// lingerClose ends a connection the server gave up on mid-stream (an error
+// status, a body it did not read): closing a socket with unread input sends
+// a reset, which can destroy the response before the client reads it. So
+// it half-closes, then reads and discards what the client still sends for a
+// short while (RFC 9112 §9.6).
+func (c *serverConn) lingerClose() {
+	type closeWriter interface{ CloseWrite() error }
+	cw, ok := c.rw.(closeWriter)
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	c.inRequest = false
+	_ = c.rw.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, _ = io.CopyN(io.Discard, c.rw, 256<<10)
 }
 
 // flush writes the pending responses.
@@ -372,7 +390,7 @@ func (c *serverConn) serveRequest() bool {
 
 	st := h.begin(policy, c.client, c.reqStart)
 	body, consumed, reason, err := c.readBody(&rq, st)
-	closeConn := h.decide(st, body, reason, err) || !keep
+	closeConn := h.decide(st, body, reason, err) || !keep || c.srv.closing.Load()
 	c.out = appendPostHead(c.out, len(st.out), !closeConn, rq.http10)
 	c.out = append(c.out, st.out...)
 	// Pipelined requests already buffered are answered in the same write.

@@ -1,8 +1,8 @@
 package curri
 
 import (
-	"crypto/tls"
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
