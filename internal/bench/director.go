@@ -27,6 +27,7 @@ type dirConfig struct {
 	Rate        float64       // total MPS
 	Mix         string        // NF mix TYPE=weight,...
 	Compression string        // nfsim's Kafka batch compression
+	Linger      time.Duration // nfsim's producer linger
 	Feeds       int           // independent feeds (and consumers) of the same stream
 	FindMax     bool          // search the highest rate that meets MaxP99 and loses nothing
 	Trial       time.Duration // measured phase of a -find-max trial
@@ -63,6 +64,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.Float64Var(&c.Rate, "rate", c.Rate, "total copies per second (the start rate with -find-max)")
 	fs.StringVar(&c.Mix, "mix", c.Mix, "NF mix as TYPE=weight,...")
 	fs.StringVar(&c.Compression, "compression", "snappy", "the NFs' (nfsim's) Kafka batch compression: snappy, lz4, zstd, gzip or none")
+	fs.DurationVar(&c.Linger, "linger", 0, "the NFs' (nfsim's) Kafka producer linger (0: send at once)")
 	fs.IntVar(&c.Feeds, "feeds", c.Feeds, "independent feeds (and consumers) of the same stream")
 	fs.BoolVar(&c.FindMax, "find-max", false, "search the highest rate with p99 <= -max-p99 and nothing lost, in -trial runs")
 	fs.DurationVar(&c.Trial, "trial", c.Trial, "measured phase of one -find-max trial")

@@ -55,6 +55,11 @@ type Config struct {
 	// Compression of produced batches: snappy (default, kgo's own), lz4,
 	// zstd, gzip or none.
 	Compression string
+	// Linger is how long the producer waits for more copies of a partition
+	// before sending its batch; 0 sends at once (the client still batches
+	// whatever arrives while its requests are in flight), which is what a
+	// latency-sensitive NF does.
+	Linger time.Duration
 
 	SASLMechanism string // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; "" = none
 	SASLUser      string
@@ -87,6 +92,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.RunID, "run-id", c.RunID, "run id in x-signalbox-seq (default random)")
 	fs.StringVar(&c.Compression, "compression", c.Compression, "Kafka batch compression: snappy (default), lz4, zstd, gzip or none")
+	fs.DurationVar(&c.Linger, "linger", c.Linger, "Kafka producer linger per partition (0: send at once, batching only what queues behind in-flight requests)")
 	fs.StringVar(&c.SASLMechanism, "sasl-mechanism", c.SASLMechanism, "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
 	fs.StringVar(&c.SASLUser, "sasl-user", c.SASLUser, "Kafka SASL user")
 	fs.StringVar(&c.SASLPassword, "sasl-password", c.SASLPassword, "Kafka SASL password")
@@ -458,7 +464,7 @@ func compressionCodec(name string) (kgo.CompressionCodec, error) {
 func newKafkaSender(cfg Config) (*kafkaSender, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ProducerLinger(time.Millisecond),
+		kgo.ProducerLinger(cfg.Linger),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.MaxBufferedRecords(100000),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
