@@ -47,6 +47,7 @@ type Sink struct {
 	buf      []byte
 	conn     net.Conn
 	raw      syscall.RawConn // the TCP socket under conn, for acknowledgement tracking
+	gather   *gather         // under a TLS conn: its records of one batch, written at once
 	dead     chan struct{}   // closed when the connection's reader sees EOF/error
 	failures int             // consecutive failures, drives the backoff
 	nextDial time.Time
@@ -172,7 +173,17 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 	_ = conn.SetWriteDeadline(deadline)
 	// A cancelled ctx interrupts a write blocked on a slow consumer.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
-	_, err := conn.Write(b)
+	var err error
+	if g := s.gather; g != nil {
+		g.hold()
+		if _, err = conn.Write(b); err == nil {
+			err = g.flush()
+		} else {
+			g.discard()
+		}
+	} else {
+		_, err = conn.Write(b)
+	}
 	if err == nil {
 		err = s.awaitAck(ctx, deadline)
 	}
@@ -222,7 +233,10 @@ func (s *Sink) awaitAck(ctx context.Context, deadline time.Time) error {
 			return fmt.Errorf("consumer has not acknowledged %d bytes within the write timeout", unacked)
 		}
 		time.Sleep(wait)
-		wait = min(wait*2, 2*time.Millisecond)
+		// On loopback the last segment's ACK usually comes when the
+		// consumer reads it, a few hundred µs; a coarse backoff would
+		// hold the feed's next batch for up to twice that.
+		wait = min(wait*2, 200*time.Microsecond)
 	}
 }
 
@@ -243,6 +257,7 @@ func (s *Sink) connect(ctx context.Context) error {
 	}
 	var conn net.Conn
 	var raw syscall.RawConn
+	var g *gather
 	tcp, err := s.dialer.DialContext(ctx, "tcp", s.cfg.Endpoint)
 	if err == nil {
 		if tc, ok := tcp.(*net.TCPConn); ok {
@@ -255,7 +270,8 @@ func (s *Sink) connect(ctx context.Context) error {
 				tcfg = tcfg.Clone()
 				tcfg.ServerName, _, _ = net.SplitHostPort(s.cfg.Endpoint)
 			}
-			tlc := tls.Client(tcp, tcfg)
+			g = &gather{Conn: tcp}
+			tlc := tls.Client(g, tcfg)
 			if err = tlc.HandshakeContext(ctx); err != nil {
 				tcp.Close()
 				err = fmt.Errorf("tls handshake: %w", err)
@@ -278,7 +294,7 @@ func (s *Sink) connect(ctx context.Context) error {
 		s.connected.Store(false)
 		close(dead)
 	}()
-	s.conn, s.raw, s.dead = conn, raw, dead
+	s.conn, s.raw, s.dead, s.gather = conn, raw, dead, g
 	s.connected.Store(true)
 	s.log.Info("synthetic sink connected", "tls", s.cfg.TLS != nil)
 	return nil
@@ -309,7 +325,7 @@ func (s *Sink) dropConn() {
 	}
 	_ = s.conn.Close()
 	<-s.dead
-	s.conn, s.raw, s.dead = nil, nil, nil
+	s.conn, s.raw, s.dead, s.gather = nil, nil, nil, nil
 	s.connected.Store(false)
 }
 
@@ -335,4 +351,58 @@ func (s *Sink) LastError() string {
 		return *p
 	}
 	return ""
+}
+
+// gather sits between a TLS connection and its TCP socket. crypto/tls writes
+// every record (at most 16 KB of plaintext) with its own Write; while held,
+// gather collects them so that a batch reaches the kernel in one write call
+// (and the consumer in large segments) instead of hundreds of small ones.
+type gather struct {
+	net.Conn
+	mu  sync.Mutex // also held across flush's write, so records stay in order
+	on  bool
+	buf []byte
+}
+
+func (g *gather) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.on {
+		g.buf = append(g.buf, p...)
+		return len(p), nil
+	}
+	return g.Conn.Write(p)
+}
+
+func (g *gather) hold() {
+	g.mu.Lock()
+	g.on = true
+	g.mu.Unlock()
+}
+
+// flush writes what was gathered and stops gathering.
+func (g *gather) flush() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.on = false
+	_, err := g.Conn.Write(g.buf)
+	g.reset()
+	return err
+}
+
+// discard stops gathering and drops what was gathered (the connection is
+// being abandoned).
+func (g *gather) discard() {
+	g.mu.Lock()
+	g.on = false
+	g.reset()
+	g.mu.Unlock()
+}
+
+func (g *gather) reset() {
+	if cap(g.buf) > maxKeptBuf {
+		g.buf = nil
+	} else {
+		g.buf = g.buf[:0]
+	}
 }
