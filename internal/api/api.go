@@ -80,6 +80,10 @@ type Config struct {
 	// OnChange is called after every committed configuration change with
 	// ChangedPolicies or ChangedFeeds, so the owner rebuilds its snapshot.
 	OnChange func(what string)
+	// OnRulesReplaced, if set, is called instead of OnChange after a bulk
+	// replacement of a policy's rules, with the rules as stored (IDs set),
+	// so the owner can recompile that policy without reading it back.
+	OnRulesReplaced func(policyID string, rules []callpolicy.Rule)
 	// AdminToken, when set, is accepted as an admin bearer token.
 	AdminToken string
 	Logger     *slog.Logger

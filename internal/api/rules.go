@@ -158,7 +158,13 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "replace rules", pid)
+	if s.cfg.OnRulesReplaced != nil {
+		s.log.Info("api config change", "what", ChangedPolicies, "action", "replace rules", "id", pid,
+			"rules", len(rules), "role", roleFrom(r.Context()))
+		s.cfg.OnRulesReplaced(pid, rules)
+	} else {
+		s.changed(r, ChangedPolicies, "replace rules", pid)
+	}
 	// The rules themselves are not echoed: a bulk load can be 100,000.
 	writeJSON(w, http.StatusOK, map[string]any{"policy_id": pid, "rules": len(rules)})
 }

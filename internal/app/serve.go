@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -15,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,8 +79,10 @@ type Server struct {
 	bg      sync.WaitGroup     // background loops
 	logDone chan error         // call log writer
 	reload  chan struct{}      // policy rebuild requests
+	rulesCh chan replacedRules // one policy's rules replaced through the API
 
-	policyVersion atomic.Int64  // config version the live policy snapshot was built from
+	policyVersion atomic.Int64 // config version the live policy snapshot was built from
+	reloads       *prometheus.CounterVec
 	feedsCh       chan struct{} // feed reconcile requests
 	closed        sync.Once
 }
@@ -96,6 +100,7 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 		reg:     obs.NewRegistry(Version),
 		health:  obs.NewHealth(),
 		reload:  make(chan struct{}, 1),
+		rulesCh: make(chan replacedRules, 1),
 		feedsCh: make(chan struct{}, 1),
 		logDone: make(chan error, 1),
 	}
@@ -127,6 +132,10 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 
 	// Call policy.
 	s.engine = callpolicy.NewEngine(s.reg)
+	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_policy_reloads_total",
+		Help: "Policy snapshots built: scope all (every policy loaded from the store) or policy (one policy's bulk-replaced rules recompiled)."},
+		[]string{"scope"})
+	s.reg.MustRegister(s.reloads)
 	if err := s.rebuildPolicies(ctx); err != nil {
 		return nil, err
 	}
@@ -166,11 +175,18 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 
 	// API, console, metrics, health.
 	apiH, err := api.New(api.Config{
-		Store:      st,
-		Policies:   s.engine,
-		Feeds:      s.feedRuntime(),
-		Calls:      s.calls,
-		OnChange:   s.changed,
+		Store:    st,
+		Policies: s.engine,
+		Feeds:    s.feedRuntime(),
+		Calls:    s.calls,
+		OnChange: s.changed,
+		OnRulesReplaced: func(policyID string, rules []callpolicy.Rule) {
+			select {
+			case s.rulesCh <- replacedRules{policyID, rules}:
+			default: // one is pending already: rebuild everything
+				s.changed(api.ChangedPolicies)
+			}
+		},
 		AdminToken: s.token,
 		Alarms:     s.alarms,
 		Gatherer:   s.reg,
@@ -383,6 +399,53 @@ func (s *Server) changed(what string) {
 	}
 }
 
+// replacedRules is a bulk replacement of one policy's rules, as stored.
+type replacedRules struct {
+	policyID string
+	rules    []callpolicy.Rule
+}
+
+// applyReplacedRules recompiles only the policy whose rules the API just
+// replaced, from the rules it validated and stored, keeping every other
+// policy of the live snapshot: for 100,000 rules that saves reading them
+// back (~0.5 s of CPU and ~90 MB of garbage while calls are being
+// answered). It applies only if that replacement is the one change since
+// the live snapshot was built; otherwise (ok=false) the caller rebuilds
+// everything.
+func (s *Server) applyReplacedRules(ctx context.Context, rr replacedRules) (ok bool, err error) {
+	v, err := s.store.ConfigVersion(ctx)
+	if err != nil {
+		return false, fmt.Errorf("config version: %w", err)
+	}
+	cur := s.engine.Snapshot()
+	if cur == nil || v != s.policyVersion.Load()+1 {
+		return false, nil
+	}
+	cfg := callpolicy.PolicyConfig{Rules: rr.rules}
+	if cfg.Policy, err = s.store.GetPolicy(ctx, rr.policyID); err != nil {
+		return false, fmt.Errorf("policy %q: %w", rr.policyID, err)
+	}
+	if cfg.Allow, err = s.store.ListEntries(ctx, rr.policyID, callpolicy.AllowList); err != nil {
+		return false, fmt.Errorf("allow list of %q: %w", rr.policyID, err)
+	}
+	if cfg.Block, err = s.store.ListEntries(ctx, rr.policyID, callpolicy.BlockList); err != nil {
+		return false, fmt.Errorf("block list of %q: %w", rr.policyID, err)
+	}
+	// Rules are compiled in priority order, then id, as LoadPolicies returns them.
+	slices.SortStableFunc(cfg.Rules, func(a, b callpolicy.Rule) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
+	})
+	snap, err := cur.WithPolicy(&cfg)
+	if err != nil {
+		return false, fmt.Errorf("compile policy %q: %w", rr.policyID, err)
+	}
+	s.flushHits(ctx)
+	s.engine.Swap(snap)
+	s.policyVersion.Store(v)
+	s.reloads.WithLabelValues("policy").Inc()
+	return true, nil
+}
+
 func (s *Server) rebuildPolicies(ctx context.Context) error {
 	// The version is read before the load: a change committed while loading
 	// shows up as a newer version at the next check and is not missed.
@@ -402,6 +465,7 @@ func (s *Server) rebuildPolicies(ctx context.Context) error {
 	s.flushHits(ctx)
 	s.engine.Swap(snap)
 	s.policyVersion.Store(v)
+	s.reloads.WithLabelValues("all").Inc()
 	return nil
 }
 
@@ -454,6 +518,18 @@ func (s *Server) reloadLoop(ctx context.Context) {
 			return
 		case <-s.reload:
 			rebuild()
+		case rr := <-s.rulesCh:
+			start := time.Now()
+			ok, err := s.applyReplacedRules(ctx, rr)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("recompiling the replaced policy failed; rebuilding everything", "policy", rr.policyID, "err", err)
+			}
+			if !ok {
+				rebuild()
+				continue
+			}
+			s.log.Debug("policy recompiled", "policy", rr.policyID, "rules", len(rr.rules),
+				"version", s.policyVersion.Load(), "took", time.Since(start))
 		case <-s.feedsCh:
 			v, _ := s.store.ConfigVersion(ctx)
 			reconcile(v)

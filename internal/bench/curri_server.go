@@ -234,11 +234,14 @@ func (a *apiClient) evaluate(ctx context.Context, calling, called string) (strin
 
 // waitLive polls the dry run until the canary of generation gen is denied,
 // i.e. until that rule set is the live one.
-func (a *apiClient) waitLive(ctx context.Context, gen int, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
+func (a *apiClient) waitLive(parent context.Context, gen int, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	for {
 		d, err := a.evaluate(ctx, canaryNumber(gen), "50000")
+		if parent.Err() != nil {
+			return fmt.Errorf("the run ended before rule set %d was seen live", gen)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("rule set %d not live within %v: %w", gen, limit, err)
@@ -250,6 +253,9 @@ func (a *apiClient) waitLive(ctx context.Context, gen int, limit time.Duration) 
 		}
 		select {
 		case <-ctx.Done():
+			if parent.Err() != nil {
+				return fmt.Errorf("the run ended before rule set %d was seen live", gen)
+			}
 			return fmt.Errorf("rule set %d not live within %v (canary %s decided %q)", gen, limit, canaryNumber(gen), d)
 		case <-time.After(2 * time.Millisecond):
 		}

@@ -374,3 +374,41 @@ func TestCompileErrorNamesPolicyAndRule(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestWithPolicyReplacesOnePolicy(t *testing.T) {
+	deny := Action{Decision: Deny, Reason: "blocked"}
+	old, err := Compile([]PolicyConfig{
+		{Policy: Policy{ID: "a", DefaultAction: permit()}, Rules: []Rule{{ID: 1, Enabled: true, Match: Match{Calling: "100"}, Action: deny}}},
+		{Policy: Policy{ID: "b", DefaultAction: permit()}, Rules: []Rule{{ID: 2, Enabled: true, Match: Match{Calling: "200"}, Action: deny}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := old.WithPolicy(&PolicyConfig{Policy: Policy{ID: "a", DefaultAction: permit()},
+		Rules: []Rule{{ID: 3, Enabled: true, Match: Match{Calling: "300"}, Action: deny}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(nil)
+	decide := func(s *Snapshot, pol, calling string) string {
+		e.Swap(s)
+		d, ok := e.DryRun(pol, &Call{Calling: calling, Called: "1"}, time.Now())
+		if !ok {
+			t.Fatalf("policy %s missing", pol)
+		}
+		return d.Action.Decision
+	}
+	if decide(n, "a", "300") != Deny || decide(n, "a", "100") != Permit || decide(n, "b", "200") != Deny {
+		t.Error("new snapshot: policy a not replaced or policy b lost")
+	}
+	if n.policies["b"] != old.policies["b"] {
+		t.Error("policy b was recompiled; it should be shared")
+	}
+	if decide(old, "a", "100") != Deny || decide(old, "a", "300") != Permit {
+		t.Error("the old snapshot changed")
+	}
+	if _, err := old.WithPolicy(&PolicyConfig{Policy: Policy{ID: "a", DefaultAction: permit()},
+		Rules: []Rule{{ID: 4, Enabled: true, Match: Match{Calling: "regex:(a)\\1"}, Action: deny}}}); err == nil {
+		t.Error("an invalid rule compiled")
+	}
+}

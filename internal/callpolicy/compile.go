@@ -111,6 +111,27 @@ func Compile(cfgs []PolicyConfig) (*Snapshot, error) {
 	return s, nil
 }
 
+// WithPolicy returns a snapshot in which cfg's policy is compiled anew
+// and every other policy is s's, shared: replacing one policy's rules does
+// not reload or recompile the rest. s is unchanged.
+func (s *Snapshot) WithPolicy(cfg *PolicyConfig) (*Snapshot, error) {
+	start := time.Now()
+	if err := ValidatePolicy(&cfg.Policy); err != nil {
+		return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
+	}
+	p, err := compilePolicy(cfg, map[string]*time.Location{})
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
+	}
+	n := &Snapshot{policies: make(map[string]*policy, len(s.policies)+1)}
+	for id, op := range s.policies {
+		n.policies[id] = op
+	}
+	n.policies[p.id] = p
+	n.buildTime = time.Since(start)
+	return n, nil
+}
+
 func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy, error) {
 	p := &policy{id: cfg.Policy.ID, def: cfg.Policy.DefaultAction}
 	if rl := cfg.Policy.RateLimit; rl != nil {

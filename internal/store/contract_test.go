@@ -298,6 +298,10 @@ func testReplaceRules(t *testing.T, h backendHarness) {
 				!reflect.DeepEqual(g.Tags, w.Tags) || !reflect.DeepEqual(g.ExpiresAt, w.ExpiresAt) || g.Hits != 0 {
 				t.Errorf("round %d rule %d:\n got %+v\nwant %+v", round, i, g, w)
 			}
+			// ReplaceRules hands back the rules as stored.
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("round %d rule %d: stored\n %+v\nbut ReplaceRules set\n %+v", round, i, g, w)
+			}
 		}
 	}
 	bumps(t, s, 1, "replace with none", func() error { return s.ReplaceRules(ctx, "p", nil) })

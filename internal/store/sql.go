@@ -474,6 +474,7 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 		v[6], v[7], v[8], v[9], v[10], v[11], v[12] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts
 		return v
 	}
+	var ids []int64
 	err := s.write(ctx, true, func(t tx) error {
 		if err := policyExists(ctx, t, policyID); err != nil {
 			return err
@@ -481,12 +482,24 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 		if _, err := t.exec(ctx, `DELETE FROM rules WHERE policy_id = ?`, policyID); err != nil {
 			return err
 		}
-		return t.copyRows(ctx, "rules", ruleInsertCols, len(rules), row)
+		var err error
+		ids, err = t.insertIDs(ctx, "rules", ruleInsertCols, len(rules), row)
+		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("replace rules of %q: %w", policyID, err)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// The caller's rules are now the stored ones, so it can compile them
+	// without reading 100,000 rows back.
+	created := fromUS(ts.(int64))
+	for i := range rules {
+		r := &rules[i]
+		r.ID, r.PolicyID, r.Hits, r.LastHitAt, r.CreatedAt, r.UpdatedAt = ids[i], policyID, 0, nil, created, created
+	}
+	return nil
 }
 
 // AddRuleHits is statistics, not configuration: no version bump. Hits of

@@ -49,6 +49,8 @@ type Store interface {
 	UpdateRule(ctx context.Context, r *callpolicy.Rule) error
 	DeleteRule(ctx context.Context, id int64) error
 	// ReplaceRules atomically replaces every rule of a policy (bulk import).
+	// On success the rules are as stored: ID, PolicyID, CreatedAt and
+	// UpdatedAt set, no hits.
 	ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule) error
 	// AddRuleHits adds hit counts and last-hit times (not a config change).
 	AddRuleHits(ctx context.Context, hits map[int64]RuleHit) error
