@@ -338,3 +338,54 @@ func FuzzServerConn(f *testing.F) {
 		}
 	})
 }
+
+// memConn is a net.Conn that serves n copies of one request and swallows
+// the responses: the server's whole per-request path without the kernel.
+type memConn struct {
+	net.Conn // nil: only the methods below are used
+	req      []byte
+	left     int // requests still to deliver
+	pos      int
+	written  int
+}
+
+func (c *memConn) Read(p []byte) (int, error) {
+	if c.pos == len(c.req) {
+		if c.left == 0 {
+			return 0, io.EOF
+		}
+		c.left--
+		c.pos = 0
+	}
+	n := copy(p, c.req[c.pos:])
+	c.pos += n
+	return n, nil
+}
+func (c *memConn) Write(p []byte) (int, error)      { c.written += len(p); return len(p), nil }
+func (c *memConn) Close() error                     { return nil }
+func (c *memConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 5060} }
+func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *memConn) SetDeadline(t time.Time) error    { return nil }
+
+// BenchmarkServerRequest: one CUCM request through the CURRI server's
+// connection loop (parse, decode, decide, encode, write, OnDecision), as
+// ns and allocations per request.
+func BenchmarkServerRequest(b *testing.B) {
+	env := newTestEnv(b, 0)
+	env.h.onDecision = func(*Event) {}
+	srv := NewServer("", env.h, nil)
+	srv.conns = map[*serverConn]struct{}{}
+	req := []byte(cucmPost("x", "/curri/lobby", readRequest(b, "cisco_hello_world.xml")))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(req)))
+	mc := &memConn{req: req, left: b.N, pos: len(req)}
+	c := &serverConn{srv: srv, nc: mc}
+	srv.track(c, true)
+	b.ResetTimer()
+	c.serve()
+	b.StopTimer()
+	if mc.written == 0 || mc.left != 0 {
+		b.Fatalf("served %d of %d requests", b.N-mc.left, b.N)
+	}
+}
