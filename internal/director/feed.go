@@ -243,14 +243,18 @@ func (f *feed) run(ctx context.Context) {
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
-		for b := range work {
-			if !f.deliver(ctx, b) {
-				// ctx ended: nothing after b may be marked either.
-				for range work {
+		if ps, ok := f.sink.(PipelinedSink); ok {
+			f.deliverPipelined(ctx, ps, work, free)
+		} else {
+			for b := range work {
+				if !f.deliver(ctx, b) {
+					break
 				}
-				return
+				free <- b
 			}
-			free <- b
+		}
+		// ctx ended: nothing after the batch in hand may be marked either.
+		for range work {
 		}
 	}()
 	defer func() {
@@ -293,8 +297,9 @@ func (f *feed) run(ctx context.Context) {
 }
 
 // pipelineDepth is how many polled batches a feed holds at once: one being
-// delivered and one decoded, waiting for it.
-const pipelineDepth = 2
+// decoded and the others written or waiting to be (with a PipelinedSink, one
+// of them may be written and awaiting confirmation).
+const pipelineDepth = 3
 
 // pollBatch is one poll's copies on their way to the sink. Its copies point
 // into the poll's record values, which the client does not reuse.
@@ -354,6 +359,146 @@ func (f *feed) deliver(ctx context.Context, b *pollBatch) bool {
 	if len(b.batch) > 0 && !f.send(ctx, b.batch) {
 		return false
 	}
+	f.confirmed(ctx, b)
+	return true
+}
+
+// deliverPipelined is the sender of a feed whose sink confirms apart from
+// writing: it writes each batch as soon as it is decoded and checks, in
+// between, which written batches the sink has confirmed, marking those in
+// order. When a write or a confirmation fails, every written but unconfirmed
+// batch is written again, in order, after the usual backoff. It returns when
+// ctx ends.
+func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-chan *pollBatch, free chan<- *pollBatch) {
+	type written struct {
+		b      *pollBatch
+		ticket uint64
+	}
+	var pend []written // oldest first
+	write := func(b *pollBatch) error {
+		if len(b.batch) == 0 { // nothing to write: confirmed with what precedes it
+			t := uint64(0)
+			if len(pend) > 0 {
+				t = pend[len(pend)-1].ticket
+			}
+			pend = append(pend, written{b, t})
+			return nil
+		}
+		t, err := ps.Write(ctx, b.batch)
+		if err != nil {
+			return err
+		}
+		pend = append(pend, written{b, t})
+		return nil
+	}
+	// rewrite writes every pending batch again until all are written.
+	rewrite := func(err error) bool {
+		todo := make([]*pollBatch, len(pend))
+		for i := range pend {
+			todo[i] = pend[i].b
+		}
+		for attempt := 0; ; attempt++ {
+			if ctx.Err() != nil {
+				return false
+			}
+			f.failed.Add(1)
+			f.mFailed.Inc()
+			f.setErr(err)
+			f.setState(StateDisconnected)
+			if attempt == 0 {
+				n := 0
+				for _, b := range todo {
+					n += len(b.batch)
+				}
+				f.log.Warn("feed: send failed, retrying", "err", err, "batch", n)
+			}
+			if !sleepCtx(ctx, f.backoff(attempt)) {
+				return false
+			}
+			f.retries.Add(1)
+			f.mRetries.Inc()
+			pend = pend[:0]
+			err = nil
+			for _, b := range todo {
+				if err = write(b); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				return true
+			}
+		}
+	}
+	const minWait, maxWait = 10 * time.Microsecond, 200 * time.Microsecond
+	wait := minWait
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		// Confirm what the sink has confirmed, oldest first.
+		for len(pend) > 0 {
+			w := pend[0]
+			ok := true
+			var err error
+			if len(w.b.batch) > 0 || w.ticket > 0 {
+				ok, err = ps.Confirmed(w.ticket)
+			}
+			if err != nil {
+				if !rewrite(err) {
+					return
+				}
+				continue
+			}
+			if !ok {
+				break
+			}
+			if len(w.b.batch) > 0 {
+				f.delivered1(w.b.batch)
+			}
+			f.confirmed(ctx, w.b)
+			pend = append(pend[:0], pend[1:]...)
+			free <- w.b
+			wait = minWait
+		}
+		var b *pollBatch
+		var ok bool
+		if len(pend) == 0 {
+			select {
+			case b, ok = <-work:
+			case <-ctx.Done():
+				return
+			}
+		} else {
+			timer.Reset(wait)
+			select {
+			case b, ok = <-work:
+			case <-timer.C:
+				wait = min(wait*2, maxWait)
+				continue
+			case <-ctx.Done():
+				return
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		if !ok {
+			return
+		}
+		if err := write(b); err != nil {
+			pend = append(pend, written{b, 0})
+			if !rewrite(err) {
+				return
+			}
+		}
+	}
+}
+
+// confirmed finishes a batch the sink confirmed: dead letters, redelivery
+// count, the delivered high-water mark, and the marks for commit.
+func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 	if len(b.dlq) > 0 {
 		f.flushDLQ(ctx, b.dlq)
 	}
@@ -375,7 +520,6 @@ func (f *feed) deliver(ctx context.Context, b *pollBatch) bool {
 		f.mRedelivered.Add(float64(b.redelivered))
 	}
 	f.markCommit(b.marks)
-	return true
 }
 
 func (f *feed) send(ctx context.Context, batch []*copy.Copy) bool {
@@ -400,6 +544,12 @@ func (f *feed) send(ctx context.Context, batch []*copy.Copy) bool {
 		f.retries.Add(1)
 		f.mRetries.Inc()
 	}
+	f.delivered1(batch)
+	return true
+}
+
+// delivered1 counts a confirmed batch: copies, bytes, latency.
+func (f *feed) delivered1(batch []*copy.Copy) {
 	now := time.Now().UnixNano()
 	var bytes uint64
 	f.mu.Lock()
@@ -420,7 +570,6 @@ func (f *feed) send(ctx context.Context, batch []*copy.Copy) bool {
 	f.mDelivered.Add(float64(len(batch)))
 	f.bytes.Add(bytes)
 	f.mBytes.Add(float64(bytes))
-	return true
 }
 
 // deadLetter queues an undecodable record for the DLQ; it is then skipped.

@@ -21,6 +21,22 @@ type Sink interface {
 	Close() error
 }
 
+// PipelinedSink is a Sink whose confirmation can be awaited apart from the
+// write (the synthetic sink waits for the consumer's TCP acknowledgement), so
+// that a feed encodes and writes its next batch meanwhile. A feed still
+// commits a batch's offsets only once it is confirmed, in poll order.
+type PipelinedSink interface {
+	Sink
+	// Write writes batch in order after everything written before and
+	// returns its ticket; tickets grow, and confirming one confirms every
+	// earlier one. Write must not retain batch after it returns.
+	Write(ctx context.Context, batch []*copy.Copy) (uint64, error)
+	// Confirmed reports whether the batch of ticket t is confirmed. An
+	// error means it never will be: every batch written since the last
+	// confirmed one must be written again, in order.
+	Confirmed(t uint64) (bool, error)
+}
+
 // SinkStatus is optionally implemented by sinks to report their connection.
 type SinkStatus interface {
 	Connected() bool

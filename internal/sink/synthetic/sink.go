@@ -42,17 +42,25 @@ type Sink struct {
 	log    *slog.Logger
 	dialer net.Dialer
 
-	mu       sync.Mutex // serialises Send and Close
-	enc      *Encoder
-	buf      []byte
-	conn     net.Conn
-	raw      syscall.RawConn // the TCP socket under conn, for acknowledgement tracking
-	gather   *gather         // under a TLS conn: its records of one batch, written at once
-	dead     chan struct{}   // closed when the connection's reader sees EOF/error
-	failures int             // consecutive failures, drives the backoff
-	nextDial time.Time
-	attempts uint64
-	closed   bool
+	mu     sync.Mutex // serialises Send and Close
+	enc    *Encoder
+	buf    []byte
+	conn   net.Conn
+	raw    syscall.RawConn // the TCP socket under conn, for acknowledgement tracking
+	gather *gather         // under conn: counts what reaches the socket; gathers a TLS batch's records
+
+	// Acknowledgement tracking. A ticket is a position in the stream of
+	// bytes written to all connections so far; the current connection's
+	// bytes start after connBase.
+	connBase    uint64
+	acked       uint64        // acknowledged on the current connection (>= connBase)
+	ackedBefore uint64        // acknowledged on earlier connections
+	out         []sentMark    // written batches not yet acknowledged, oldest first
+	dead        chan struct{} // closed when the connection's reader sees EOF/error
+	failures    int           // consecutive failures, drives the backoff
+	nextDial    time.Time
+	attempts    uint64
+	closed      bool
 
 	connected atomic.Bool
 	retries   atomic.Uint64
@@ -126,8 +134,83 @@ var errClosed = errors.New("synthetic: sink closed")
 func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	t, err := s.write(ctx, batch)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(s.cfg.WriteTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := s.awaitAck(ctx, t, deadline); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
+		return s.fail(fmt.Errorf("synthetic: write to %s: %w", s.cfg.Endpoint, err))
+	}
+	return nil
+}
+
+// Write is Send without the wait for the consumer's acknowledgement: it
+// returns once the batch is written, with a ticket for Confirmed, so that the
+// caller can encode and write the next batch meanwhile. Tickets grow with
+// every byte written, so confirming one confirms every earlier one.
+func (s *Sink) Write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.write(ctx, batch)
+}
+
+// Confirmed reports whether the consumer's TCP stack acknowledged every byte
+// up to ticket t. An error means it never will: the connection is gone (or
+// the consumer acknowledged nothing within the write timeout), so the
+// batches written since the last confirmed one must be written again.
+func (s *Sink) Confirmed(t uint64) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if done, err := s.settled(t); done || err != nil {
+		return done, err
+	}
+	if err := s.updateAcked(); err != nil {
+		return false, s.fail(fmt.Errorf("synthetic: %s: %w", s.cfg.Endpoint, err))
+	}
+	if t <= s.acked {
+		return true, nil
+	}
+	if len(s.out) > 0 && time.Since(s.out[0].at) > s.cfg.WriteTimeout {
+		return false, s.fail(fmt.Errorf("synthetic: %s: consumer has not acknowledged a batch within the write timeout", s.cfg.Endpoint))
+	}
+	return false, nil
+}
+
+var errLost = errors.New("connection lost before the consumer acknowledged the batch")
+
+// settled tells, without asking the kernel, whether ticket t is confirmed
+// (true) or can never be (errLost). s.mu is held.
+func (s *Sink) settled(t uint64) (bool, error) {
+	switch {
+	case t <= s.ackedBefore:
+		return true, nil
+	case t <= s.connBase, s.conn == nil:
+		return false, fmt.Errorf("synthetic: %s: %w", s.cfg.Endpoint, errLost)
+	case t <= s.acked:
+		return true, nil
+	}
+	return false, nil
+}
+
+// fail records err, drops the connection and returns err. s.mu is held.
+func (s *Sink) fail(err error) error {
+	s.recordFailure(err)
+	s.dropConn()
+	return err
+}
+
+// write encodes and writes batch, connecting first if needed; it returns the
+// ticket of the batch's last byte. s.mu is held.
+func (s *Sink) write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
 	if s.closed {
-		return errClosed
+		return 0, errClosed
 	}
 	if s.conn != nil {
 		select {
@@ -145,7 +228,7 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 	fresh := false
 	if s.conn == nil {
 		if err := s.connect(ctx); err != nil {
-			return err
+			return 0, err
 		}
 		fresh = true
 	}
@@ -163,7 +246,7 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 		s.buf = nil
 	}
 	if len(b) == 0 {
-		return nil
+		return s.connBase + s.gather.written(), nil
 	}
 	deadline := time.Now().Add(s.cfg.WriteTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -173,64 +256,90 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 	_ = conn.SetWriteDeadline(deadline)
 	// A cancelled ctx interrupts a write blocked on a slow consumer.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
-	var err error
-	if g := s.gather; g != nil {
-		g.hold()
-		if _, err = conn.Write(b); err == nil {
-			err = g.flush()
-		} else {
-			g.discard()
-		}
-	} else {
-		_, err = conn.Write(b)
-	}
+	g := s.gather
+	g.hold()
+	_, err := conn.Write(b)
 	if err == nil {
-		err = s.awaitAck(ctx, deadline)
+		err = g.flush()
+	} else {
+		g.discard()
 	}
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 		}
-		err = fmt.Errorf("synthetic: write %d bytes to %s: %w", len(b), s.cfg.Endpoint, err)
-		s.recordFailure(err)
-		s.dropConn()
-		return err
+		return 0, s.fail(fmt.Errorf("synthetic: write %d bytes to %s: %w", len(b), s.cfg.Endpoint, err))
 	}
 	s.failures = 0
+	t := s.connBase + g.written()
+	if s.raw == nil {
+		s.acked = t // the platform cannot tell; the write is all we know
+	} else {
+		s.out = append(s.out, sentMark{end: t, at: time.Now()})
+	}
+	return t, nil
+}
+
+// sentMark is a written batch awaiting the consumer's acknowledgement.
+type sentMark struct {
+	end uint64
+	at  time.Time
+}
+
+// updateAcked advances s.acked to what the consumer's TCP stack has
+// acknowledged on the current connection. s.mu is held, s.conn is set.
+func (s *Sink) updateAcked() error {
+	select {
+	case <-s.dead:
+		return errors.New("connection closed by the consumer before it acknowledged the batch")
+	default:
+	}
+	unacked, alive, ok := ackState(s.raw)
+	if !ok {
+		s.acked = s.connBase + s.gather.written()
+		s.out = s.out[:0]
+		return nil
+	}
+	if !alive {
+		return errors.New("connection reset by the consumer before it acknowledged the batch")
+	}
+	if a := s.connBase + s.gather.written() - uint64(unacked); a > s.acked {
+		s.acked = a
+	}
+	n := 0
+	for n < len(s.out) && s.out[n].end <= s.acked {
+		n++
+	}
+	s.out = append(s.out[:0], s.out[n:]...)
 	return nil
 }
 
 // awaitAck waits until the consumer's TCP stack has acknowledged every byte
-// written, so that a batch written into a connection the consumer is
+// up to ticket t, so that a batch written into a connection the consumer is
 // dropping is reported as failed (and sent again) instead of silently lost.
-// On loopback this takes microseconds; over a WAN, one round trip per batch
-// (the feed's batches grow with the rate, so throughput follows).
-func (s *Sink) awaitAck(ctx context.Context, deadline time.Time) error {
-	if s.raw == nil {
-		return nil
-	}
+// On loopback this takes microseconds to a consumer's read; over a WAN, one
+// round trip per batch (the feed's batches grow with the rate, so
+// throughput follows). s.mu is held.
+func (s *Sink) awaitAck(ctx context.Context, t uint64, deadline time.Time) error {
 	wait := 10 * time.Microsecond
 	for {
-		unacked, alive, ok := ackState(s.raw)
-		if !ok {
-			return nil // the platform cannot tell; the write is all we know
+		if done, err := s.settled(t); done || err != nil {
+			return err
 		}
-		if !alive {
-			return errors.New("connection reset by the consumer before it acknowledged the batch")
+		if err := s.updateAcked(); err != nil {
+			return err
 		}
-		if unacked == 0 {
+		if t <= s.acked {
 			return nil
 		}
 		select {
-		case <-s.dead:
-			return errors.New("connection closed by the consumer before it acknowledged the batch")
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("consumer has not acknowledged %d bytes within the write timeout", unacked)
+			return fmt.Errorf("consumer has not acknowledged %d bytes within the write timeout", t-s.acked)
 		}
 		time.Sleep(wait)
 		// On loopback the last segment's ACK usually comes when the
@@ -263,14 +372,14 @@ func (s *Sink) connect(ctx context.Context) error {
 		if tc, ok := tcp.(*net.TCPConn); ok {
 			raw, _ = tc.SyscallConn()
 		}
-		conn = tcp
+		g = &gather{Conn: tcp}
+		conn = g
 		if s.cfg.TLS != nil {
 			tcfg := s.cfg.TLS
 			if tcfg.ServerName == "" && !tcfg.InsecureSkipVerify {
 				tcfg = tcfg.Clone()
 				tcfg.ServerName, _, _ = net.SplitHostPort(s.cfg.Endpoint)
 			}
-			g = &gather{Conn: tcp}
 			tlc := tls.Client(g, tcfg)
 			if err = tlc.HandshakeContext(ctx); err != nil {
 				tcp.Close()
@@ -325,6 +434,12 @@ func (s *Sink) dropConn() {
 	}
 	_ = s.conn.Close()
 	<-s.dead
+	// Tickets continue across connections: what this one did not confirm
+	// can never be confirmed now.
+	s.ackedBefore = max(s.ackedBefore, s.acked)
+	s.connBase += s.gather.written()
+	s.acked = s.connBase
+	s.out = s.out[:0]
 	s.conn, s.raw, s.dead, s.gather = nil, nil, nil, nil
 	s.connected.Store(false)
 }
@@ -362,6 +477,7 @@ type gather struct {
 	mu  sync.Mutex // also held across flush's write, so records stay in order
 	on  bool
 	buf []byte
+	n   uint64 // bytes written to the socket
 }
 
 func (g *gather) Write(p []byte) (int, error) {
@@ -371,7 +487,19 @@ func (g *gather) Write(p []byte) (int, error) {
 		g.buf = append(g.buf, p...)
 		return len(p), nil
 	}
-	return g.Conn.Write(p)
+	n, err := g.Conn.Write(p)
+	g.n += uint64(n)
+	return n, err
+}
+
+// written is how many bytes reached the socket.
+func (g *gather) written() uint64 {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
 }
 
 func (g *gather) hold() {
@@ -385,7 +513,8 @@ func (g *gather) flush() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.on = false
-	_, err := g.Conn.Write(g.buf)
+	n, err := g.Conn.Write(g.buf)
+	g.n += uint64(n)
 	g.reset()
 	return err
 }
