@@ -136,13 +136,26 @@ func (t *sqliteTx) copyRows(ctx context.Context, table string, cols []string, n 
 	// multi-row INSERT inside a transaction makes SQLite keep a statement
 	// journal (a temp file, or malloc'd chunks with temp_store=MEMORY), which
 	// profiling showed to cost more than the inserts themselves.
+	//
+	// Each row runs under a context that cannot be cancelled: given a
+	// cancellable one, the driver starts a watcher goroutine and installs a
+	// progress handler for every statement, which for 100,000 rows was a
+	// third of the insert's CPU and 115 MB of garbage. Cancellation is
+	// checked every 1,024 rows instead (and the transaction itself still
+	// watches ctx).
 	st, err := t.t.PrepareContext(ctx, multiInsert(table, cols, 1))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	rowCtx := context.WithoutCancel(ctx)
 	for i := 0; i < n; i++ {
-		if _, err := st.ExecContext(ctx, row(i)...); err != nil {
+		if i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if _, err := st.ExecContext(rowCtx, row(i)...); err != nil {
 			return err
 		}
 	}
