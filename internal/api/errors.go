@@ -93,7 +93,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // readBody reads the whole body up to limit bytes; beyond it the error is an
 // *http.MaxBytesError (413).
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body := http.MaxBytesReader(w, r.Body, limit)
+	var b []byte
+	var err error
+	if n := r.ContentLength; n > 0 && n <= limit {
+		// A declared length is read into one buffer of that size: io.ReadAll
+		// grows by doubling, ~2.5x the body in garbage (90 MB for a
+		// 35 MB bulk rule load).
+		// (net/http ends the body at Content-Length.)
+		b = make([]byte, n)
+		_, err = io.ReadFull(body, b)
+	} else {
+		b, err = io.ReadAll(body)
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
