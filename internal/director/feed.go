@@ -208,10 +208,11 @@ func (f *feed) run(ctx context.Context) {
 		kgo.OnPartitionsLost(f.revoked),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		// A feed that is behind always has a full fetch buffered besides
-		// the batch in hand; at the 50 MB default (compressed, several
-		// times that decoded) a lagging feed held ~0.5 GB. 4 MB is still
-		// thousands of 3 KB copies per fetch, more than a batch.
-		kgo.FetchMaxBytes(4<<20),
+		// the batches in its pipeline. NF copies compress ~11x (snappy,
+		// 3 KB records), so at the 50 MB default a lagging feed held
+		// ~0.5 GB; 1 MB is ~10 MB decoded, thousands of copies: still
+		// more than a batch.
+		kgo.FetchMaxBytes(1<<20),
 	)
 	if err != nil {
 		f.setErr(err)
@@ -305,6 +306,7 @@ const pipelineDepth = 3
 // into the poll's record values, which the client does not reuse.
 type pollBatch struct {
 	arena       []*copy.Copy // decoded copies, reused across polls
+	used        int          // arena entries decoded by this poll
 	batch       []*copy.Copy // those that passed direction and filter
 	marks       []*kgo.Record
 	dlq         []*kgo.Record
@@ -329,6 +331,7 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 				b.arena = append(b.arena, new(copy.Copy))
 			}
 			c := b.arena[n]
+			b.used = max(b.used, n+1)
 			if err := copy.Decode(r.Value, c); err != nil {
 				b.dlq = f.deadLetter(b.dlq, r, err)
 				continue
@@ -342,6 +345,33 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 		b.marks = append(b.marks, p.Records[len(p.Records)-1])
 	})
 	return len(b.marks) > 0
+}
+
+// release drops b's references into the records it was decoded from, once
+// they are delivered: a decoded string pins the whole decompressed producer
+// batch it points into (~150 KB), and four lagging feeds' idle arenas held
+// ~1 GB that way. The copies keep their reusable buffers.
+func (b *pollBatch) release() {
+	for _, c := range b.arena[:b.used] {
+		unpin(c)
+	}
+	b.used = 0
+	clear(b.marks)
+	clear(b.dlq)
+}
+
+// unpin clears the fields of c that alias the record it was decoded from
+// (copy.Decode: strings and header values alias the raw record; Body is
+// copied), keeping the capacity of Headers, their Values and Body.
+func unpin(c *copy.Copy) {
+	for i, h := range c.Headers[:cap(c.Headers)] {
+		clear(h.Values[:cap(h.Values)])
+		c.Headers[:cap(c.Headers)][i].Name = ""
+	}
+	c.Version, c.CorrelationID, c.ProducerID, c.ProducerFQDN = "", "", "", ""
+	c.ConsumerID, c.ConsumerFQDN, c.HopByHopID, c.NFType = "", "", "", ""
+	c.NFFQDN, c.NFInstanceID, c.PodInstanceID, c.SourceIP, c.DestIP = "", "", "", "", ""
+	c.Raw = nil
 }
 
 // highDelivered is the highest offset of the partition this feed delivered
@@ -520,6 +550,7 @@ func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 		f.mRedelivered.Add(float64(b.redelivered))
 	}
 	f.markCommit(b.marks)
+	b.release()
 }
 
 func (f *feed) send(ctx context.Context, batch []*copy.Copy) bool {
