@@ -442,11 +442,14 @@ func (g *gen) appendRecord(dst []byte, c *cpy.Copy, ts int64, size int) ([]byte,
 	}
 	dst = append(dst, make([]byte, short)...)
 	copy(dst[at+short:], dst[at:len(dst)-short])
-	for i := at; i < at+short; i++ {
-		dst[i] = 'x'
+	for p := dst[at : at+short]; len(p) > 0; { // memmove, not a byte loop
+		p = p[copy(p, padding):]
 	}
 	return dst, false
 }
+
+// padding is what records are padded with.
+const padding = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 
 func lastIndex(b []byte, s string) int {
 	for i := len(b) - len(s); i >= 0; i-- {
