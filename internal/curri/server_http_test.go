@@ -61,6 +61,7 @@ func TestServerHTTPFraming(t *testing.T) {
 	post := func(extra string) string {
 		return "POST /curri HTTP/1.1\r\nHost: x\r\n" + extra + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(hello)) + hello
 	}
+	big := strings.Replace(hello, "</Request>", strings.Repeat(" ", 30000)+"</Request>", 1)
 	chunked := func() string {
 		var b strings.Builder
 		b.WriteString("POST /curri HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -92,6 +93,9 @@ func TestServerHTTPFraming(t *testing.T) {
 		{"query string", strings.Replace(post(""), "/curri ", "/curri?x=1 ", 1), []string{"POST"}, []int{200}, "Permit", false, ""},
 		{"escaped policy", strings.Replace(post(""), "/curri ", "/curri/%6cobby ", 1), []string{"POST"}, []int{200}, "Permit", false, ""},
 		{"absolute form", strings.Replace(post(""), "/curri ", "http://x/curri ", 1), []string{"POST"}, []int{200}, "Permit", false, ""},
+		{"body larger than the read buffer",
+			"POST /curri HTTP/1.1\r\nHost: x\r\n" + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(big)) + big,
+			[]string{"POST"}, []int{200}, "Permit", false, ""},
 		{"no body", "POST /curri HTTP/1.1\r\nHost: x\r\n\r\n", []string{"POST"}, []int{200}, "Indeterminate", false, ""},
 		{"body over the limit", "POST /curri HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n", []string{"POST"}, []int{200}, "Indeterminate", true, ""},
 		{"both framings", post("Transfer-Encoding: chunked\r\n"), []string{"POST"}, []int{400}, "", true, httpErrBadRequest},
