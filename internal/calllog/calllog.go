@@ -19,9 +19,12 @@ import (
 
 // Config tunes the log. Zero fields take the defaults.
 type Config struct {
-	QueueSize     int           // records held in memory awaiting write; default 65536
-	BatchSize     int           // records per store write; default 5000
-	FlushInterval time.Duration // longest a record waits before a write; default 200ms
+	QueueSize int // records held in memory awaiting write; default 65536
+	BatchSize int // records per store write; default 5000
+	// FlushInterval is the longest a record waits before a write; default
+	// 1s. Each write is one stored segment, so at low call rates this sets
+	// how many segments a day of log is cut into (86,400 at most).
+	FlushInterval time.Duration
 	MaxAge        time.Duration // records older than this are pruned; default 7 days
 	MaxRows       int64         // at most this many records are kept; default 10,000,000
 	PruneInterval time.Duration // how often retention runs; default 1 minute
@@ -38,7 +41,7 @@ func (c Config) withDefaults() Config {
 		c.BatchSize = 5000
 	}
 	if c.FlushInterval <= 0 {
-		c.FlushInterval = 200 * time.Millisecond
+		c.FlushInterval = time.Second
 	}
 	if c.MaxAge <= 0 {
 		c.MaxAge = 7 * 24 * time.Hour

@@ -218,7 +218,7 @@ func TestPruning(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
-	want := Config{QueueSize: 65536, BatchSize: 5000, FlushInterval: 200 * time.Millisecond, MaxAge: 7 * 24 * time.Hour,
+	want := Config{QueueSize: 65536, BatchSize: 5000, FlushInterval: time.Second, MaxAge: 7 * 24 * time.Hour,
 		MaxRows: 10_000_000, PruneInterval: time.Minute, ShutdownTimeout: 5 * time.Second}
 	if c != want {
 		t.Errorf("defaults = %+v, want %+v", c, want)

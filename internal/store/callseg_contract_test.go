@@ -31,6 +31,14 @@ func testCallSegments(t *testing.T, h backendHarness) {
 			t.Fatal(err)
 		}
 	}
+	// A quiet stretch: many one-call segments, more than one search page.
+	for i := range 300 {
+		c := CallRecord{Time: base.Add(time.Duration(r.Int64N(int64(34 * time.Minute)))), Policy: "default",
+			Calling: fmt.Sprintf("+4930%04d", r.IntN(50)), Called: "+4940", Decision: "permit", RuleID: int64(i)}
+		if err := s.InsertCalls(ctx, []CallRecord{c}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// IDs come from the store: read everything back once.
 	all, err := s.SearchCalls(ctx, CallQuery{Limit: MaxCallQueryLimit})
 	if err != nil {

@@ -740,8 +740,11 @@ func (s *sqlStore) InsertCalls(ctx context.Context, calls []CallRecord) error {
 	return nil
 }
 
-// segPage is how many segments one search query reads.
-const segPage = 32
+// segPage is how many segments' metadata one search query reads; the
+// records of those the metadata cannot rule out are read one segment at a
+// time, so a search over many small segments (a quiet day) costs one query
+// per page, and one over large ones reads only the blobs it decodes.
+const segPage = 256
 
 // SearchCalls walks segments newest first (by their latest record, then
 // ID), skipping those the query's time range, decision or number rules out,
@@ -784,55 +787,73 @@ func (s *sqlStore) SearchCalls(ctx context.Context, q CallQuery) ([]CallRecord, 
 			out = out[:limit]
 		}
 	}
+	type segMeta struct {
+		id, maxT, decisions int64
+		filter              []byte
+	}
+	page := make([]segMeta, 0, segPage)
 	// Keyset pagination on (max_time, id), descending.
 	afterMax, afterID := int64(math.MaxInt64), int64(math.MaxInt64)
 	for {
-		rs, err := s.b.query(ctx, `SELECT id, max_time, decisions, filter, data FROM call_segments
+		page = page[:0]
+		filterCol := "NULL"
+		if q.Number != "" {
+			filterCol = "filter"
+		}
+		rs, err := s.b.query(ctx, `SELECT id, max_time, decisions, `+filterCol+` FROM call_segments
 			WHERE max_time >= ? AND min_time < ? AND (max_time < ? OR (max_time = ? AND id < ?))
 			ORDER BY max_time DESC, id DESC LIMIT ?`, since, until, afterMax, afterMax, afterID, segPage)
 		if err != nil {
 			return nil, fmt.Errorf("search calls: %w", err)
 		}
-		n, done := 0, false
 		for rs.Next() {
-			var id, maxT, decisions int64
-			var filter, data []byte
-			if err := rs.Scan(&id, &maxT, &decisions, &filter, &data); err != nil {
+			var m segMeta
+			if err := rs.Scan(&m.id, &m.maxT, &m.decisions, &m.filter); err != nil {
 				rs.Close()
 				return nil, fmt.Errorf("search calls: %w", err)
 			}
-			n++
-			afterMax, afterID = maxT, id
-			if len(out) >= limit && maxT < out[limit-1].Time.UnixMicro() {
-				done = true // every later segment is older than the limit-th match
-				break
-			}
-			if wantDecision != 0 && decisions&wantDecision == 0 {
-				continue
-			}
-			if q.Number != "" && !(callseg.Bloom{Bits: filter}).MayContain(q.Number) {
-				continue
-			}
-			err := callseg.Decode(id, data, func(_ int64, c CallRecord) bool {
-				if match(&c) {
-					out = append(out, c)
-				}
-				return true
-			})
-			if err != nil {
-				rs.Close()
-				return nil, fmt.Errorf("search calls: %w", err)
-			}
-			if len(out) >= limit {
-				sortTrim()
-			}
+			page = append(page, m)
 		}
 		err = rs.Err()
 		rs.Close()
 		if err != nil {
 			return nil, fmt.Errorf("search calls: %w", err)
 		}
-		if done || n < segPage {
+		done := len(page) < segPage
+		for _, m := range page {
+			afterMax, afterID = m.maxT, m.id
+			if len(out) >= limit && m.maxT < out[limit-1].Time.UnixMicro() {
+				done = true // every later segment is older than the limit-th match
+				break
+			}
+			if wantDecision != 0 && m.decisions&wantDecision == 0 {
+				continue
+			}
+			if q.Number != "" && !(callseg.Bloom{Bits: m.filter}).MayContain(q.Number) {
+				continue
+			}
+			var data []byte
+			err := s.b.queryRow(ctx, `SELECT data FROM call_segments WHERE id = ?`, m.id).Scan(&data)
+			if isNoRows(err) {
+				continue // pruned meanwhile
+			}
+			if err != nil {
+				return nil, fmt.Errorf("search calls: %w", err)
+			}
+			err = callseg.Decode(m.id, data, func(_ int64, c CallRecord) bool {
+				if match(&c) {
+					out = append(out, c)
+				}
+				return true
+			})
+			if err != nil {
+				return nil, fmt.Errorf("search calls: %w", err)
+			}
+			if len(out) >= limit {
+				sortTrim()
+			}
+		}
+		if done {
 			break
 		}
 	}
