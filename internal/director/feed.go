@@ -208,11 +208,12 @@ func (f *feed) run(ctx context.Context) {
 		kgo.OnPartitionsLost(f.revoked),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		// A feed that is behind always has a full fetch buffered besides
-		// the batches in its pipeline. NF copies compress ~11x (snappy,
-		// 3 KB records), so at the 50 MB default a lagging feed held
-		// ~0.5 GB; 1 MB is ~10 MB decoded, thousands of copies: still
-		// more than a batch.
-		kgo.FetchMaxBytes(1<<20),
+		// the batches in its pipeline. NF copies compress 2.5x (one per
+		// producer batch) to 11x (snappy, 3 KB records), so at the 50 MB
+		// default a lagging feed held ~0.5 GB; 4 MB is 1,300-15,000
+		// copies, more than a batch, and a lagging feed catches up in
+		// few fetches.
+		kgo.FetchMaxBytes(4<<20),
 	)
 	if err != nil {
 		f.setErr(err)
