@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -155,6 +156,29 @@ go_goroutines{x="y"} 12
 	}
 	if _, err := parseProcMetrics(strings.NewReader("go_goroutines 3\n")); err == nil || !strings.Contains(err.Error(), "process collector") {
 		t.Errorf("page without the process collector: err = %v", err)
+	}
+
+	hist := func(a, b, c, inf int) string {
+		return fmt.Sprintf("process_cpu_seconds_total 1\nprocess_resident_memory_bytes 1\n"+
+			durationBucket+"{le=\"0.001\"} %d\n"+durationBucket+"{le=\"0.005\"} %d\n"+
+			durationBucket+"{le=\"0.1\"} %d\n"+durationBucket+"{le=\"+Inf\"} %d\n", a, b, c, inf)
+	}
+	first, _ := parseProcMetrics(strings.NewReader(hist(10, 10, 10, 10)))
+	last, _ := parseProcMetrics(strings.NewReader(hist(1000, 1099, 1109, 1110)))
+	if len(last.buckets) != 4 {
+		t.Fatalf("buckets %+v", last.buckets)
+	}
+	// 1,100 requests in the window: 990 <= 1 ms, 1,089 <= 5 ms, 1,099 <= 100 ms, one slower.
+	for _, c := range []struct {
+		q    float64
+		want float64
+	}{{0.5, 0.001}, {0.9, 0.001}, {0.99, 0.005}, {0.999, 0.1}, {1, math.Inf(1)}} {
+		if got := bucketQuantile(first.buckets, last.buckets, c.q); got != c.want {
+			t.Errorf("quantile %v = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := bucketQuantile(first.buckets, first.buckets, 0.5); got != -1 {
+		t.Errorf("no requests: %v", got)
 	}
 }
 

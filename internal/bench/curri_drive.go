@@ -57,7 +57,8 @@ type driveConfig struct {
 // hot path).
 type tally struct {
 	hist      *hdrhistogram.Histogram
-	calls     int64 // answered (any status) in the measured window
+	lag       *hdrhistogram.Histogram // open loop: from a call's due time to its write
+	calls     int64                   // answered (any status) in the measured window
 	decisions [numDecisions]int64
 	byClass   [numClasses][numDecisions]int64
 	transport int64
@@ -68,10 +69,11 @@ type tally struct {
 	firstErr  string
 }
 
-func newTally() *tally { return &tally{hist: newHist()} }
+func newTally() *tally { return &tally{hist: newHist(), lag: newHist()} }
 
 func (t *tally) merge(o *tally) {
 	t.hist.Merge(o.hist)
+	t.lag.Merge(o.lag)
 	t.calls += o.calls
 	for i := range t.decisions {
 		t.decisions[i] += o.decisions[i]
@@ -163,6 +165,9 @@ type serverResult struct {
 	rssPeak      float64
 	rssSamples   int
 	scrapeErrors int
+	// the server's request-duration histogram at the start and end of the
+	// measured window
+	firstBuckets, lastBuckets []bucket
 }
 
 // drive opens the connections (each with its HEAD probe), runs warmup plus
@@ -301,6 +306,9 @@ func openLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, start, me
 			return
 		}
 		p := &cfg.pool[int(n%int64(len(cfg.pool)))]
+		if !due.Before(measureStart) {
+			recordUs(t.lag, time.Since(due))
+		}
 		resp, err := c.do(p.req)
 		done := time.Now()
 		account(t, p.class, due, done, measureStart, resp, err, windows)
@@ -403,6 +411,7 @@ func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Ti
 		return
 	}
 	out.rssStart, out.rssPeak, out.rssSamples = first.rssBytes, first.rssBytes, 1
+	out.firstBuckets = first.buckets
 	for t := measureStart.Add(time.Second); t.Before(end); t = t.Add(time.Second) {
 		if !waitUntil(t) {
 			return
@@ -419,6 +428,7 @@ func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Ti
 	case <-ctx.Done():
 	}
 	if last, ok := scrape(); ok {
+		out.lastBuckets = last.buckets
 		out.cpuSeconds = last.cpuSeconds - first.cpuSeconds
 		out.rssPeak = max(out.rssPeak, last.rssBytes)
 		out.rssSamples++

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // curriReport is the outcome of a run, printed as a table and written as
@@ -22,10 +25,14 @@ type curriReport struct {
 	Shape     *RuleShape  `json:"rule_set,omitempty"` // nil when no rules were loaded
 	Load      *loadResult `json:"load,omitempty"`
 
-	Calls       int64            `json:"calls"`
-	CallsPerSec float64          `json:"calls_per_s"`
-	Latency     latencyReport    `json:"latency_us"`
-	Decisions   map[string]int64 `json:"decisions"`
+	Calls       int64         `json:"calls"`
+	CallsPerSec float64       `json:"calls_per_s"`
+	Latency     latencyReport `json:"latency_us"`
+	// SendLag (open loop) is how late the generator wrote calls against
+	// their due times: the part of Latency that is the load generator's own
+	// scheduling on the shared cores, not the server.
+	SendLag   *latencyReport   `json:"send_lag_us,omitempty"`
+	Decisions map[string]int64 `json:"decisions"`
 	// ByClass: decisions by the rule kind the request was drawn to hit.
 	ByClass         map[string]map[string]int64 `json:"decisions_by_class"`
 	TransportErrors int64                       `json:"transport_errors"`
@@ -66,6 +73,11 @@ type serverReport struct {
 	RSSPeakBytes       float64 `json:"rss_peak_bytes"`
 	RSSSamples         int     `json:"rss_samples"`
 	ScrapeError        string  `json:"scrape_error,omitempty"`
+	// From the server's own request-duration histogram over the measured
+	// window: the bucket bound holding p99 and the largest observation
+	// (seconds; -1 if unknown).
+	RequestP99S float64 `json:"request_p99_s"`
+	RequestMaxS float64 `json:"request_max_s"`
 }
 
 type reloadResult struct {
@@ -106,12 +118,12 @@ func (r *curriReport) fill(res *driveResult) {
 	if res.measured > 0 {
 		r.CallsPerSec = float64(t.calls) / res.measured.Seconds()
 	}
-	h := t.hist
-	if h.TotalCount() > 0 {
-		r.Latency = latencyReport{
-			P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90), P95: h.ValueAtQuantile(95),
-			P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max(), Mean: h.Mean(),
-		}
+	if t.hist.TotalCount() > 0 {
+		r.Latency = latencyOf(t.hist)
+	}
+	if t.lag.TotalCount() > 0 {
+		l := latencyOf(t.lag)
+		r.SendLag = &l
 	}
 	r.Decisions = map[string]int64{}
 	for d, n := range t.decisions {
@@ -136,7 +148,9 @@ func (r *curriReport) fill(res *driveResult) {
 	r.WarmupCalls, r.WarmupErrors, r.FirstError = t.warmup, t.warmupErr, t.firstErr
 	if s := res.server; s != nil {
 		sr := &serverReport{CPUSeconds: s.cpuSeconds, RSSStartBytes: s.rssStart, RSSPeakBytes: s.rssPeak,
-			RSSSamples: s.rssSamples, ScrapeError: res.serverError}
+			RSSSamples: s.rssSamples, ScrapeError: res.serverError,
+			RequestP99S: bucketQuantile(s.firstBuckets, s.lastBuckets, 0.99),
+			RequestMaxS: bucketQuantile(s.firstBuckets, s.lastBuckets, 1)}
 		if res.measured > 0 {
 			sr.CoresUsed = s.cpuSeconds / res.measured.Seconds()
 		}
@@ -147,6 +161,24 @@ func (r *curriReport) fill(res *driveResult) {
 	}
 	r.Reloads = res.reloads
 	r.Reference = reference
+}
+
+func latencyOf(h *hdrhistogram.Histogram) latencyReport {
+	return latencyReport{
+		P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90), P95: h.ValueAtQuantile(95),
+		P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max(), Mean: h.Mean(),
+	}
+}
+
+// boundOf renders a histogram bucket bound in seconds.
+func boundOf(s float64) string {
+	switch {
+	case s < 0:
+		return "n/a"
+	case math.IsInf(s, 1):
+		return "> 100 ms"
+	}
+	return fmt.Sprintf("<= %g ms", s*1000)
 }
 
 func msOf(us int64) string { return fmt.Sprintf("%.3f ms", float64(us)/1000) }
@@ -173,6 +205,10 @@ func (r *curriReport) writeTable(w io.Writer) error {
 	l := r.Latency
 	p("latency", "p50 %s  p90 %s  p95 %s  p99 %s  p99.9 %s  max %s  (mean %.3f ms; from intended send time)",
 		msOf(l.P50), msOf(l.P90), msOf(l.P95), msOf(l.P99), msOf(l.P999), msOf(l.Max), l.Mean/1000)
+	if g := r.SendLag; g != nil {
+		p("send lag", "p50 %s  p99 %s  max %s  (the generator's own lateness against the schedule, part of the latency above)",
+			msOf(g.P50), msOf(g.P99), msOf(g.Max))
+	}
 	p("decisions", "%s", joinCounts(r.Decisions, decisionNames[:]))
 	for _, c := range classNames {
 		if m := r.ByClass[c]; m != nil {
@@ -187,6 +223,8 @@ func (r *curriReport) writeTable(w io.Writer) error {
 	if s := r.Server; s != nil {
 		p("server", "CPU %.2f s (%.2f cores) -> %.0f calls/s per core; RSS %.1f MB at start, peak %.1f MB (%d samples)",
 			s.CPUSeconds, s.CoresUsed, s.CallsPerCoreSecond, s.RSSStartBytes/1e6, s.RSSPeakBytes/1e6, s.RSSSamples)
+		p("server time", "p99 %s, max %s (the server's own histogram: request read to response written)",
+			boundOf(s.RequestP99S), boundOf(s.RequestMaxS))
 		if s.ScrapeError != "" {
 			p("", "metrics: %s", s.ScrapeError)
 		}

@@ -262,10 +262,37 @@ func (a *apiClient) waitLive(parent context.Context, gen int, limit time.Duratio
 	}
 }
 
+// durationBucket is the server's own histogram of CURRI request time, from
+// the first byte of a request read to the response written.
+const durationBucket = "signalbox_curri_request_duration_seconds_bucket"
+
+// bucket is one cumulative histogram bucket: n observations <= le seconds.
+type bucket struct{ le, n float64 }
+
+// bucketQuantile returns the upper bound of the bucket holding quantile q
+// of the observations made between two scrapes (cumulative buckets, same
+// bounds), or -1 if there were none. +Inf is returned as such.
+func bucketQuantile(first, last []bucket, q float64) float64 {
+	if len(first) != len(last) || len(last) == 0 {
+		return -1
+	}
+	total := last[len(last)-1].n - first[len(first)-1].n
+	if total <= 0 {
+		return -1
+	}
+	for i := range last {
+		if last[i].n-first[i].n >= q*total {
+			return last[i].le
+		}
+	}
+	return last[len(last)-1].le
+}
+
 // procStats is the server's process collector as seen on /metrics.
 type procStats struct {
 	cpuSeconds float64
 	rssBytes   float64
+	buckets    []bucket // durationBucket, in exposition order (ascending le)
 }
 
 // scrapeProc reads process_cpu_seconds_total and
@@ -308,6 +335,18 @@ func parseProcMetrics(r io.Reader) (procStats, error) {
 			v, err := strconv.ParseFloat(f[1], 64)
 			if err == nil {
 				ps.rssBytes, gotRSS = v, true
+			}
+		default:
+			// signalbox_curri_request_duration_seconds_bucket{le="0.001"} 123
+			le, ok := strings.CutPrefix(f[0], durationBucket+`{le="`)
+			if !ok {
+				continue
+			}
+			le, _ = strings.CutSuffix(le, `"}`)
+			bound, err1 := strconv.ParseFloat(le, 64)
+			n, err2 := strconv.ParseFloat(f[1], 64)
+			if err1 == nil && err2 == nil {
+				ps.buckets = append(ps.buckets, bucket{le: bound, n: n})
 			}
 		}
 	}
