@@ -32,10 +32,11 @@ type Config struct {
 
 // Sink streams copies as synthetic pcap to one TCP or TLS consumer.
 //
-// Guarantee: Send returns nil once the batch has been written to the
-// connection (handed to the kernel / TLS). The stream is write-only, so a
-// batch written just before the consumer drops the connection can still be
-// lost; a reader goroutine notices the peer's close, so the next Send
+// Guarantee: Send returns nil once the consumer's TCP stack has acknowledged
+// every byte of the batch (Linux; elsewhere once it is written). Write and
+// Confirmed split the two, so that a caller can write the next batch while
+// the previous one awaits its acknowledgement. The stream is write-only: a
+// reader goroutine only notices the peer's close, so that the next write
 // reconnects instead of writing into a dead socket.
 type Sink struct {
 	cfg    Config
