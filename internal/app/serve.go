@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -399,6 +400,21 @@ func (s *Server) changed(what string) {
 	}
 }
 
+// bigReload is the rule count from which a reload returns its garbage to
+// the OS at once.
+const bigReload = 10_000
+
+// releaseMemory runs a GC and returns freed memory to the OS after a reload
+// of n rules and entries, if that was a big one. Loading 100,000 rules
+// allocates ~0.35 GB that is garbage once the snapshot is swapped; the Go
+// runtime would keep most of it as idle heap for minutes (measured: 225 MB
+// resident for a 55 MB live heap). Costs one GC cycle per big reload.
+func releaseMemory(n int) {
+	if n >= bigReload {
+		debug.FreeOSMemory()
+	}
+}
+
 // replacedRules is a bulk replacement of one policy's rules, as stored.
 type replacedRules struct {
 	policyID string
@@ -443,6 +459,7 @@ func (s *Server) applyReplacedRules(ctx context.Context, rr replacedRules) (ok b
 	s.engine.Swap(snap)
 	s.policyVersion.Store(v)
 	s.reloads.WithLabelValues("policy").Inc()
+	releaseMemory(len(rr.rules))
 	return true, nil
 }
 
@@ -466,6 +483,11 @@ func (s *Server) rebuildPolicies(ctx context.Context) error {
 	s.engine.Swap(snap)
 	s.policyVersion.Store(v)
 	s.reloads.WithLabelValues("all").Inc()
+	n := 0
+	for i := range cfgs {
+		n += len(cfgs[i].Rules) + len(cfgs[i].Allow) + len(cfgs[i].Block)
+	}
+	releaseMemory(n)
 	return nil
 }
 
