@@ -434,6 +434,9 @@ func (s *Server) applyReplacedRules(ctx context.Context, rr replacedRules) (ok b
 		return false, fmt.Errorf("config version: %w", err)
 	}
 	cur := s.engine.Snapshot()
+	if cur != nil && v == s.policyVersion.Load() {
+		return true, nil // a full reload (the periodic version check) got there first
+	}
 	if cur == nil || v != s.policyVersion.Load()+1 {
 		return false, nil
 	}
