@@ -228,12 +228,16 @@ func (w *statusWriter) code() int {
 	return w.status
 }
 
-// changed tells the owner of the configuration that it changed.
+// changed logs a committed change and tells the owner of the configuration.
 func (s *server) changed(r *http.Request, what, action, id string) {
-	s.log.Info("api config change", "what", what, "action", action, "id", id, "role", roleFrom(r.Context()))
+	s.logChange(r, what, action, id)
 	if s.cfg.OnChange != nil {
 		s.cfg.OnChange(what)
 	}
+}
+
+func (s *server) logChange(r *http.Request, what, action, id string, attrs ...any) {
+	s.log.Info("api config change", append([]any{"what", what, "action", action, "id", id, "role", roleFrom(r.Context())}, attrs...)...)
 }
 
 type storeSearcher struct{ st store.Store }

@@ -159,8 +159,7 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cfg.OnRulesReplaced != nil {
-		s.log.Info("api config change", "what", ChangedPolicies, "action", "replace rules", "id", pid,
-			"rules", len(rules), "role", roleFrom(r.Context()))
+		s.logChange(r, ChangedPolicies, "replace rules", pid, "rules", len(rules))
 		s.cfg.OnRulesReplaced(pid, rules)
 	} else {
 		s.changed(r, ChangedPolicies, "replace rules", pid)

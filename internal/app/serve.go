@@ -1,7 +1,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -17,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -450,20 +448,24 @@ func (s *Server) applyReplacedRules(ctx context.Context, rr replacedRules) (ok b
 	if cfg.Block, err = s.store.ListEntries(ctx, rr.policyID, callpolicy.BlockList); err != nil {
 		return false, fmt.Errorf("block list of %q: %w", rr.policyID, err)
 	}
-	// Rules are compiled in priority order, then id, as LoadPolicies returns them.
-	slices.SortStableFunc(cfg.Rules, func(a, b callpolicy.Rule) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
-	})
-	snap, err := cur.WithPolicy(&cfg)
+	snap, err := cur.WithPolicy(&cfg) // it orders the rules by priority, then id
 	if err != nil {
 		return false, fmt.Errorf("compile policy %q: %w", rr.policyID, err)
 	}
+	s.swapPolicies(ctx, snap, v, "policy", len(cfg.Rules)+len(cfg.Allow)+len(cfg.Block))
+	return true, nil
+}
+
+// swapPolicies makes snap live as built from config version v (scope and
+// the number of rules and entries compiled go to the metrics and to
+// releaseMemory).
+func (s *Server) swapPolicies(ctx context.Context, snap *callpolicy.Snapshot, v int64, scope string, compiled int) {
+	// Hits counted against the old snapshot are persisted before the swap.
 	s.flushHits(ctx)
 	s.engine.Swap(snap)
 	s.policyVersion.Store(v)
-	s.reloads.WithLabelValues("policy").Inc()
-	releaseMemory(len(rr.rules))
-	return true, nil
+	s.reloads.WithLabelValues(scope).Inc()
+	releaseMemory(compiled)
 }
 
 func (s *Server) rebuildPolicies(ctx context.Context) error {
@@ -481,16 +483,11 @@ func (s *Server) rebuildPolicies(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("compile policies: %w", err)
 	}
-	// Hits counted against the old snapshot are persisted before the swap.
-	s.flushHits(ctx)
-	s.engine.Swap(snap)
-	s.policyVersion.Store(v)
-	s.reloads.WithLabelValues("all").Inc()
 	n := 0
 	for i := range cfgs {
 		n += len(cfgs[i].Rules) + len(cfgs[i].Allow) + len(cfgs[i].Block)
 	}
-	releaseMemory(n)
+	s.swapPolicies(ctx, snap, v, "all", n)
 	return nil
 }
 

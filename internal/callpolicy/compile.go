@@ -2,6 +2,7 @@ package callpolicy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,15 +96,12 @@ func Compile(cfgs []PolicyConfig) (*Snapshot, error) {
 	zones := map[string]*time.Location{}
 	for i := range cfgs {
 		cfg := &cfgs[i]
-		if err := ValidatePolicy(&cfg.Policy); err != nil {
-			return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
-		}
 		if _, dup := s.policies[cfg.Policy.ID]; dup {
 			return nil, fmt.Errorf("policy %q: defined twice", cfg.Policy.ID)
 		}
-		p, err := compilePolicy(cfg, zones)
+		p, err := validateAndCompile(cfg, zones)
 		if err != nil {
-			return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
+			return nil, err
 		}
 		s.policies[p.id] = p
 	}
@@ -116,20 +114,29 @@ func Compile(cfgs []PolicyConfig) (*Snapshot, error) {
 // not reload or recompile the rest. s is unchanged.
 func (s *Snapshot) WithPolicy(cfg *PolicyConfig) (*Snapshot, error) {
 	start := time.Now()
-	if err := ValidatePolicy(&cfg.Policy); err != nil {
-		return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
-	}
-	p, err := compilePolicy(cfg, map[string]*time.Location{})
+	p, err := validateAndCompile(cfg, map[string]*time.Location{})
 	if err != nil {
-		return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
+		return nil, err
 	}
-	n := &Snapshot{policies: make(map[string]*policy, len(s.policies)+1)}
-	for id, op := range s.policies {
-		n.policies[id] = op
+	n := &Snapshot{policies: maps.Clone(s.policies)}
+	if n.policies == nil {
+		n.policies = map[string]*policy{}
 	}
 	n.policies[p.id] = p
 	n.buildTime = time.Since(start)
 	return n, nil
+}
+
+// validateAndCompile checks and compiles one policy, naming it in errors.
+func validateAndCompile(cfg *PolicyConfig, zones map[string]*time.Location) (*policy, error) {
+	if err := ValidatePolicy(&cfg.Policy); err != nil {
+		return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
+	}
+	p, err := compilePolicy(cfg, zones)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
+	}
+	return p, nil
 }
 
 func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy, error) {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -125,16 +126,14 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // isTemporaryAccept is true for accept errors a server rides out: out of
-// file descriptors, or a connection reset before it was accepted.
+// file descriptors or buffers, or a connection aborted before it was
+// accepted.
 func isTemporaryAccept(err error) bool {
-	var se *os.SyscallError
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Err.Error() {
-	case "too many open files", "too many open files in system", "connection reset by peer",
-		"software caused connection abort", "no buffer space available", "cannot allocate memory":
-		return true
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ECONNABORTED, syscall.ECONNRESET,
+		syscall.ENOBUFS, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
 	}
 	return false
 }
@@ -313,7 +312,6 @@ func (c *serverConn) lingerClose() {
 	if !ok || cw.CloseWrite() != nil {
 		return
 	}
-	c.inRequest = false
 	_ = c.rw.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	_, _ = io.CopyN(io.Discard, c.rw, 256<<10)
 }
@@ -729,12 +727,15 @@ func appendConnection(b []byte, keep, http10 bool) []byte {
 	return append(b, keepAliveHeader+"Connection: Keep-Alive\r\n"...)
 }
 
-func appendPostHead(b []byte, n int, keep, http10 bool) []byte {
+func appendOK(b []byte, http10 bool) []byte {
 	if http10 {
-		b = append(b, "HTTP/1.0 200 OK\r\n"...)
-	} else {
-		b = append(b, "HTTP/1.1 200 OK\r\n"...)
+		return append(b, "HTTP/1.0 200 OK\r\n"...)
 	}
+	return append(b, "HTTP/1.1 200 OK\r\n"...)
+}
+
+func appendPostHead(b []byte, n int, keep, http10 bool) []byte {
+	b = appendOK(b, http10)
 	b = append(b, "Content-Type: text/xml; charset=utf-8\r\nContent-Length: "...)
 	b = strconv.AppendInt(b, int64(n), 10)
 	b = append(b, "\r\n"...)
@@ -744,11 +745,7 @@ func appendPostHead(b []byte, n int, keep, http10 bool) []byte {
 }
 
 func appendHeadOK(b []byte, keep, http10 bool) []byte {
-	if http10 {
-		b = append(b, "HTTP/1.0 200 OK\r\n"...)
-	} else {
-		b = append(b, "HTTP/1.1 200 OK\r\n"...)
-	}
+	b = appendOK(b, http10)
 	b = appendConnection(b, keep, http10)
 	b = appendDate(b)
 	return append(b, "\r\n"...)

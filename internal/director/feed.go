@@ -428,26 +428,14 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 		for i := range pend {
 			todo[i] = pend[i].b
 		}
+		n := 0
+		for _, b := range todo {
+			n += len(b.batch)
+		}
 		for attempt := 0; ; attempt++ {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || !f.retryAfter(ctx, err, attempt, "feed: send failed, retrying", "batch", n) {
 				return false
 			}
-			f.failed.Add(1)
-			f.mFailed.Inc()
-			f.setErr(err)
-			f.setState(StateDisconnected)
-			if attempt == 0 {
-				n := 0
-				for _, b := range todo {
-					n += len(b.batch)
-				}
-				f.log.Warn("feed: send failed, retrying", "err", err, "batch", n)
-			}
-			if !sleepCtx(ctx, f.backoff(attempt)) {
-				return false
-			}
-			f.retries.Add(1)
-			f.mRetries.Inc()
 			pend = pend[:0]
 			err = nil
 			for _, b := range todo {
@@ -560,23 +548,30 @@ func (f *feed) send(ctx context.Context, batch []*copy.Copy) bool {
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !f.retryAfter(ctx, err, attempt, "feed: send failed, retrying", "batch", len(batch)) {
 			return false
 		}
-		f.failed.Add(1)
-		f.mFailed.Inc()
-		f.setErr(err)
-		f.setState(StateDisconnected)
-		if attempt == 0 {
-			f.log.Warn("feed: send failed, retrying", "err", err, "batch", len(batch))
-		}
-		if !sleepCtx(ctx, f.backoff(attempt)) {
-			return false
-		}
-		f.retries.Add(1)
-		f.mRetries.Inc()
 	}
 	f.delivered1(batch)
+	return true
+}
+
+// retryAfter records a failed delivery (attempt 0 is the first failure,
+// logged as msg with logAttrs), waits the backoff and counts the retry. It
+// is false if ctx ended while waiting.
+func (f *feed) retryAfter(ctx context.Context, err error, attempt int, msg string, logAttrs ...any) bool {
+	f.failed.Add(1)
+	f.mFailed.Inc()
+	f.setErr(err)
+	f.setState(StateDisconnected)
+	if attempt == 0 {
+		f.log.Warn(msg, append([]any{"err", err}, logAttrs...)...)
+	}
+	if !sleepCtx(ctx, f.backoff(attempt)) {
+		return false
+	}
+	f.retries.Add(1)
+	f.mRetries.Inc()
 	return true
 }
 

@@ -210,21 +210,10 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil ||
+			!f.retryAfter(ctx, err, attempt, "xdr feed: record delivery failed, retrying", "records", len(s.out)) {
 			return ctx.Err()
 		}
-		f.failed.Add(1)
-		f.mFailed.Inc()
-		f.setErr(err)
-		f.setState(StateDisconnected)
-		if attempt == 0 {
-			f.log.Warn("xdr feed: record delivery failed, retrying", "err", err, "records", len(s.out))
-		}
-		if !sleepCtx(ctx, f.backoff(attempt)) {
-			return ctx.Err()
-		}
-		f.retries.Add(1)
-		f.mRetries.Inc()
 	}
 	f.setState(StateConnected)
 	s.remember(s.out)

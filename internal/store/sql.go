@@ -826,12 +826,12 @@ func (s *sqlStore) SearchCalls(ctx context.Context, q CallQuery) ([]CallRecord, 
 	page := make([]segMeta, 0, segPage)
 	// Keyset pagination on (max_time, id), descending.
 	afterMax, afterID := int64(math.MaxInt64), int64(math.MaxInt64)
+	filterCol := "NULL" // the filter is read only when a number is searched
+	if q.Number != "" {
+		filterCol = "filter"
+	}
 	for {
 		page = page[:0]
-		filterCol := "NULL"
-		if q.Number != "" {
-			filterCol = "filter"
-		}
 		rs, err := s.b.query(ctx, `SELECT id, max_time, decisions, `+filterCol+` FROM call_segments
 			WHERE max_time >= ? AND min_time < ? AND (max_time < ? OR (max_time = ? AND id < ?))
 			ORDER BY max_time DESC, id DESC LIMIT ?`, since, until, afterMax, afterMax, afterID, segPage)
@@ -914,14 +914,18 @@ func (s *sqlStore) PruneCalls(ctx context.Context, before time.Time, maxRows int
 				}
 				total += n
 			}
-			n, err := trimSegments(ctx, t, `SELECT id, data FROM call_segments WHERE min_time < ? AND max_time >= ?`,
-				[]any{cut, cut}, func(int64, []byte) (func(*CallRecord) bool, error) {
-					return func(c *CallRecord) bool { return c.Time.UnixMicro() >= cut }, nil
-				})
+			// Segments the cut falls inside keep their newer records.
+			segs, err := readSegments(ctx, t, `SELECT id, data FROM call_segments WHERE min_time < ? AND max_time >= ?`, cut, cut)
 			if err != nil {
 				return err
 			}
-			total += n
+			for _, g := range segs {
+				n, err := rewriteSegment(ctx, t, g, func(c *CallRecord) bool { return c.Time.UnixMicro() >= cut })
+				if err != nil {
+					return err
+				}
+				total += n
+			}
 		}
 		if maxRows <= 0 {
 			return nil
@@ -978,12 +982,21 @@ func (s *sqlStore) PruneCalls(ctx context.Context, before time.Time, maxRows int
 			}
 		}
 		if partID != 0 && excess > 0 {
-			n, err := trimSegments(ctx, t, `SELECT id, data FROM call_segments WHERE id = ?`, []any{partID},
-				func(id int64, data []byte) (func(*CallRecord) bool, error) { return dropOldest(id, data, excess) })
+			segs, err := readSegments(ctx, t, `SELECT id, data FROM call_segments WHERE id = ?`, partID)
 			if err != nil {
 				return err
 			}
-			total += n
+			for _, g := range segs {
+				keep, err := dropOldest(g, excess)
+				if err != nil {
+					return err
+				}
+				n, err := rewriteSegment(ctx, t, g, keep)
+				if err != nil {
+					return err
+				}
+				total += n
+			}
 		}
 		return nil
 	})
@@ -993,11 +1006,35 @@ func (s *sqlStore) PruneCalls(ctx context.Context, before time.Time, maxRows int
 	return total, nil
 }
 
+// storedSegment is a call_segments row's id and records.
+type storedSegment struct {
+	id   int64
+	data []byte
+}
+
+// readSegments reads the (id, data) rows sel selects.
+func readSegments(ctx context.Context, t tx, sel string, args ...any) ([]storedSegment, error) {
+	rs, err := t.query(ctx, sel, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var segs []storedSegment
+	for rs.Next() {
+		var g storedSegment
+		if err := rs.Scan(&g.id, &g.data); err != nil {
+			return nil, err
+		}
+		segs = append(segs, g)
+	}
+	return segs, rs.Err()
+}
+
 // dropOldest returns a keep function for a segment that drops its n oldest
 // records (by time, then ID).
-func dropOldest(segID int64, data []byte, n int64) (func(*CallRecord) bool, error) {
+func dropOldest(g storedSegment, n int64) (func(*CallRecord) bool, error) {
 	var all []CallRecord
-	if err := callseg.Decode(segID, data, func(_ int64, c CallRecord) bool {
+	if err := callseg.Decode(g.id, g.data, func(_ int64, c CallRecord) bool {
 		all = append(all, CallRecord{ID: c.ID, Time: c.Time})
 		return true
 	}); err != nil {
@@ -1011,58 +1048,23 @@ func dropOldest(segID int64, data []byte, n int64) (func(*CallRecord) bool, erro
 	return func(c *CallRecord) bool { return callseg.Newer(c, &cut) }, nil
 }
 
-// trimSegments rewrites the segments sel selects, keeping the records
-// keepFor(segmentID) accepts, deleting segments left empty. It returns how
-// many records it dropped.
-func trimSegments(ctx context.Context, t tx, sel string, args []any,
-	keepFor func(id int64, data []byte) (func(*CallRecord) bool, error)) (int64, error) {
-	rs, err := t.query(ctx, sel, args...)
+// rewriteSegment stores g with only the records keep accepts (deleting it
+// if none remain) and returns how many records it dropped.
+func rewriteSegment(ctx context.Context, t tx, g storedSegment, keep func(*CallRecord) bool) (int64, error) {
+	ng, n, err := callseg.Trim(g.id, g.data, keep)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	if ng.Count == 0 {
+		_, err = t.exec(ctx, `DELETE FROM call_segments WHERE id = ?`, g.id)
+	} else {
+		_, err = t.exec(ctx, `UPDATE call_segments SET min_time = ?, max_time = ?, count = ?, decisions = ?, filter = ?, data = ?
+			WHERE id = ?`, ng.MinTime, ng.MaxTime, ng.Count, ng.Decisions, ng.Filter, ng.Data, g.id)
+	}
 	if err != nil {
 		return 0, err
 	}
-	type seg struct {
-		id   int64
-		data []byte
-	}
-	var segs []seg
-	for rs.Next() {
-		var g seg
-		if err := rs.Scan(&g.id, &g.data); err != nil {
-			rs.Close()
-			return 0, err
-		}
-		segs = append(segs, g)
-	}
-	err = rs.Err()
-	rs.Close()
-	if err != nil {
-		return 0, err
-	}
-	var dropped int64
-	for _, g := range segs {
-		keep, err := keepFor(g.id, g.data)
-		if err != nil {
-			return 0, err
-		}
-		ng, n, err := callseg.Trim(g.id, g.data, keep)
-		if err != nil {
-			return 0, err
-		}
-		if n == 0 {
-			continue
-		}
-		dropped += int64(n)
-		if ng.Count == 0 {
-			_, err = t.exec(ctx, `DELETE FROM call_segments WHERE id = ?`, g.id)
-		} else {
-			_, err = t.exec(ctx, `UPDATE call_segments SET min_time = ?, max_time = ?, count = ?, decisions = ?, filter = ?, data = ?
-				WHERE id = ?`, ng.MinTime, ng.MaxTime, ng.Count, ng.Decisions, ng.Filter, ng.Data, g.id)
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	return dropped, nil
+	return int64(n), nil
 }
 
 // ---- feeds ----

@@ -8,10 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/signalbox/signalbox/internal/store/callseg"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/store/callseg"
 )
 
 // Errors callers test with errors.Is.

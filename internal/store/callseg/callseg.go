@@ -1,6 +1,7 @@
-// Package callseg is the storage format of the CURRI call log: segments, one row per written batch, holding
-// the batch's records in one compressed blob, the batch's time range, a
-// bitmask of its decisions and a Bloom filter of its numbers. Writing a call
+// Package callseg is the storage format of the CURRI call log: segments,
+// one row per written batch, holding the batch's records in one compressed
+// blob, the batch's time range, a bitmask of its decisions and a Bloom
+// filter of its numbers. Writing a call
 // then costs an append to a buffer, not a B-tree insert into a table and its
 // indexes per call (profiled at ~34 µs of CPU per call on the embedded
 // SQLite with two number indexes, a third of the CURRI server's CPU at
@@ -42,9 +43,19 @@ type Record struct {
 	Client             string    `json:"client"`
 }
 
+// strs lists a record's string fields in their stored order: Encode, Fit
+// and Decode all walk this one list.
+func (c *Record) strs() [10]*string {
+	return [10]*string{&c.Policy, &c.Calling, &c.Called, &c.TransformedCalling, &c.TransformedCalled,
+		&c.TriggerPoint, &c.DeviceName, &c.Decision, &c.Step, &c.Client}
+}
+
 const (
-	IDShift      = 16
-	MaxRecords   = 1 << IDShift // records per segment (the index is 16 bits)
+	// IDShift: a record's ID is its segment's ID shifted left by this, or'd
+	// with its index in the segment.
+	IDShift = 16
+	// MaxRecords is the most records a segment holds (the index is 16 bits).
+	MaxRecords   = 1 << IDShift
 	segVersion   = 1
 	segFlagZstd  = 1
 	bloomBitsPer = 10 // bits per distinct number: ~1 % false positives with 7 hashes
@@ -55,7 +66,7 @@ const (
 	maxSegDataSize  = 64 << 20
 )
 
-// Decision bits in call_segments.decisions.
+// DecisionBit is a decision's bit in Segment.Decisions.
 func DecisionBit(d string) int64 {
 	switch d {
 	case "permit":
@@ -119,10 +130,9 @@ func Encode(recs []Record, idx []int) Segment {
 		b = binary.AppendUvarint(b, uint64(ix-prevIdx))
 		b = binary.AppendVarint(b, t-prevT)
 		prevT, prevIdx = t, ix
-		for _, s := range [...]string{c.Policy, c.Calling, c.Called, c.TransformedCalling, c.TransformedCalled,
-			c.TriggerPoint, c.DeviceName, c.Decision, c.Step, c.Client} {
-			b = binary.AppendUvarint(b, uint64(len(s)))
-			b = append(b, s...)
+		for _, s := range c.strs() {
+			b = binary.AppendUvarint(b, uint64(len(*s)))
+			b = append(b, *s...)
 		}
 		b = binary.AppendVarint(b, c.RuleID)
 		b = binary.AppendVarint(b, c.EntryID)
@@ -151,9 +161,10 @@ func Encode(recs []Record, idx []int) Segment {
 func Fit(recs []Record) int {
 	size := 0
 	for i := range recs {
-		c := &recs[i]
-		size += 40 + len(c.Policy) + len(c.Calling) + len(c.Called) + len(c.TransformedCalling) +
-			len(c.TransformedCalled) + len(c.TriggerPoint) + len(c.DeviceName) + len(c.Decision) + len(c.Step) + len(c.Client)
+		size += 40
+		for _, s := range recs[i].strs() {
+			size += len(*s)
+		}
 		if i == MaxRecords || (i > 0 && size > MaxSegmentBytes) {
 			return i
 		}
@@ -191,8 +202,9 @@ func Decode(segID int64, data []byte, fn func(id int64, c Record) bool) error {
 		var c Record
 		prevIdx += int64(d.uvarint())
 		prevT += d.varint()
-		c.Policy, c.Calling, c.Called, c.TransformedCalling, c.TransformedCalled = d.str(), d.str(), d.str(), d.str(), d.str()
-		c.TriggerPoint, c.DeviceName, c.Decision, c.Step, c.Client = d.str(), d.str(), d.str(), d.str(), d.str()
+		for _, s := range c.strs() {
+			*s = d.str()
+		}
 		c.RuleID, c.EntryID, c.LatencyMicros = d.varint(), d.varint(), d.varint()
 		if d.err || prevIdx < 0 || prevIdx >= MaxRecords {
 			return fmt.Errorf("segment %d: %w: truncated or malformed record", segID, ErrCorrupt)
@@ -269,7 +281,7 @@ func Trim(segID int64, data []byte, keep func(c *Record) bool) (Segment, int, er
 	return Encode(recs, idx), dropped, nil
 }
 
-// bloom is a Bloom filter over number strings, laid out as little-endian
+// Bloom is a Bloom filter over number strings, laid out as little-endian
 // 64-bit words so it reads the same on every machine and in every backend.
 type Bloom struct{ Bits []byte }
 
@@ -288,14 +300,22 @@ func fnv64a(s string) uint64 {
 	return h
 }
 
+// probe returns the filter's bit positions for s: double hashing of one
+// 64-bit FNV-1a hash.
+func (f Bloom) probe(s string) (pos [bloomHashes]uint64) {
+	h := fnv64a(s)
+	h1, h2, m := h&0xffffffff, h>>32|1, uint64(len(f.Bits))*8
+	for i := range pos {
+		pos[i] = (h1 + uint64(i)*h2) % m
+	}
+	return pos
+}
+
 func (f Bloom) add(s string) {
 	if s == "" {
 		return
 	}
-	h := fnv64a(s)
-	h1, h2, m := h&0xffffffff, h>>32|1, uint64(len(f.Bits))*8
-	for i := range uint64(bloomHashes) {
-		bit := (h1 + i*h2) % m
+	for _, bit := range f.probe(s) {
 		f.Bits[bit/8] |= 1 << (bit % 8)
 	}
 }
@@ -306,10 +326,7 @@ func (f Bloom) MayContain(s string) bool {
 	if len(f.Bits) == 0 || len(f.Bits)%8 != 0 {
 		return true
 	}
-	h := fnv64a(s)
-	h1, h2, m := h&0xffffffff, h>>32|1, uint64(len(f.Bits))*8
-	for i := range uint64(bloomHashes) {
-		bit := (h1 + i*h2) % m
+	for _, bit := range f.probe(s) {
 		if f.Bits[bit/8]&(1<<(bit%8)) == 0 {
 			return false
 		}
