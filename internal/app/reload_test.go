@@ -33,22 +33,34 @@ func TestBulkReplaceRecompilesOnePolicy(t *testing.T) {
 	// The periodic version check (every 2 s) may pick a change up first and
 	// reload everything; then the fast path has nothing to do. That race is
 	// rare, so a few attempts tell it from a fast path that never works.
+	// Each attempt adds a rule of its own and waits for it, so a decision
+	// is never read from an earlier attempt's snapshot.
 	var after map[string]int
 	for attempt := 0; ; attempt++ {
-		if code, b := apiDo(t, s, "PUT", "/api/v1/policies/default/rules", "["+strings.Join(rules, ",")+"]"); code != 200 {
+		marker := fmt.Sprintf("+1972666000%d", attempt)
+		body := "[" + strings.Join(rules, ",") + fmt.Sprintf(`,{"priority":1,"match":{"calling":%q},"action":{"decision":"permit"}}]`, marker)
+		if code, b := apiDo(t, s, "PUT", "/api/v1/policies/default/rules", body); code != 200 {
 			t.Fatalf("replace: %d %s", code, b)
 		}
+		waitDecision(t, c, "/curri/default", marker, "Permit")
 		waitDecision(t, c, "/curri/default", "+19725550042", "Deny")
 		// priority 5 beats the deny at a later priority for the same number
 		waitDecision(t, c, "/curri/default", "+19725551999", "Permit")
 		waitDecision(t, c, "/curri/sales", "111", "Deny")
-		after = reloads(t, s)
+		// The counters move just after the swap.
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			after = reloads(t, s)
+			if after["policy"]+after["all"] > before["policy"]+before["all"] || time.Now().After(deadline) {
+				break
+			}
+		}
 		if after["policy"] == before["policy"]+1 && after["all"] == before["all"] {
 			break
 		}
-		if attempt == 2 {
+		if attempt == 4 {
 			t.Fatalf("reloads %v -> %v: want one single-policy recompile and no full reload", before, after)
 		}
+		t.Logf("attempt %d: reloads %v -> %v; trying again", attempt, before, after)
 		before = after
 	}
 

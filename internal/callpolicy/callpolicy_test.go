@@ -412,3 +412,50 @@ func TestWithPolicyReplacesOnePolicy(t *testing.T) {
 		t.Error("an invalid rule compiled")
 	}
 }
+
+// TestSwapSharedPolicyWhileEvaluating: swapping in a snapshot from
+// WithPolicy leaves the policies it shares with the live snapshot untouched
+// while calls evaluate them (the race detector checks this), and their
+// undrained hits survive the swap.
+func TestSwapSharedPolicyWhileEvaluating(t *testing.T) {
+	e := NewEngine(prometheus.NewRegistry())
+	cur, err := Compile([]PolicyConfig{
+		{Policy: Policy{ID: "a", DefaultAction: permit()}, Rules: []Rule{{ID: 1, Enabled: true, Match: Match{Calling: "100"}, Action: deny()}}},
+		{Policy: Policy{ID: "b", DefaultAction: permit()}, Rules: []Rule{{ID: 2, Enabled: true, Match: Match{Calling: "200"}, Action: deny()}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Swap(cur)
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+			}
+			if d, ok := e.Evaluate("b", &Call{Calling: "200", Called: "1"}, time.Now()); !ok || d.RuleID != 2 {
+				t.Errorf("policy b: %+v %v", d, ok)
+			}
+			n++
+		}
+	}()
+	for i := range 200 {
+		next, err := cur.WithPolicy(&PolicyConfig{Policy: Policy{ID: "a", DefaultAction: permit()},
+			Rules: []Rule{{ID: int64(10 + i), Enabled: true, Match: Match{Calling: "100"}, Action: deny()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Swap(next)
+		cur = next
+	}
+	close(stop)
+	n := <-done
+	if got := e.DrainHits()[2].Count; got != int64(n) {
+		t.Errorf("policy b rule hits = %d, want %d (one per call)", got, n)
+	}
+}

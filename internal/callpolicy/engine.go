@@ -48,20 +48,27 @@ func NewEngine(reg prometheus.Registerer) *Engine {
 // Swap publishes s. Per-rule hit counters not yet drained carry over to the
 // rules of s with the same id (the counter objects are shared, so hits
 // counted by calls still running on the old snapshot are not lost); counts
-// of rules that no longer exist are dropped. s must not be swapped into
-// another Engine.
+// of rules that no longer exist are dropped. Policies s shares with the
+// live snapshot (see Snapshot.WithPolicy) are left as they are. s must not
+// be swapped into another Engine.
 func (e *Engine) Swap(s *Snapshot) {
 	e.swapMu.Lock()
 	defer e.swapMu.Unlock()
 	old := e.cur.Load()
 	if s != nil {
 		for id, p := range s.policies {
-			p.hits = e.ruleHits.WithLabelValues(id)
-			if old == nil {
+			var op *policy
+			if old != nil {
+				op = old.policies[id]
+			}
+			if op == p {
+				// Shared with the live snapshot (Snapshot.WithPolicy keeps
+				// the policies it did not recompile): already wired, and
+				// calls are reading it now.
 				continue
 			}
-			op, ok := old.policies[id]
-			if !ok || len(op.rules) == 0 {
+			p.hits = e.ruleHits.WithLabelValues(id)
+			if op == nil || len(op.rules) == 0 {
 				continue
 			}
 			prev := make(map[int64]*hitCounter, len(op.rules))
