@@ -28,6 +28,7 @@ type dirConfig struct {
 	Mix         string        // NF mix TYPE=weight,...
 	Compression string        // nfsim's Kafka batch compression
 	Linger      time.Duration // nfsim's producer linger
+	Key         string        // nfsim's record key: none or correlation
 	Feeds       int           // independent feeds (and consumers) of the same stream
 	FindMax     bool          // search the highest rate that meets MaxP99 and loses nothing
 	Trial       time.Duration // measured phase of a -find-max trial
@@ -65,6 +66,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.StringVar(&c.Mix, "mix", c.Mix, "NF mix as TYPE=weight,...")
 	fs.StringVar(&c.Compression, "compression", "snappy", "the NFs' (nfsim's) Kafka batch compression: snappy, lz4, zstd, gzip or none")
 	fs.DurationVar(&c.Linger, "linger", 0, "the NFs' (nfsim's) Kafka producer linger (0: send at once)")
+	fs.StringVar(&c.Key, "key", "none", "the NFs' (nfsim's) Kafka record key: none (sticky partitioning, the reference's round-robin ordering) or correlation (correlation id)")
 	fs.IntVar(&c.Feeds, "feeds", c.Feeds, "independent feeds (and consumers) of the same stream")
 	fs.BoolVar(&c.FindMax, "find-max", false, "search the highest rate with p99 <= -max-p99 and nothing lost, in -trial runs")
 	fs.DurationVar(&c.Trial, "trial", c.Trial, "measured phase of one -find-max trial")
@@ -105,6 +107,9 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	case "snappy", "lz4", "zstd", "gzip", "none":
 	default:
 		return c, fmt.Errorf("bench director: -compression %q: want snappy, lz4, zstd, gzip or none", c.Compression)
+	}
+	if c.Key != "none" && c.Key != "correlation" {
+		return c, fmt.Errorf("bench director: -key %q: want none or correlation", c.Key)
 	}
 	if c.Brokers != "" && c.SplitBroker {
 		return c, errors.New("bench director: -split-broker and -brokers exclude each other")

@@ -59,6 +59,7 @@ type dirReport struct {
 	Size        int     `json:"size"`
 	Compression string  `json:"compression"`
 	Linger      string  `json:"linger"`
+	Key         string  `json:"key"`
 	TargetRate  float64 `json:"target_rate"`
 	Mix         string  `json:"mix"`
 	Feeds       int     `json:"feeds"`
@@ -221,8 +222,8 @@ func (r *dirReport) writeTable(out io.Writer) {
 		tls = "plain TCP"
 	}
 	fmt.Fprintf(w, "bench director  %s  %d CPUs  load %s -> %s\n", r.Date, r.CPUs, r.LoadStart, r.LoadEnd)
-	fmt.Fprintf(w, "  %s feed (%s), %d B (%s, linger %s), mix %s, %d feed(s), target %.0f MPS, %.0fs measured after %.0fs warm-up, broker %s%s\n",
-		r.Feed, tls, r.Size, r.Compression, r.Linger, r.Mix, r.Feeds, r.TargetRate, r.Elapsed, r.Warmup, r.Broker, map[bool]string{true: ", in-process"}[r.InProcess])
+	fmt.Fprintf(w, "  %s feed (%s), %d B (%s, linger %s, key %s), mix %s, %d feed(s), target %.0f MPS, %.0fs measured after %.0fs warm-up, broker %s%s\n",
+		r.Feed, tls, r.Size, r.Compression, r.Linger, r.Key, r.Mix, r.Feeds, r.TargetRate, r.Elapsed, r.Warmup, r.Broker, map[bool]string{true: ", in-process"}[r.InProcess])
 	fmt.Fprintf(w, "  sent %d (%.0f MPS), producer errors %d\n", r.SentTotal, r.SentRate, r.ProducerErrors)
 	nfs := make([]string, 0, len(r.Sent))
 	for k := range r.Sent {

@@ -71,7 +71,7 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	warmID, mainID := "w"+runID, "m"+runID
 
 	r = &dirReport{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), LoadStart: loadAvg(),
-		Feed: cfg.Feed, TLS: cfg.TLS, Compression: cfg.Compression, Linger: cfg.Linger.String(), Size: cfg.Size, TargetRate: rate, Mix: cfg.Mix, Feeds: cfg.Feeds,
+		Feed: cfg.Feed, TLS: cfg.TLS, Compression: cfg.Compression, Linger: cfg.Linger.String(), Key: cfg.Key, Size: cfg.Size, TargetRate: rate, Mix: cfg.Mix, Feeds: cfg.Feeds,
 		Duration: dur.Seconds(), Warmup: cfg.Warmup.Seconds(), InProcess: cfg.InProcess, Broker: brokerMode(cfg)}
 	if err := sc.startServe(ctx); err != nil {
 		return nil, err
@@ -394,12 +394,12 @@ func (sc *scenario) produce(ctx context.Context, id string, rate float64, dur ti
 	if sc.cfg.InProcess {
 		mix, _ := nfsim.ParseMix(sc.cfg.Mix)
 		st, err := nfsim.Run(ctx, nfsim.Config{Brokers: strings.Split(sc.brokers, ","), Rate: rate, Mix: mix, Size: sc.cfg.Size,
-			Duration: dur, RunID: id, Progress: time.Hour, Compression: sc.cfg.Compression, Linger: sc.cfg.Linger}, io.Discard)
+			Duration: dur, RunID: id, Progress: time.Hour, Compression: sc.cfg.Compression, Linger: sc.cfg.Linger, Key: sc.cfg.Key}, io.Discard)
 		return st, usage{Name: "nfsim (in bench)"}, err
 	}
 	args := []string{"nfsim", "-brokers", sc.brokers, "-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-mix", sc.cfg.Mix,
 		"-size", strconv.Itoa(sc.cfg.Size), "-duration", dur.String(), "-run-id", id, "-compression", sc.cfg.Compression,
-		"-linger", sc.cfg.Linger.String()}
+		"-linger", sc.cfg.Linger.String(), "-key", sc.cfg.Key}
 	start := time.Now()
 	p, err := startProc(ctx, "nfsim", sc.cfg.Bin, args, sc.echo)
 	if err != nil {

@@ -60,6 +60,13 @@ type Config struct {
 	// whatever arrives while its requests are in flight), which is what a
 	// latency-sensitive NF does.
 	Linger time.Duration
+	// Key is the Kafka record key: "none" (the default) leaves copies
+	// unkeyed, so the producer fills one partition per batch (Kafka's
+	// sticky default, the reference benchmark's "round-robin based
+	// ordering"); "correlation" keys them by correlation id, so a
+	// transaction stays in one partition, at the price of spreading each
+	// tick's copies over every partition (batches of one or two copies).
+	Key string
 
 	SASLMechanism string // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; "" = none
 	SASLUser      string
@@ -93,6 +100,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RunID, "run-id", c.RunID, "run id in x-signalbox-seq (default random)")
 	fs.StringVar(&c.Compression, "compression", c.Compression, "Kafka batch compression: snappy (default), lz4, zstd, gzip or none")
 	fs.DurationVar(&c.Linger, "linger", c.Linger, "Kafka producer linger per partition (0: send at once, batching only what queues behind in-flight requests)")
+	fs.StringVar(&c.Key, "key", c.Key, "Kafka record key: none (default; the producer's sticky partitioning) or correlation (correlation id: a transaction stays in one partition)")
 	fs.StringVar(&c.SASLMechanism, "sasl-mechanism", c.SASLMechanism, "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
 	fs.StringVar(&c.SASLUser, "sasl-user", c.SASLUser, "Kafka SASL user")
 	fs.StringVar(&c.SASLPassword, "sasl-password", c.SASLPassword, "Kafka SASL password")
@@ -246,6 +254,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 		if !(w > 0) {
 			return Stats{}, fmt.Errorf("nfsim: mix %s: weight must be positive", k)
 		}
+	}
+	switch cfg.Key {
+	case "":
+		cfg.Key = "none"
+	case "none", "correlation":
+	default:
+		return Stats{}, fmt.Errorf("nfsim: key %q: want none or correlation", cfg.Key)
 	}
 	if cfg.Progress <= 0 {
 		cfg.Progress = 5 * time.Second
@@ -440,9 +455,12 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 	return tc, nil
 }
 
-// kafkaSender produces to the NF type's topic, keyed by correlation id so a
-// transaction stays in one partition.
-type kafkaSender struct{ cl *kgo.Client }
+// kafkaSender produces to the NF type's topic, unkeyed or keyed by
+// correlation id (Config.Key).
+type kafkaSender struct {
+	cl    *kgo.Client
+	keyed bool
+}
 
 // compressionCodec maps a -compression name to the producer codec.
 func compressionCodec(name string) (kgo.CompressionCodec, error) {
@@ -500,11 +518,14 @@ func newKafkaSender(cfg Config) (*kafkaSender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nfsim: kafka client: %w", err)
 	}
-	return &kafkaSender{cl: cl}, nil
+	return &kafkaSender{cl: cl, keyed: cfg.Key == "correlation"}, nil
 }
 
 func (k *kafkaSender) send(ctx context.Context, nf *nfState, key string, rec []byte, done func(error)) {
-	r := &kgo.Record{Topic: nf.topic, Key: []byte(key), Value: rec}
+	r := &kgo.Record{Topic: nf.topic, Value: rec}
+	if k.keyed {
+		r.Key = []byte(key)
+	}
 	k.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { done(err) })
 }
 

@@ -126,6 +126,12 @@ func (k *checker) verify(want map[string]int64, ordered bool) {
 }
 
 func TestRunKafka(t *testing.T) {
+	for _, key := range []string{"correlation", ""} {
+		t.Run("key="+key, func(t *testing.T) { testRunKafka(t, key) })
+	}
+}
+
+func testRunKafka(t *testing.T, key string) {
 	cl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "SCP", "NRF", "SEPP"))
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +139,7 @@ func TestRunKafka(t *testing.T) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cfg := Config{Brokers: cl.ListenAddrs(), Rate: 4000, Count: 1200, Size: 3000, RunID: "t1"}
+	cfg := Config{Brokers: cl.ListenAddrs(), Rate: 4000, Count: 1200, Size: 3000, RunID: "t1", Key: key}
 	var out bytes.Buffer
 	st, err := Run(ctx, cfg, &out)
 	if err != nil {
@@ -173,14 +179,22 @@ func TestRunKafka(t *testing.T) {
 		fs.EachRecord(func(r *kgo.Record) {
 			got++
 			k.add(r.Topic, r.Value)
-			key := r.Topic + "/" + string(r.Key)
-			if p, ok := keysPerCorr[key]; ok && p != r.Partition {
-				t.Errorf("transaction %s split over partitions %d and %d", key, p, r.Partition)
+			if key == "" {
+				if r.Key != nil {
+					t.Errorf("unkeyed run: record with key %q", r.Key)
+				}
+				return
 			}
-			keysPerCorr[key] = r.Partition
+			tk := r.Topic + "/" + string(r.Key)
+			if p, ok := keysPerCorr[tk]; ok && p != r.Partition {
+				t.Errorf("transaction %s split over partitions %d and %d", tk, p, r.Partition)
+			}
+			keysPerCorr[tk] = r.Partition
 		})
 	}
-	k.verify(want, true)
+	// Unkeyed, a transaction's copies may land in different partitions, so
+	// a consumer sees them in no particular order.
+	k.verify(want, key != "")
 }
 
 func TestRunHTTPIngest(t *testing.T) {
