@@ -16,13 +16,12 @@ package synthetic
 
 import (
 	"encoding/binary"
-	"net"
+	"math/bits"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/signalbox/signalbox/internal/copy"
@@ -92,20 +91,6 @@ type Encoder struct {
 	hp      *hpack.Encoder
 	hblock  appendWriter // header block scratch
 	payload []byte       // HTTP/2 frames scratch
-
-	sbuf   gopacket.SerializeBuffer
-	sopts  gopacket.SerializeOptions
-	eth    layers.Ethernet
-	ip4    layers.IPv4
-	ip6    layers.IPv6
-	tcp    layers.TCP
-	pl     gopacket.Payload
-	stack4 []gopacket.SerializableLayer
-	stack6 []gopacket.SerializableLayer
-
-	srcMAC, dstMAC [6]byte
-	src4, dst4     [4]byte
-	src6, dst6     [16]byte
 }
 
 type appendWriter struct{ b []byte }
@@ -122,8 +107,6 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 		byID:     make(map[string]netip.AddrPort),
 		maxFlows: opts.MaxFlows,
 		flows:    make(map[flowKey]flowState),
-		sbuf:     gopacket.NewSerializeBufferExpectedSize(64, 4096),
-		sopts:    gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
 		payload:  make([]byte, 0, 4096),
 	}
 	if e.maxFlows <= 0 {
@@ -148,16 +131,6 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 	e.hp.SetMaxDynamicTableSize(0)
 	_ = e.hp.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
 	e.hblock.b = e.hblock.b[:0]
-
-	e.eth.SrcMAC = net.HardwareAddr(e.srcMAC[:])
-	e.eth.DstMAC = net.HardwareAddr(e.dstMAC[:])
-	e.ip4 = layers.IPv4{Version: 4, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolTCP,
-		SrcIP: net.IP(e.src4[:]), DstIP: net.IP(e.dst4[:])}
-	e.ip6 = layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolTCP,
-		SrcIP: net.IP(e.src6[:]), DstIP: net.IP(e.dst6[:])}
-	e.tcp = layers.TCP{PSH: true, ACK: true, Window: 65535}
-	e.stack4 = []gopacket.SerializableLayer{&e.eth, &e.ip4, &e.tcp, &e.pl}
-	e.stack6 = []gopacket.SerializableLayer{&e.eth, &e.ip6, &e.tcp, &e.pl}
 	return e
 }
 
@@ -381,6 +354,9 @@ func hasUpper(s string) bool {
 
 // appendSegments appends payload as one or more TCP segments (records) of the
 // flow, client→server when fromClient, advancing that direction's sequence.
+// Each record is written in place: pcap record header, Ethernet, IPv4 or IPv6
+// and TCP headers (no options), the payload, then the checksums over what is
+// already in dst. The payload is copied once.
 func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowState, fromClient bool, payload []byte) []byte {
 	src, dstAP := key.server, key.client
 	seq, ack := &fl.serverSeq, fl.clientSeq
@@ -389,35 +365,55 @@ func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowStat
 		seq, ack = &fl.clientSeq, fl.serverSeq
 	}
 	v4 := src.Addr().Is4()
-	maxSeg := maxSegment6
-	stack := e.stack6
+	maxSeg, ipLen := maxSegment6, ipv6HeaderLen
 	if v4 {
-		maxSeg = maxSegment4
-		stack = e.stack4
-		e.src4 = src.Addr().As4()
-		e.dst4 = dstAP.Addr().As4()
-		e.eth.EthernetType = layers.EthernetTypeIPv4
-	} else {
-		e.src6 = src.Addr().As16()
-		e.dst6 = dstAP.Addr().As16()
-		e.eth.EthernetType = layers.EthernetTypeIPv6
+		maxSeg, ipLen = maxSegment4, ipv4HeaderLen
 	}
-	e.srcMAC = macFor(src.Addr())
-	e.dstMAC = macFor(dstAP.Addr())
-	e.tcp.SrcPort = layers.TCPPort(src.Port())
-	e.tcp.DstPort = layers.TCPPort(dstAP.Port())
-	if err := e.tcp.SetNetworkLayerForChecksum(e.netLayer(v4)); err != nil {
-		panic("synthetic: " + err.Error()) // unreachable: the layers are IPv4/IPv6
+	srcMAC, dstMAC := macFor(src.Addr()), macFor(dstAP.Addr())
+	if ts < 0 {
+		ts = 0
 	}
 	for {
 		n := min(len(payload), maxSeg)
-		e.tcp.Seq, e.tcp.Ack = *seq, ack
-		e.pl = payload[:n]
-		if err := gopacket.SerializeLayers(e.sbuf, e.sopts, stack...); err != nil {
-			// Only reachable through a bug here (sizes are bounded above).
-			panic("synthetic: serialize: " + err.Error())
+		pktLen := ethHeaderLen + ipLen + tcpHeaderLen + n
+		dst = slices.Grow(dst, pcapRecordHeaderLen+pktLen)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(ts/1e9))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(ts%1e9))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(pktLen))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(pktLen))
+		dst = append(dst, dstMAC[:]...)
+		dst = append(dst, srcMAC[:]...)
+		var pseudo uint64 // the TCP pseudo-header's sum
+		if v4 {
+			dst = append(dst, 0x08, 0x00) // EtherType IPv4
+			ip := len(dst)
+			s4, d4 := src.Addr().As4(), dstAP.Addr().As4()
+			total := ipv4HeaderLen + tcpHeaderLen + n
+			dst = append(dst,
+				0x45, 0, byte(total>>8), byte(total), // version 4, IHL 5, TOS, total length
+				0, 0, 0x40, 0, // id, flags DF, fragment offset
+				64, 6, 0, 0) // TTL, protocol TCP, checksum (below)
+			dst = append(dst, s4[:]...)
+			dst = append(dst, d4[:]...)
+			binary.BigEndian.PutUint16(dst[ip+10:], checksum(dst[ip:ip+ipv4HeaderLen], 0))
+			pseudo = sum16(s4[:], sum16(d4[:], uint64(6)+uint64(tcpHeaderLen+n)))
+		} else {
+			dst = append(dst, 0x86, 0xdd) // EtherType IPv6
+			s16, d16 := src.Addr().As16(), dstAP.Addr().As16()
+			pl := tcpHeaderLen + n
+			dst = append(dst, 0x60, 0, 0, 0, byte(pl>>8), byte(pl), 6, 64) // version 6, class, label, payload length, TCP, hop limit
+			dst = append(dst, s16[:]...)
+			dst = append(dst, d16[:]...)
+			pseudo = sum16(s16[:], sum16(d16[:], uint64(6)+uint64(pl)))
 		}
-		dst = appendRecord(dst, ts, e.sbuf.Bytes())
+		tcp := len(dst)
+		dst = binary.BigEndian.AppendUint16(dst, src.Port())
+		dst = binary.BigEndian.AppendUint16(dst, dstAP.Port())
+		dst = binary.BigEndian.AppendUint32(dst, *seq)
+		dst = binary.BigEndian.AppendUint32(dst, ack)
+		dst = append(dst, 5<<4, 0x18, 0xff, 0xff, 0, 0, 0, 0) // data offset 5, PSH|ACK, window 65535, checksum, urgent
+		dst = append(dst, payload[:n]...)
+		binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:], pseudo))
 		*seq += uint32(n)
 		payload = payload[n:]
 		if len(payload) == 0 {
@@ -426,23 +422,57 @@ func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowStat
 	}
 }
 
-func (e *Encoder) netLayer(v4 bool) gopacket.NetworkLayer {
-	if v4 {
-		return &e.ip4
+// Header sizes of the records appendSegments writes.
+const (
+	pcapRecordHeaderLen = 16
+	ethHeaderLen        = 14
+	ipv4HeaderLen       = 20
+	ipv6HeaderLen       = 40
+	tcpHeaderLen        = 20
+)
+
+// sum16 adds b to sum as big-endian 16-bit words (b has even length), the
+// one's-complement sum of RFC 1071 before folding.
+func sum16(b []byte, sum uint64) uint64 {
+	for len(b) >= 2 {
+		sum += uint64(b[0])<<8 | uint64(b[1])
+		b = b[2:]
 	}
-	return &e.ip6
+	return sum
 }
 
-// appendRecord appends a pcap record header (nanosecond timestamps) and pkt.
-func appendRecord(dst []byte, ts int64, pkt []byte) []byte {
-	if ts < 0 {
-		ts = 0
+// checksum is the Internet checksum of b with initial (unfolded) sum init.
+// It adds b eight bytes at a time: a one's-complement sum does not depend
+// on byte order as long as every word is read the same way (RFC 1071 §2(B)),
+// so little-endian loads are summed with carries and the folded result is
+// byte-swapped once.
+func checksum(b []byte, init uint64) uint16 {
+	var acc, carry uint64
+	for len(b) >= 8 {
+		acc, carry = bits.Add64(acc, binary.LittleEndian.Uint64(b), carry)
+		b = b[8:]
 	}
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(ts/1e9))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(ts%1e9))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(pkt)))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(pkt)))
-	return append(dst, pkt...)
+	acc, carry = bits.Add64(acc, 0, carry) // the last end-around carry
+	acc += carry                           // acc is 0 if that carried
+	// Fold the 64-bit little-endian sum to 16 bits, then to big-endian.
+	s := acc>>32 + acc&0xffffffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	sum := uint64(bits.ReverseBytes16(uint16(s)))
+	// The tail (fewer than 8 bytes) and init in big-endian words.
+	for len(b) >= 2 {
+		sum += uint64(b[0])<<8 | uint64(b[1])
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		sum += uint64(b[0]) << 8
+	}
+	sum += init
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	return ^uint16(sum)
 }
 
 // macFor derives a stable locally-administered unicast MAC from an address.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -336,4 +337,38 @@ func FuzzAppendCopy(f *testing.F) {
 			t.Fatalf("decoded %d messages", len(msgs))
 		}
 	})
+}
+
+// TestChecksum compares the word-at-a-time Internet checksum with RFC 1071's
+// plain 16-bit sum, for every length up to 70 bytes and random contents.
+func TestChecksum(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	naive := func(b []byte, init uint64) uint16 {
+		sum := init
+		for i := 0; i+1 < len(b); i += 2 {
+			sum += uint64(b[i])<<8 | uint64(b[i+1])
+		}
+		if len(b)%2 == 1 {
+			sum += uint64(b[len(b)-1]) << 8
+		}
+		for sum > 0xffff {
+			sum = sum>>16 + sum&0xffff
+		}
+		return ^uint16(sum)
+	}
+	for n := 0; n <= 70; n++ {
+		for range 50 {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(rnd.Uint32())
+				if rnd.IntN(4) == 0 {
+					b[i] = 0xff // long runs of ones exercise the carries
+				}
+			}
+			init := rnd.Uint64() >> (24 + rnd.IntN(40)) // a pseudo-header sum: small
+			if got, want := checksum(b, init), naive(b, init); got != want {
+				t.Fatalf("len %d init %#x: checksum %#04x, want %#04x (% x)", n, init, got, want, b)
+			}
+		}
+	}
 }
