@@ -468,3 +468,30 @@ func TestHasSpecial(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeBodyEscapes checks the body's one-pass path and its fallback
+// against the oracle on the escapes each handles or leaves to the other.
+func TestDecodeBodyEscapes(t *testing.T) {
+	bodies := []string{
+		`plain`, ``, `{\"a\":\"b\\\\c\/d\"}`, `\b\f\n\r\t`, `\u0041\u00e9\u20ac\u0000`,
+		`\ud83d\ude00 pair`, `\ud83d lone`, `\ude00`, `caf\u00e9 é`, "\xff bad utf8", `tail\u12`, `bad \x`,
+		"ctl \x01", strings.Repeat(`abcdefg\"`, 50) + strings.Repeat("x", 100),
+	}
+	var c Copy
+	for _, body := range bodies {
+		raw := []byte(`{"metadata-list":{"timestamp":1,"message-direction":"REQUEST_INGRESS","feed-source":{"nf-type":"SCP"}},` +
+			`"header-list":{":method":["GET"],":path":["/"]},"5g-sbi-message":"` + body + `"}`)
+		err := Decode(raw, &c)
+		oc, oerr := oracleDecode(raw)
+		if (err == nil) != (oerr == nil) {
+			t.Errorf("body %q: Decode err=%v, oracle err=%v", body, err, oerr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if !bytes.Equal(c.Body, oc.Body) {
+			t.Errorf("body %q: decoded %q, oracle %q", body, c.Body, oc.Body)
+		}
+	}
+}

@@ -467,6 +467,10 @@ func (d *decoder) body() error {
 		}
 		return d.fail("5g-sbi-message", "bad_type")
 	}
+	if body, ok := d.appendASCIIString(c.Body); ok {
+		c.Body = body
+		return nil
+	}
 	start := d.i + 1
 	end, clean, err := d.scanString("5g-sbi-message")
 	if err != nil {
@@ -478,6 +482,77 @@ func (d *decoder) body() error {
 		c.Body = unescape(c.Body, d.b[start:end])
 	}
 	return nil
+}
+
+// appendASCIIString appends the value of the string at d.i (which is '"')
+// to dst in one pass, scanning and unescaping together: the body is most of
+// a record and is always escaped (it is JSON in a JSON string), so the
+// separate scan and unescape passes read it twice. It handles ASCII content
+// with the short escapes and \u escapes outside the surrogate range. On
+// anything else (non-ASCII, a surrogate, a control character, a bad escape,
+// the end of input) it returns ok=false with d.i unmoved, and the caller
+// takes the general path, which also reports errors.
+func (d *decoder) appendASCIIString(dst []byte) (_ []byte, ok bool) {
+	b := d.b
+	n0 := len(dst)
+	i := d.i + 1
+	run := i // start of the plain bytes not yet appended
+	for {
+		for i+8 <= len(b) && !hasSpecial(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		for i < len(b) && !special[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return dst[:n0], false
+		}
+		switch b[i] {
+		case '"':
+			dst = append(dst, b[run:i]...)
+			d.i = i + 1
+			return dst, true
+		case '\\':
+			dst = append(dst, b[run:i]...)
+			if i+1 >= len(b) {
+				return dst[:n0], false
+			}
+			switch e := b[i+1]; e {
+			case '"', '\\', '/':
+				dst = append(dst, e)
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				if i+6 > len(b) {
+					return dst[:n0], false
+				}
+				h0, h1, h2, h3 := hexval(b[i+2]), hexval(b[i+3]), hexval(b[i+4]), hexval(b[i+5])
+				if h0|h1|h2|h3 < 0 {
+					return dst[:n0], false
+				}
+				r := rune(h0<<12 | h1<<8 | h2<<4 | h3)
+				if utf16.IsSurrogate(r) {
+					return dst[:n0], false
+				}
+				dst = utf8.AppendRune(dst, r)
+				i += 4
+			default:
+				return dst[:n0], false
+			}
+			i += 2
+			run = i
+		default: // a control character or non-ASCII
+			return dst[:n0], false
+		}
+	}
 }
 
 // str reads a string value (or null) for a known field.
