@@ -80,10 +80,13 @@ type Config struct {
 	// OnChange is called after every committed configuration change with
 	// ChangedPolicies or ChangedFeeds, so the owner rebuilds its snapshot.
 	OnChange func(what string)
-	// OnRulesReplaced, if set, is called instead of OnChange after a bulk
-	// replacement of a policy's rules, with the rules as stored (IDs set),
-	// so the owner can recompile that policy without reading it back.
-	OnRulesReplaced func(policyID string, rules []callpolicy.Rule)
+	// RulesReplacing, if set, is called instead of OnChange during a bulk
+	// replacement of a policy's rules, with the rules as they will be
+	// stored (IDs set) while the store writes them, so the owner can
+	// compile that policy meanwhile, without reading it back; it must only
+	// read rules. The function it returns is called once, when the store
+	// has committed the rules (true) or failed (false).
+	RulesReplacing func(policyID string, rules []callpolicy.Rule) (stored func(ok bool))
 	// AdminToken, when set, is accepted as an admin bearer token.
 	AdminToken string
 	Logger     *slog.Logger

@@ -154,13 +154,21 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.store.ReplaceRules(r.Context(), pid, rules); err != nil {
+	var stored func(ok bool)
+	var idsSet func()
+	if hook := s.cfg.RulesReplacing; hook != nil {
+		idsSet = func() { stored = hook(pid, rules) }
+	}
+	err = s.store.ReplaceRules(r.Context(), pid, rules, idsSet)
+	if stored != nil {
+		stored(err == nil)
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if s.cfg.OnRulesReplaced != nil {
+	if stored != nil {
 		s.logChange(r, ChangedPolicies, "replace rules", pid, "rules", len(rules))
-		s.cfg.OnRulesReplaced(pid, rules)
 	} else {
 		s.changed(r, ChangedPolicies, "replace rules", pid)
 	}

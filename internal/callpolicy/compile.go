@@ -109,22 +109,43 @@ func Compile(cfgs []PolicyConfig) (*Snapshot, error) {
 	return s, nil
 }
 
-// WithPolicy returns a snapshot in which cfg's policy is compiled anew
-// and every other policy is s's, shared: replacing one policy's rules does
-// not reload or recompile the rest. s is unchanged.
-func (s *Snapshot) WithPolicy(cfg *PolicyConfig) (*Snapshot, error) {
+// CompiledPolicy is one policy compiled on its own, to be put into a
+// snapshot with Snapshot.With.
+type CompiledPolicy struct {
+	p         *policy
+	buildTime time.Duration
+}
+
+// CompilePolicy validates and compiles one policy, like Compile.
+func CompilePolicy(cfg *PolicyConfig) (*CompiledPolicy, error) {
 	start := time.Now()
 	p, err := validateAndCompile(cfg, map[string]*time.Location{})
 	if err != nil {
 		return nil, err
 	}
-	n := &Snapshot{policies: maps.Clone(s.policies)}
+	return &CompiledPolicy{p: p, buildTime: time.Since(start)}, nil
+}
+
+// With returns a snapshot in which cp replaces (or adds) its policy and
+// every other policy is s's, shared: replacing one policy's rules does not
+// reload or recompile the rest. s is unchanged; cp goes into one snapshot
+// only.
+func (s *Snapshot) With(cp *CompiledPolicy) *Snapshot {
+	n := &Snapshot{policies: maps.Clone(s.policies), buildTime: cp.buildTime}
 	if n.policies == nil {
 		n.policies = map[string]*policy{}
 	}
-	n.policies[p.id] = p
-	n.buildTime = time.Since(start)
-	return n, nil
+	n.policies[cp.p.id] = cp.p
+	return n
+}
+
+// WithPolicy compiles cfg's policy and returns s.With it.
+func (s *Snapshot) WithPolicy(cfg *PolicyConfig) (*Snapshot, error) {
+	cp, err := CompilePolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.With(cp), nil
 }
 
 // validateAndCompile checks and compiles one policy, naming it in errors.

@@ -30,8 +30,9 @@ type tx interface {
 	// cols order. row may reuse its slice: copyRows consumes each row's
 	// values before asking for the next.
 	copyRows(ctx context.Context, table string, cols []string, n int, row func(i int) []any) error
-	// insertIDs inserts n rows like copyRows and returns their new ids in order.
-	insertIDs(ctx context.Context, table string, cols []string, n int, row func(i int) []any) ([]int64, error)
+	// insertIDs inserts n rows like copyRows with new ids, which it hands
+	// to reserved (if not nil) before it writes the rows and returns.
+	insertIDs(ctx context.Context, table string, cols []string, n int, row func(i int) []any, reserved func(ids []int64)) ([]int64, error)
 	// lockMigrations serialises concurrent Opens of one database.
 	lockMigrations(ctx context.Context) error
 	// notifyChange tells other nodes that the configuration changed.

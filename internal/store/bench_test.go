@@ -21,7 +21,7 @@ func BenchmarkReplaceRules100k(b *testing.B) {
 			b.ResetTimer()
 			cpu := cpuTime()
 			for range b.N {
-				if err := s.ReplaceRules(rctx, callpolicy.DefaultPolicyID, rules); err != nil {
+				if err := s.ReplaceRules(rctx, callpolicy.DefaultPolicyID, rules, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -34,7 +34,7 @@ func BenchmarkLoadPolicies100k(b *testing.B) {
 	for _, h := range []backendHarness{sqliteHarness(), postgresHarness(b)} {
 		b.Run(h.name, func(b *testing.B) {
 			s := openT(b, h.fresh(b))
-			if err := s.ReplaceRules(ctx, callpolicy.DefaultPolicyID, genRules(100_000)); err != nil {
+			if err := s.ReplaceRules(ctx, callpolicy.DefaultPolicyID, genRules(100_000), nil); err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -283,10 +284,28 @@ func testReplaceRules(t *testing.T, h backendHarness) {
 		{Priority: 2, Action: callpolicy.Action{Decision: "divert", Destination: "1", Modify: &callpolicy.Modify{CalledNumber: "2"}}},
 	}
 	for round := range 2 {
-		bumps(t, s, 1, "replace", func() error { return s.ReplaceRules(ctx, "p", in) })
+		// idsSet sees the rules as they will be stored, before the rows
+		// are written (a reader still sees the previous rules).
+		var atIDs []callpolicy.Rule
+		var before []callpolicy.Rule
+		idsSet := func() {
+			atIDs = slices.Clone(in)
+			var err error
+			if before, err = s.ListRules(ctx, "p"); err != nil {
+				t.Error(err)
+			}
+		}
+		prev, _ := s.ListRules(ctx, "p")
+		bumps(t, s, 1, "replace", func() error { return s.ReplaceRules(ctx, "p", in, idsSet) })
 		got, err := s.ListRules(ctx, "p")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(atIDs, in) {
+			t.Errorf("round %d: idsSet saw\n %+v\nthen ReplaceRules returned\n %+v", round, atIDs, in)
+		}
+		if len(before) != len(prev) {
+			t.Errorf("round %d: while idsSet ran a reader saw %d rules, want the previous %d", round, len(before), len(prev))
 		}
 		if len(got) != 3 {
 			t.Fatalf("round %d: %d rules, want 3", round, len(got))
@@ -304,14 +323,14 @@ func testReplaceRules(t *testing.T, h backendHarness) {
 			}
 		}
 	}
-	bumps(t, s, 1, "replace with none", func() error { return s.ReplaceRules(ctx, "p", nil) })
+	bumps(t, s, 1, "replace with none", func() error { return s.ReplaceRules(ctx, "p", nil, nil) })
 	if got, _ := s.ListRules(ctx, "p"); len(got) != 0 {
 		t.Errorf("after empty replace: %d rules", len(got))
 	}
 	if got, _ := s.ListRules(ctx, "other"); len(got) != 1 {
 		t.Errorf("other policy's rules touched: %d", len(got))
 	}
-	wantErr(t, s.ReplaceRules(ctx, "nope", in), ErrNotFound, "replace in missing policy")
+	wantErr(t, s.ReplaceRules(ctx, "nope", in, nil), ErrNotFound, "replace in missing policy")
 }
 
 func testRuleHits(t *testing.T, h backendHarness) {
@@ -428,7 +447,7 @@ func testCascadeAndLoad(t *testing.T, h backendHarness) {
 		if err := s.ReplaceRules(ctx, p, []callpolicy.Rule{
 			{Priority: 2, Action: callpolicy.Action{Decision: "deny"}, Description: p + "2"},
 			{Priority: 1, Action: callpolicy.Action{Decision: "permit"}, Description: p + "1"},
-		}); err != nil {
+		}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.AddEntries(ctx, p, callpolicy.AllowList, []callpolicy.ListEntry{{Calling: p + "-allow"}}); err != nil {
@@ -737,7 +756,7 @@ func testBulkRules(t *testing.T, h backendHarness) {
 	const n = 5000
 	rules := genRules(n)
 	start := time.Now()
-	if err := s.ReplaceRules(ctx, callpolicy.DefaultPolicyID, rules); err != nil {
+	if err := s.ReplaceRules(ctx, callpolicy.DefaultPolicyID, rules, nil); err != nil {
 		t.Fatal(err)
 	}
 	tReplace := time.Since(start)

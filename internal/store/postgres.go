@@ -199,7 +199,7 @@ func (t *pgTx) copyRows(ctx context.Context, table string, cols []string, n int,
 
 // insertIDs draws the ids from the table's identity sequence first, then
 // COPYs the rows with them: one round trip for the ids, one for the rows.
-func (t *pgTx) insertIDs(ctx context.Context, table string, cols []string, n int, row func(i int) []any) ([]int64, error) {
+func (t *pgTx) insertIDs(ctx context.Context, table string, cols []string, n int, row func(i int) []any, reserved func(ids []int64)) ([]int64, error) {
 	ids := make([]int64, 0, n)
 	if n == 0 {
 		return ids, nil
@@ -219,6 +219,12 @@ func (t *pgTx) insertIDs(ctx context.Context, table string, cols []string, n int
 	rs.Close()
 	if err := rs.Err(); err != nil {
 		return nil, err
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("reserve ids in %s: got %d of %d", table, len(ids), n)
+	}
+	if reserved != nil {
+		reserved(ids)
 	}
 	withID := append([]string{"id"}, cols...)
 	err = t.copyRows(ctx, table, withID, n, func(i int) []any {

@@ -452,7 +452,7 @@ func (s *sqlStore) DeleteRule(ctx context.Context, id int64) error {
 
 // ReplaceRules deletes a policy's rules and bulk-inserts the new ones in one
 // transaction; the new rules get fresh ids and zero hits.
-func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule) error {
+func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule, idsSet func()) error {
 	// The JSON columns are encoded before the transaction (errors surface
 	// before any write); the row values are boxed one row at a time as the
 	// batches are built, and the values shared by every row are boxed once:
@@ -474,7 +474,22 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 		v[6], v[7], v[8], v[9], v[10], v[11], v[12] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts
 		return v
 	}
-	var ids []int64
+	// The caller's rules become the stored ones as soon as their ids are
+	// drawn, so it can compile them (without reading 100,000 rows back)
+	// while the rows are written.
+	created := fromUS(ts.(int64))
+	setIDs := func(ids []int64) {
+		for i := range rules {
+			r := &rules[i]
+			r.ID, r.PolicyID, r.Hits, r.LastHitAt, r.CreatedAt, r.UpdatedAt = ids[i], policyID, 0, nil, created, created
+		}
+		if idsSet != nil {
+			idsSet()
+		}
+	}
+	if len(rules) == 0 {
+		setIDs(nil)
+	}
 	err := s.write(ctx, true, func(t tx) error {
 		if err := policyExists(ctx, t, policyID); err != nil {
 			return err
@@ -486,7 +501,7 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 		if err != nil {
 			return err
 		}
-		if ids, err = t.insertIDs(ctx, "rules", ruleInsertCols, len(rules), row); err != nil {
+		if _, err = t.insertIDs(ctx, "rules", ruleInsertCols, len(rules), row, setIDs); err != nil {
 			return err
 		}
 		if rebuild {
@@ -497,17 +512,7 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("replace rules of %q: %w", policyID, err)
 	}
-	if err != nil {
-		return err
-	}
-	// The caller's rules are now the stored ones, so it can compile them
-	// without reading 100,000 rows back.
-	created := fromUS(ts.(int64))
-	for i := range rules {
-		r := &rules[i]
-		r.ID, r.PolicyID, r.Hits, r.LastHitAt, r.CreatedAt, r.UpdatedAt = ids[i], policyID, 0, nil, created, created
-	}
-	return nil
+	return err
 }
 
 // ruleIndexDDL recreates the rules index of the migrations.
@@ -643,7 +648,7 @@ func (s *sqlStore) AddEntries(ctx context.Context, policyID string, list callpol
 		ids, err = t.insertIDs(ctx, "list_entries", entryInsertCols, len(entries), func(i int) []any {
 			e := &entries[i]
 			return []any{policyID, string(list), e.Calling, e.Called, nullUS(e.ExpiresAt), e.Note, ts.UnixMicro()}
-		})
+		}, nil)
 		return err
 	})
 	if err != nil {

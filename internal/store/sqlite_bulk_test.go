@@ -29,7 +29,7 @@ func TestSQLiteBulkReplaceRebuildsIndex(t *testing.T) {
 	rules := genRules(12_000)
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := s.ReplaceRules(rctx, callpolicy.DefaultPolicyID, rules); err != nil {
+	if err := s.ReplaceRules(rctx, callpolicy.DefaultPolicyID, rules, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := indexSQL(); got != before {
@@ -57,7 +57,7 @@ func TestSQLiteBulkReplaceRebuildsIndex(t *testing.T) {
 	if err := s.CreatePolicy(ctx, &callpolicy.Policy{ID: "p2", DefaultAction: callpolicy.Action{Decision: "permit"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReplaceRules(rctx, "p2", genRules(10_000)); err != nil {
+	if err := s.ReplaceRules(rctx, "p2", genRules(10_000), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := indexSQL(); got != before {

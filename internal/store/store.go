@@ -50,8 +50,12 @@ type Store interface {
 	DeleteRule(ctx context.Context, id int64) error
 	// ReplaceRules atomically replaces every rule of a policy (bulk import).
 	// On success the rules are as stored: ID, PolicyID, CreatedAt and
-	// UpdatedAt set, no hits.
-	ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule) error
+	// UpdatedAt set, no hits. If idsSet is not nil it is called once those
+	// fields are set, before the rows are written, so the caller can start
+	// compiling the rules meanwhile (reading them only: ReplaceRules reads
+	// them too until it returns); whether they were stored is ReplaceRules'
+	// error.
+	ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule, idsSet func()) error
 	// AddRuleHits adds hit counts and last-hit times (not a config change).
 	AddRuleHits(ctx context.Context, hits map[int64]RuleHit) error
 
