@@ -74,10 +74,10 @@ type Server struct {
 	alarms     *obs.Alarms
 	curriWatch *curriWatch
 
-	cancel  context.CancelFunc // stops background loops
-	bg      sync.WaitGroup     // background loops
-	logDone chan error         // call log writer
-	reload  chan struct{}      // policy rebuild requests
+	cancel  context.CancelFunc  // stops background loops
+	bg      sync.WaitGroup      // background loops
+	logDone chan error          // call log writer
+	reload  chan struct{}       // policy rebuild requests
 	rulesCh chan *replacedRules // one policy's rules replaced through the API
 
 	policyVersion atomic.Int64 // config version the live policy snapshot was built from
