@@ -44,7 +44,10 @@ type env struct {
 	changes []string
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { t.Helper(); return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with the API's Config changed by mod first.
+func newEnvWith(t testing.TB, mod func(e *env, c *Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: "sqlite", DataDir: t.TempDir()})
@@ -56,7 +59,7 @@ func newEnv(t testing.TB) *env {
 	e.engine = callpolicy.NewEngine(prometheus.NewRegistry())
 	e.feeds = &testFeeds{st: st, running: map[string]bool{}, storedAtPrepare: map[string]bool{}}
 	e.recompile()
-	h, err := New(Config{
+	cfg := Config{
 		Store:      st,
 		Policies:   e.engine,
 		Feeds:      e.feeds,
@@ -64,7 +67,11 @@ func newEnv(t testing.TB) *env {
 		AdminToken: adminToken,
 		Registerer: e.reg,
 		Version:    "test-1.0",
-	})
+	}
+	if mod != nil {
+		mod(e, &cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

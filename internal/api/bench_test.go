@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/signalbox/signalbox/internal/callpolicy"
 )
 
 // BenchmarkReplaceRules100k measures the bulk load of 100,000 rules through
-// the API: decode, validate each, one store transaction, recompile.
+// the API: decode, validate each, one store transaction, and the compile
+// beside it.
 // Run with -benchtime=1x: one iteration is the whole load.
 func BenchmarkReplaceRules100k(b *testing.B) {
 	const n = 100_000
@@ -25,7 +28,26 @@ func BenchmarkReplaceRules100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := newEnv(b)
+	// The app's path: the policy is compiled while the store writes it
+	// (RulesReplacing), not reloaded through OnChange.
+	e := newEnvWith(b, func(e *env, c *Config) {
+		c.RulesReplacing = func(policyID string, rules []callpolicy.Rule) func(bool) {
+			done := make(chan *callpolicy.CompiledPolicy, 1)
+			go func() {
+				cp, err := callpolicy.CompilePolicy(&callpolicy.PolicyConfig{
+					Policy: callpolicy.Policy{ID: policyID, DefaultAction: callpolicy.Action{Decision: callpolicy.Permit}}, Rules: rules})
+				if err != nil {
+					b.Error(err)
+				}
+				done <- cp
+			}()
+			return func(ok bool) {
+				if cp := <-done; ok && cp != nil {
+					e.engine.Swap(e.engine.Snapshot().With(cp))
+				}
+			}
+		}
+	})
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
 	for b.Loop() {

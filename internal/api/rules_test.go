@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
@@ -197,4 +199,105 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestReplaceRulesCompiledWhileStored: with RulesReplacing set, a bulk
+// replacement hands the owner the rules with the ids the store gives them
+// before it writes them, reports the commit, and calls no OnChange; the
+// owner's compile from those rules decides with the stored rule ids.
+func TestReplaceRulesCompiledWhileStored(t *testing.T) {
+	type call struct {
+		policy string
+		ids    []int64
+		stored []bool
+	}
+	var mu sync.Mutex
+	var calls []*call
+	e := newEnvWith(t, func(e *env, c *Config) {
+		c.RulesReplacing = func(policyID string, rules []callpolicy.Rule) func(bool) {
+			cl := &call{policy: policyID}
+			for _, r := range rules {
+				cl.ids = append(cl.ids, r.ID)
+			}
+			mu.Lock()
+			calls = append(calls, cl)
+			mu.Unlock()
+			// Compile while the store writes, as the app does.
+			type result struct {
+				cp  *callpolicy.CompiledPolicy
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				pol, err := e.st.GetPolicy(context.Background(), policyID)
+				if err != nil {
+					done <- result{err: err}
+					return
+				}
+				cp, err := callpolicy.CompilePolicy(&callpolicy.PolicyConfig{Policy: pol, Rules: rules})
+				done <- result{cp, err}
+			}()
+			return func(ok bool) {
+				mu.Lock()
+				cl.stored = append(cl.stored, ok)
+				mu.Unlock()
+				res := <-done
+				if res.err != nil {
+					t.Errorf("compile: %v", res.err)
+					return
+				}
+				if ok {
+					e.engine.Swap(e.engine.Snapshot().With(res.cp))
+				}
+			}
+		}
+	})
+	rules := make([]map[string]any, 300)
+	for i := range rules {
+		rules[i] = map[string]any{
+			"priority": 1 + i%3,
+			"match":    map[string]string{"calling": fmt.Sprintf("+1972555%04d", i)},
+			"action":   map[string]string{"decision": "deny", "reason": "blocked"},
+		}
+	}
+	for round := range 2 {
+		e.must(200, "PUT", "/api/v1/policies/default/rules", mustJSON(t, rules))
+		stored, err := e.st.ListRules(context.Background(), "default")
+		if err != nil || len(stored) != len(rules) {
+			t.Fatalf("round %d: %d rules stored, err %v", round, len(stored), err)
+		}
+		mu.Lock()
+		cl := calls[len(calls)-1]
+		n := len(calls)
+		mu.Unlock()
+		if n != round+1 || cl.policy != "default" || !slices.Equal(cl.stored, []bool{true}) {
+			t.Fatalf("round %d: %d hook calls, last %+v", round, n, cl)
+		}
+		want := make([]int64, 0, len(stored))
+		for _, r := range stored {
+			want = append(want, r.ID)
+		}
+		got := slices.Clone(cl.ids)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: ids handed over %v…, stored %v…", round, got[:3], want[:3])
+		}
+		d, ok := e.engine.DryRun("default", &callpolicy.Call{Calling: "+19725550042", Called: "911"}, e.now())
+		r, err := e.st.GetRule(context.Background(), d.RuleID)
+		if !ok || d.Step != callpolicy.StepRule || err != nil || r.Match.Calling != "+19725550042" {
+			t.Errorf("round %d: decision %+v names rule %+v (%v)", round, d, r, err)
+		}
+	}
+	e.must(404, "PUT", "/api/v1/policies/nope/rules", `[]`)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2 {
+		t.Errorf("a refused replacement called the hook: %d calls", len(calls))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if slices.Contains(e.changes, ChangedPolicies) {
+		t.Errorf("OnChange called for a bulk replacement: %v", e.changes)
+	}
 }
