@@ -30,9 +30,10 @@ func TestBulkReplaceRecompilesOnePolicy(t *testing.T) {
 		rules = append(rules, fmt.Sprintf(`{"priority":%d,"match":{"calling":"+1972555%04d"},"action":{"decision":"deny","reason":"blocked"}}`, 10+i%7, i))
 	}
 	rules = append(rules, `{"priority":5,"match":{"calling":"+19725551999"},"action":{"decision":"permit"}}`)
-	// The periodic version check (every 2 s) may pick a change up first and
-	// reload everything; then the fast path has nothing to do. That race is
-	// rare, so a few attempts tell it from a fast path that never works.
+	// A full reload still due to the setup's changes (the periodic version
+	// check, every 2 s) may land inside an attempt and be counted with it.
+	// That is rare, so a few attempts tell it from a fast path that never
+	// works.
 	// Each attempt adds a rule of its own and waits for it, so a decision
 	// is never read from an earlier attempt's snapshot.
 	var after map[string]int

@@ -81,6 +81,11 @@ type Server struct {
 	rulesCh chan *replacedRules // one policy's rules replaced through the API
 
 	policyVersion atomic.Int64 // config version the live policy snapshot was built from
+	// replacing counts bulk rule replacements between their compile's start
+	// and the reload loop applying them (or their failure): while one is on
+	// its way, a version check leaves the policies to it instead of
+	// rebuilding all of them a moment before it lands.
+	replacing atomic.Int32
 	reloads       *prometheus.CounterVec
 	feedsCh       chan struct{} // feed reconcile requests
 	closed        sync.Once
@@ -180,14 +185,17 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, 
 		Calls:    s.calls,
 		OnChange: s.changed,
 		RulesReplacing: func(policyID string, rules []callpolicy.Rule) func(bool) {
+			s.replacing.Add(1)
 			rr := s.compileReplaced(policyID, rules)
 			return func(stored bool) {
 				if !stored {
+					s.replacing.Add(-1)
 					return // the live snapshot stays; rr's compile is dropped
 				}
 				select {
-				case s.rulesCh <- rr:
+				case s.rulesCh <- rr: // the reload loop counts it done
 				default: // one is pending already: rebuild everything
+					s.replacing.Add(-1)
 					s.changed(api.ChangedPolicies)
 				}
 			}
@@ -565,7 +573,7 @@ func (s *Server) reloadLoop(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		if v != s.policyVersion.Load() {
+		if v != s.policyVersion.Load() && s.replacing.Load() == 0 {
 			rebuild()
 		}
 		if v != feedsVersion {
@@ -582,6 +590,7 @@ func (s *Server) reloadLoop(ctx context.Context) {
 		case rr := <-s.rulesCh:
 			start := time.Now()
 			ok, err := s.applyReplacedRules(ctx, rr)
+			s.replacing.Add(-1)
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("recompiling the replaced policy failed; rebuilding everything", "policy", rr.policyID, "err", err)
 			}
