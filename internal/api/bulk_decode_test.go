@@ -39,7 +39,18 @@ func TestDecodeBulkRulesMatchesWholeDecode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var want []ruleInput
 			wantErr := decodeJSONBytes([]byte(tt.body), &want)
-			got, err := decodeBulkRules([]byte(tt.body))
+			var got []ruleInput
+			isArray, err := decodeBulkRules([]byte(tt.body), func(i int, in *ruleInput) {
+				if i == 0 {
+					got = got[:0]
+				}
+				got = append(got, *in)
+			})
+			if err == nil && !isArray {
+				got = nil
+			} else if err == nil && got == nil {
+				got = []ruleInput{}
+			}
 			if (err != nil) != tt.wantErr || (wantErr != nil) != tt.wantErr {
 				t.Fatalf("err %v, whole-body err %v, want error %v", err, wantErr, tt.wantErr)
 			}

@@ -168,6 +168,14 @@ func TestReplaceRules(t *testing.T) {
 	e.must(400, "PUT", "/api/v1/policies/default/rules", `{"action":{"decision":"deny"}}`)
 	e.must(400, "PUT", "/api/v1/policies/default/rules", `null`)
 	e.must(404, "PUT", "/api/v1/policies/nope/rules", `[]`)
+	// A body that does not decode is refused as such even after an invalid
+	// rule; an unknown policy is a 404 whatever its rules say.
+	badRule := `{"match":{"called":"pattern:[9-"},"action":{"decision":"deny"}}`
+	eb = e.must(400, "PUT", "/api/v1/policies/default/rules", "["+badRule+`,{"priority":"high"}]`).errBody(t)
+	if eb.Field == "rules[0].match.called" {
+		t.Errorf("a body that does not decode was reported by its invalid rule: %+v", eb)
+	}
+	e.must(404, "PUT", "/api/v1/policies/nope/rules", "["+badRule+"]")
 
 	var res struct {
 		PolicyID string `json:"policy_id"`
