@@ -16,29 +16,30 @@ import (
 
 // dirConfig is one `signalbox bench director` invocation.
 type dirConfig struct {
-	Bin         string        // signalbox binary for the child processes
-	Brokers     string        // external Kafka; "" = serve's embedded broker
-	SplitBroker bool          // run the embedded broker in a second serve process
-	Duration    time.Duration // measured phase
-	Warmup      time.Duration // traffic before the measured phase, kept out of every figure
-	Feed        string        // synthetic, http2 or kafka
-	TLS         bool          // TLS between the director and the consumers
-	Size        int           // record size in bytes
-	Rate        float64       // total MPS
-	Mix         string        // NF mix TYPE=weight,...
-	Compression string        // nfsim's Kafka batch compression
-	Linger      time.Duration // nfsim's producer linger
-	Key         string        // nfsim's record key: none or correlation
-	Feeds       int           // independent feeds (and consumers) of the same stream
-	FindMax     bool          // search the highest rate that meets MaxP99 and loses nothing
-	Trial       time.Duration // measured phase of a -find-max trial
-	MaxP99      time.Duration // -find-max latency bound
-	InProcess   bool          // probes and nfsim inside the bench process
-	JSONFile    string
-	Keep        bool          // keep the work directory (logs, data)
-	Verbose     bool          // children's output to stderr
-	Drain       time.Duration // give up waiting after this long without progress
-	DrainMax    time.Duration // give up waiting after this long in all
+	Bin          string        // signalbox binary for the child processes
+	Brokers      string        // external Kafka; "" = serve's embedded broker
+	SplitBroker  bool          // run the embedded broker in a second serve process
+	Duration     time.Duration // measured phase
+	Warmup       time.Duration // traffic before the measured phase, kept out of every figure
+	Feed         string        // synthetic, http2 or kafka
+	TLS          bool          // TLS between the director and the consumers
+	Size         int           // record size in bytes
+	Rate         float64       // total MPS
+	Mix          string        // NF mix TYPE=weight,...
+	Compression  string        // nfsim's Kafka batch compression
+	Linger       time.Duration // nfsim's producer linger
+	Key          string        // nfsim's record key: none or correlation
+	HarnessProcs int           // GOMAXPROCS of the nfsim and probe children (0: Go's default)
+	Feeds        int           // independent feeds (and consumers) of the same stream
+	FindMax      bool          // search the highest rate that meets MaxP99 and loses nothing
+	Trial        time.Duration // measured phase of a -find-max trial
+	MaxP99       time.Duration // -find-max latency bound
+	InProcess    bool          // probes and nfsim inside the bench process
+	JSONFile     string
+	Keep         bool          // keep the work directory (logs, data)
+	Verbose      bool          // children's output to stderr
+	Drain        time.Duration // give up waiting after this long without progress
+	DrainMax     time.Duration // give up waiting after this long in all
 }
 
 func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
@@ -67,6 +68,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.StringVar(&c.Compression, "compression", "snappy", "the NFs' (nfsim's) Kafka batch compression: snappy, lz4, zstd, gzip or none")
 	fs.DurationVar(&c.Linger, "linger", 0, "the NFs' (nfsim's) Kafka producer linger (0: send at once)")
 	fs.StringVar(&c.Key, "key", "none", "the NFs' (nfsim's) Kafka record key: none (sticky partitioning, the reference's round-robin ordering) or correlation (correlation id)")
+	fs.IntVar(&c.HarnessProcs, "harness-procs", 1, "GOMAXPROCS of the nfsim and probe child processes (0: Go's default, one per CPU); serve always has Go's default")
 	fs.IntVar(&c.Feeds, "feeds", c.Feeds, "independent feeds (and consumers) of the same stream")
 	fs.BoolVar(&c.FindMax, "find-max", false, "search the highest rate with p99 <= -max-p99 and nothing lost, in -trial runs")
 	fs.DurationVar(&c.Trial, "trial", c.Trial, "measured phase of one -find-max trial")
@@ -107,6 +109,9 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	case "snappy", "lz4", "zstd", "gzip", "none":
 	default:
 		return c, fmt.Errorf("bench director: -compression %q: want snappy, lz4, zstd, gzip or none", c.Compression)
+	}
+	if c.HarnessProcs < 0 {
+		return c, fmt.Errorf("bench director: -harness-procs %d: must not be negative", c.HarnessProcs)
 	}
 	if c.Key != "none" && c.Key != "correlation" {
 		return c, fmt.Errorf("bench director: -key %q: want none or correlation", c.Key)

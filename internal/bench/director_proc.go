@@ -135,11 +135,19 @@ func (t *tailBuffer) String() string {
 // startProc starts bin with args; its output is kept (and echoed to echo
 // when not nil) and written to logFile at the end.
 func startProc(ctx context.Context, name, bin string, args []string, echo io.Writer) (*proc, error) {
+	return startProcEnv(ctx, name, bin, args, nil, echo)
+}
+
+// startProcEnv is startProc with env added to this process's environment.
+func startProcEnv(_ context.Context, name, bin string, args, env []string, echo io.Writer) (*proc, error) {
 	p := &proc{name: name, out: &tailBuffer{copy: echo, name: name}, done: make(chan struct{})}
 	// Not CommandContext: the bench stops children with SIGINT so they write
 	// their reports; ctx only bounds how long we wait.
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}

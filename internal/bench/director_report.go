@@ -50,23 +50,24 @@ type feedResult struct {
 
 // dirReport is the result of one run.
 type dirReport struct {
-	Date        string  `json:"date"`
-	CPUs        int     `json:"cpus"`
-	LoadStart   string  `json:"loadavg_start"`
-	LoadEnd     string  `json:"loadavg_end"`
-	Feed        string  `json:"feed"`
-	TLS         bool    `json:"tls"`
-	Size        int     `json:"size"`
-	Compression string  `json:"compression"`
-	Linger      string  `json:"linger"`
-	Key         string  `json:"key"`
-	TargetRate  float64 `json:"target_rate"`
-	Mix         string  `json:"mix"`
-	Feeds       int     `json:"feeds"`
-	Duration    float64 `json:"duration_s"`
-	Warmup      float64 `json:"warmup_s"`
-	InProcess   bool    `json:"inprocess"`
-	Broker      string  `json:"broker"`
+	Date         string  `json:"date"`
+	CPUs         int     `json:"cpus"`
+	LoadStart    string  `json:"loadavg_start"`
+	LoadEnd      string  `json:"loadavg_end"`
+	Feed         string  `json:"feed"`
+	TLS          bool    `json:"tls"`
+	Size         int     `json:"size"`
+	Compression  string  `json:"compression"`
+	Linger       string  `json:"linger"`
+	Key          string  `json:"key"`
+	HarnessProcs int     `json:"harness_gomaxprocs"`
+	TargetRate   float64 `json:"target_rate"`
+	Mix          string  `json:"mix"`
+	Feeds        int     `json:"feeds"`
+	Duration     float64 `json:"duration_s"`
+	Warmup       float64 `json:"warmup_s"`
+	InProcess    bool    `json:"inprocess"`
+	Broker       string  `json:"broker"`
 
 	Elapsed        float64          `json:"elapsed_s"`
 	Sent           map[string]int64 `json:"sent"`
@@ -224,6 +225,9 @@ func (r *dirReport) writeTable(out io.Writer) {
 	fmt.Fprintf(w, "bench director  %s  %d CPUs  load %s -> %s\n", r.Date, r.CPUs, r.LoadStart, r.LoadEnd)
 	fmt.Fprintf(w, "  %s feed (%s), %d B (%s, linger %s, key %s), mix %s, %d feed(s), target %.0f MPS, %.0fs measured after %.0fs warm-up, broker %s%s\n",
 		r.Feed, tls, r.Size, r.Compression, r.Linger, r.Key, r.Mix, r.Feeds, r.TargetRate, r.Elapsed, r.Warmup, r.Broker, map[bool]string{true: ", in-process"}[r.InProcess])
+	if r.HarnessProcs > 0 {
+		fmt.Fprintf(w, "  nfsim and probe with GOMAXPROCS=%d\n", r.HarnessProcs)
+	}
 	fmt.Fprintf(w, "  sent %d (%.0f MPS), producer errors %d\n", r.SentTotal, r.SentRate, r.ProducerErrors)
 	nfs := make([]string, 0, len(r.Sent))
 	for k := range r.Sent {
