@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -304,6 +305,9 @@ func decodeRuleArray(body []byte, each func(i int, in *ruleInput)) bool {
 	}
 	var in ruleInput
 	for i := 0; dec.More(); i++ {
+		if i%32 == 31 {
+			runtime.Gosched() // bulk work yields to calls (DESIGN.md, Conventions)
+		}
 		in = ruleInput{}
 		if err := dec.Decode(&in); err != nil {
 			return false

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -129,4 +131,52 @@ func BenchmarkCompile100k(b *testing.B) {
 		}
 	}
 	reportCPU(b, cpu)
+}
+
+// BenchmarkCompileBesideCalls compiles a 100k-rule policy on every P while
+// a goroutine standing in for a CURRI call wakes every 0.5 ms, and reports
+// how late those wake-ups run: bulk work must yield to calls (DESIGN.md,
+// Conventions), or a call waits for the compile's 10 ms preemption slice.
+//
+//	go test -run '^$' -bench CompileBesideCalls -benchtime 3x ./internal/callpolicy/
+func BenchmarkCompileBesideCalls(b *testing.B) {
+	cfg := benchPolicy(90000, 9000, 1000)
+	stop := make(chan struct{})
+	lat := make(chan []time.Duration)
+	go func() {
+		var ds []time.Duration
+		for {
+			select {
+			case <-stop:
+				lat <- ds
+				return
+			default:
+			}
+			due := time.Now().Add(500 * time.Microsecond)
+			time.Sleep(500 * time.Microsecond)
+			ds = append(ds, time.Since(due))
+		}
+	}()
+	b.ResetTimer()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for range runtime.GOMAXPROCS(0) {
+			wg.Go(func() {
+				if _, err := Compile([]PolicyConfig{cfg}); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	b.StopTimer()
+	close(stop)
+	ds := <-lat
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds()), "wake-p50-µs")
+	b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds()), "wake-p99-µs")
+	b.ReportMetric(float64(ds[len(ds)-1].Microseconds()), "wake-max-µs")
 }

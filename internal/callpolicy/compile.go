@@ -3,6 +3,7 @@ package callpolicy
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,6 +181,9 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy,
 	idx := make([]int, 0, len(cfg.Rules))
 	seen := make(map[int64]bool, len(cfg.Rules))
 	for i := range cfg.Rules {
+		if i%64 == 63 {
+			runtime.Gosched() // bulk work yields to calls (DESIGN.md, Conventions)
+		}
 		r := &cfg.Rules[i]
 		if seen[r.ID] {
 			return nil, fmt.Errorf("rule %d: id used twice", r.ID)
@@ -207,7 +211,10 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy,
 	reasons := make([]byte, 0, len(idx)*40)
 	reasonEnd := make([]int, 0, len(idx))
 	var v [6]string
-	for _, i := range idx {
+	for k, i := range idx {
+		if k%64 == 63 {
+			runtime.Gosched() // bulk work yields to calls (DESIGN.md, Conventions)
+		}
 		r := &cfg.Rules[i]
 		v = r.Match.values()
 		if err := b.Add(v[:]); err != nil {

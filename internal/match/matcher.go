@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"regexp"
+	"runtime"
 	"slices"
 	"sync"
 	"unsafe"
@@ -180,6 +181,9 @@ func (b *Builder) Build() (*Matcher, error) {
 	m.conds = make([]ruleCond, 0, len(b.conds))
 	m.strs = make([]string, 0, len(b.conds))
 	for r := range nRules {
+		if r%256 == 255 {
+			runtime.Gosched() // bulk work yields to calls (DESIGN.md, Conventions)
+		}
 		rank := int32(r)
 		conds := b.conds[b.off[r]:b.off[r+1]]
 		m.ruleOff = append(m.ruleOff, int32(len(m.conds)))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"strings"
 
 	"modernc.org/sqlite"
@@ -154,6 +155,9 @@ func (t *sqliteTx) copyRows(ctx context.Context, table string, cols []string, n 
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+		}
+		if i%16 == 15 {
+			runtime.Gosched() // bulk work yields to calls (DESIGN.md, Conventions)
 		}
 		if _, err := st.ExecContext(rowCtx, row(i)...); err != nil {
 			return err
