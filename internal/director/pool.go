@@ -1,0 +1,73 @@
+package director
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// decompressPool is a feed client's kgo.PoolDecompressBytes: the buffers
+// fetched batches are decompressed into, by power-of-two capacity from 4 KiB
+// to 8 MiB. A buffer comes back once every record of its batch is recycled
+// (pollBatch.release); kgo zeroes it first.
+type decompressPool struct {
+	classes *[poolClasses]sync.Pool
+}
+
+const (
+	poolMinShift = 12 // 4 KiB
+	poolClasses  = 12 // up to 8 MiB; larger buffers are left to the GC
+)
+
+func newDecompressPool() decompressPool {
+	return decompressPool{classes: new([poolClasses]sync.Pool)}
+}
+
+// xerialPrefix starts snappy data in the xerial framing (Java clients), which
+// has no up-front decoded length.
+const xerialPrefix = "\x82SNAPPY\x00"
+
+// GetDecompressBytes returns a buffer of at least the decoded size when the
+// codec says it up front (a snappy block starts with it), else of four times
+// the compressed size (kgo grows it when that is short).
+func (p decompressPool) GetDecompressBytes(compressed []byte, codec kgo.CompressionCodecType) []byte {
+	want := 4 * len(compressed)
+	if codec == kgo.CodecSnappy && !bytes.HasPrefix(compressed, []byte(xerialPrefix)) {
+		if n, k := binary.Uvarint(compressed); k > 0 && n < 1<<31 {
+			want = int(n)
+		}
+	}
+	c := poolClass(want)
+	if c >= poolClasses {
+		return make([]byte, 0, want)
+	}
+	if b, ok := p.classes[c].Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 0, 1<<(c+poolMinShift))
+}
+
+// PutDecompressBytes keeps b in the largest class it fully covers.
+func (p decompressPool) PutDecompressBytes(b []byte) {
+	n := cap(b)
+	if n < 1<<poolMinShift {
+		return
+	}
+	c := bits.Len(uint(n)) - 1 - poolMinShift // floor(log2(n)) - min
+	if c >= poolClasses {
+		return
+	}
+	b = b[:0]
+	p.classes[c].Put(&b)
+}
+
+// poolClass is the class whose buffers hold n bytes: ceil(log2(n)) - min.
+func poolClass(n int) int {
+	if n <= 1<<poolMinShift {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - poolMinShift
+}
