@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/store"
 )
 
 // The example rule from the issue.
@@ -307,5 +309,40 @@ func TestReplaceRulesCompiledWhileStored(t *testing.T) {
 	defer e.mu.Unlock()
 	if slices.Contains(e.changes, ChangedPolicies) {
 		t.Errorf("OnChange called for a bulk replacement: %v", e.changes)
+	}
+}
+
+// failingReplace is a store whose bulk replacement fails after it has
+// handed the rules over, as a write that fails at commit would.
+type failingReplace struct{ store.Store }
+
+func (f failingReplace) ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule, idsSet func()) error {
+	for i := range rules {
+		rules[i].ID = int64(1000 + i)
+	}
+	if idsSet != nil {
+		idsSet()
+	}
+	return errors.New("disk I/O error")
+}
+
+// TestReplaceRulesFailedAfterHandover: when the store fails after handing
+// the rules to RulesReplacing, the owner hears stored(false), the client a
+// 500, and nothing counts as a change.
+func TestReplaceRulesFailedAfterHandover(t *testing.T) {
+	var stored []bool
+	e := newEnvWith(t, func(e *env, c *Config) {
+		c.Store = failingReplace{c.Store}
+		c.RulesReplacing = func(string, []callpolicy.Rule) func(bool) {
+			return func(ok bool) { stored = append(stored, ok) }
+		}
+	})
+	v := e.configVersion()
+	e.must(500, "PUT", "/api/v1/policies/default/rules", `[{"priority":1,"action":{"decision":"deny"}}]`)
+	if !slices.Equal(stored, []bool{false}) {
+		t.Errorf("stored calls %v, want [false]", stored)
+	}
+	if e.configVersion() != v || len(e.changes) != 0 {
+		t.Errorf("a failed replacement changed the config: version %d -> %d, changes %v", v, e.configVersion(), e.changes)
 	}
 }
