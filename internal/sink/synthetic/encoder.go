@@ -261,11 +261,11 @@ func appendFrameHeader(b []byte, length int, typ, flags byte, stream uint32) []b
 		byte(stream>>24)&0x7f, byte(stream>>16), byte(stream>>8), byte(stream))
 }
 
-// isDroppedHeader reports header fields that must not appear in the HTTP/2
-// header block: the record's stream-id annotation and connection-specific
-// fields (RFC 9113 §8.2.2).
+// isDroppedHeader reports header fields (name lowercase) that must not appear
+// in the HTTP/2 header block: the record's stream-id annotation and
+// connection-specific fields (RFC 9113 §8.2.2).
 func isDroppedHeader(name string, values []string) bool {
-	switch asciiLower(name) {
+	switch name {
 	case "x-http2-stream-id", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
 		return true
 	case "te":
@@ -282,10 +282,13 @@ func (e *Encoder) appendFrames(p []byte, c *copy.Copy, sid uint32) []byte {
 		for i := range c.Headers {
 			h := &c.Headers[i]
 			pseudo := len(h.Name) > 0 && h.Name[0] == ':'
-			if pseudo != (pass == 0) || isDroppedHeader(h.Name, h.Values) {
+			if pseudo != (pass == 0) {
 				continue
 			}
 			name := asciiLower(h.Name) // HTTP/2 field names are lowercase
+			if isDroppedHeader(name, h.Values) {
+				continue
+			}
 			for _, v := range h.Values {
 				e.hblock.b = appendLiteralField(e.hblock.b, name, v)
 			}
@@ -442,25 +445,32 @@ func sum16(b []byte, sum uint64) uint64 {
 }
 
 // checksum is the Internet checksum of b with initial (unfolded) sum init.
-// It adds b eight bytes at a time: a one's-complement sum does not depend
-// on byte order as long as every word is read the same way (RFC 1071 §2(B)),
-// so little-endian loads are summed with carries and the folded result is
-// byte-swapped once.
+// It adds b as little-endian 32-bit words into four 64-bit accumulators (no
+// carry chain between them, and no overflow below 2^32 words): a
+// one's-complement sum does not depend on byte order as long as every word
+// is read the same way (RFC 1071 §2(B)), so the folded sum is byte-swapped
+// once at the end.
 func checksum(b []byte, init uint64) uint16 {
-	var acc, carry uint64
-	for len(b) >= 8 {
-		acc, carry = bits.Add64(acc, binary.LittleEndian.Uint64(b), carry)
-		b = b[8:]
+	var a0, a1, a2, a3 uint64
+	for len(b) >= 16 {
+		a0 += uint64(binary.LittleEndian.Uint32(b))
+		a1 += uint64(binary.LittleEndian.Uint32(b[4:]))
+		a2 += uint64(binary.LittleEndian.Uint32(b[8:]))
+		a3 += uint64(binary.LittleEndian.Uint32(b[12:]))
+		b = b[16:]
 	}
-	acc, carry = bits.Add64(acc, 0, carry) // the last end-around carry
-	acc += carry                           // acc is 0 if that carried
-	// Fold the 64-bit little-endian sum to 16 bits, then to big-endian.
+	for len(b) >= 4 {
+		a0 += uint64(binary.LittleEndian.Uint32(b))
+		b = b[4:]
+	}
+	acc := a0 + a1 + a2 + a3 // each < 2^62 for any packet: no overflow
+	// Fold the little-endian sum to 16 bits, then to big-endian.
 	s := acc>>32 + acc&0xffffffff
 	s = s>>16 + s&0xffff
 	s = s>>16 + s&0xffff
 	s = s>>16 + s&0xffff
 	sum := uint64(bits.ReverseBytes16(uint16(s)))
-	// The tail (fewer than 8 bytes) and init in big-endian words.
+	// The tail (fewer than 4 bytes) and init in big-endian words.
 	for len(b) >= 2 {
 		sum += uint64(b[0])<<8 | uint64(b[1])
 		b = b[2:]
