@@ -86,9 +86,9 @@ type Server struct {
 	// its way, a version check leaves the policies to it instead of
 	// rebuilding all of them a moment before it lands.
 	replacing atomic.Int32
-	reloads       *prometheus.CounterVec
-	feedsCh       chan struct{} // feed reconcile requests
-	closed        sync.Once
+	reloads   *prometheus.CounterVec
+	feedsCh   chan struct{} // feed reconcile requests
+	closed    sync.Once
 }
 
 // Start builds and starts everything; it returns once every listener is up.
