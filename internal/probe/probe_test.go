@@ -564,15 +564,17 @@ func TestIgnoreRun(t *testing.T) {
 // at maxFlows, recycling evicted flows with a fresh HPACK decoder.
 func TestFlowTableBounded(t *testing.T) {
 	d := newConnDecoder(newStats(0, ""))
-	for i := 0; i < maxFlows+100; i++ {
+	for i := 0; i < 3*maxFlows+100; i++ {
 		var k flowKey
 		k.sp, k.dp = uint16(i), uint16(i>>16)
 		k.src[0] = byte(i >> 8)
-		f := d.newFlow()
-		if f == nil || f.fr == nil || f.dec == nil {
+		f := d.addFlow(k)
+		if f == nil || f.fr == nil || f.dec == nil || d.flows[k] != f {
 			t.Fatalf("flow %d: incomplete state", i)
 		}
-		d.flows[k] = f
+		if i%7 == 0 { // a bad packet drops the flow: its ring slot goes stale
+			delete(d.flows, k)
+		}
 		if len(d.flows) > maxFlows {
 			t.Fatalf("flow table at %d entries, bound %d", len(d.flows), maxFlows)
 		}

@@ -89,6 +89,8 @@ type connDecoder struct {
 	buf     []byte
 	save    *pcapSaver // nil unless -pcap
 	flows   map[flowKey]*flow
+	ring    []flowKey // the flows in the order they were added, maxFlows slots
+	next    int       // the ring slot the next new flow takes
 
 	eth     layers.Ethernet
 	ip4     layers.IPv4
@@ -105,20 +107,37 @@ type connDecoder struct {
 // within a minute at 30k copies/s.
 const maxFlows = 4096
 
-// newFlow returns the state for a new flow, recycling an evicted flow's
-// framer (with its grown read buffer) once the table is full. The HPACK
-// decoder is always fresh: a flow's dynamic table must not leak into another.
-func (d *connDecoder) newFlow() *flow {
-	if len(d.flows) < maxFlows {
-		return newFlow()
+// addFlow adds the state for a new flow. The flow added maxFlows flows ago
+// makes room (ranging over the map for a victim cost as much as a flow's
+// decoding), and its framer, with its grown read buffer, is recycled. The
+// HPACK decoder is always fresh: a flow's dynamic table must not leak into
+// another.
+func (d *connDecoder) addFlow(key flowKey) *flow {
+	if d.ring == nil {
+		d.ring = make([]flowKey, maxFlows)
 	}
-	for k, f := range d.flows { // map order: an arbitrary victim
-		delete(d.flows, k)
+	old := d.ring[d.next]
+	d.ring[d.next] = key
+	d.next = (d.next + 1) % maxFlows
+	f, ok := d.flows[old]
+	if ok && len(d.flows) >= maxFlows {
+		delete(d.flows, old)
 		f.dec = hpack.NewDecoder(64<<10, f.emit)
 		f.fields = copyFields{}
-		return f
+	} else {
+		// Below the bound, or the slot's flow is gone (a bad packet
+		// dropped it, or it was added again since): nothing to evict,
+		// unless the table is full anyway.
+		if len(d.flows) >= maxFlows {
+			for k := range d.flows {
+				delete(d.flows, k)
+				break
+			}
+		}
+		f = newFlow()
 	}
-	return newFlow()
+	d.flows[key] = f
+	return f
 }
 
 func newConnDecoder(s *stats) *connDecoder {
@@ -244,8 +263,7 @@ func (d *connDecoder) packet(data []byte, ts int64, now time.Time) {
 	}
 	f := d.flows[key]
 	if f == nil {
-		f = d.newFlow()
-		d.flows[key] = f
+		f = d.addFlow(key)
 	}
 	control := false
 	if bytes.HasPrefix(payload, []byte(clientPreface)) {
