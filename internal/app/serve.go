@@ -598,7 +598,7 @@ func (s *Server) reloadLoop(ctx context.Context) {
 				rebuild()
 				continue
 			}
-			s.log.Debug("policy recompiled", "policy", rr.policyID, "rules and entries", rr.n,
+			s.log.Debug("policy recompiled", "policy", rr.policyID, "compiled", rr.n,
 				"version", s.policyVersion.Load(), "took", time.Since(start))
 		case <-s.feedsCh:
 			v, _ := s.store.ConfigVersion(ctx)
