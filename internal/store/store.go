@@ -50,7 +50,8 @@ type Store interface {
 	DeleteRule(ctx context.Context, id int64) error
 	// ReplaceRules atomically replaces every rule of a policy (bulk import).
 	// On success the rules are as stored: ID, PolicyID, CreatedAt and
-	// UpdatedAt set, no hits. If idsSet is not nil it is called once those
+	// UpdatedAt set, no hits (a failure after the ids were drawn leaves them
+	// set too, to ids that were not stored). If idsSet is not nil it is called once those
 	// fields are set, before the rows are written, so the caller can start
 	// compiling the rules meanwhile (reading them only: ReplaceRules reads
 	// them too until it returns); whether they were stored is ReplaceRules'
