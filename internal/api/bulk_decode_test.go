@@ -71,3 +71,61 @@ func TestDecodeBulkRulesMatchesWholeDecode(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecodeBulkRules: the bulk decoder (fastRule, with encoding/json for
+// what it does not take) accepts, refuses and decodes every body exactly as
+// decoding it whole with encoding/json does; and whatever fastRule takes on
+// its own, encoding/json decodes to the same rule.
+func FuzzDecodeBulkRules(f *testing.F) {
+	for _, s := range []string{
+		`[]`, `null`, ` [ ] `, `[{}]`, `[{},{}]`,
+		`[{"priority":1,"enabled":false,"match":{"calling":"+15551234567","called":"prefix:9"},"action":{"decision":"deny","reason":"blocked"},"tags":["a"],"expires_at":"2030-01-02T03:04:05Z"}]`,
+		`[{"id":7,"policy_id":"default","priority":-3,"hits":12,"description":"Grüße","tags":[],"match":{"trigger_point":"x","device_name":"SEP1"}}]`,
+		`[{"priority":1.5}]`, `[{"priority":01}]`, `[{"priority":1e3}]`, `[{"priority":99999999999999999999}]`,
+		`[{"Priority":1}]`, `[{"priority":1,"priority":2}]`, `[{"match":{"calling":"a"},"match":{"called":"b"}}]`,
+		`[{"description":"a\"b"}]`, `[{"description":"a\u00e9"}]`, "[{\"description\":\"\xff\"}]", `[{"tags":null}]`,
+		`[{"enabled":null}]`, `[{"enabled":true,}]`, `[{"action":{"decision":"divert","modify":{"called_number":"1"}}}]`,
+		`[{"schedule":{"days":["mon"]}}]`, `[null]`, `[1]`, `[{}]x`, `[{},]`, `[{"a":1}]`, `{"priority":1}`, `[{"tags":["a",]}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got []ruleInput
+		isArray, err := decodeBulkRules(body, func(i int, in *ruleInput) {
+			if i == 0 {
+				got = got[:0]
+			}
+			got = append(got, *in)
+		})
+		var want []ruleInput
+		wantErr := decodeJSONBytes(body, &want)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: err %v, whole-body err %v", body, err, wantErr)
+		}
+		if err != nil {
+			if err.Error() != wantErr.Error() {
+				t.Fatalf("%q: error %q, whole-body %q", body, err, wantErr)
+			}
+			return
+		}
+		if isArray != (want != nil) {
+			t.Fatalf("%q: isArray %v, whole-body decode %v", body, isArray, want)
+		}
+		if isArray && (len(got) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got, want))) {
+			t.Fatalf("%q:\n got %+v\nwant %+v", body, got, want)
+		}
+
+		// fastRule alone, on the body as one object.
+		var in ruleInput
+		p := skipWS(body, 0)
+		if end, ok := fastRule(body, p, &in); ok {
+			var ref ruleInput
+			if err := decodeJSONBytes(body[p:end], &ref); err != nil {
+				t.Fatalf("%q: fastRule took it, encoding/json says %v", body[p:end], err)
+			}
+			if !reflect.DeepEqual(in, ref) {
+				t.Fatalf("%q: fastRule\n %+v\nencoding/json\n %+v", body[p:end], in, ref)
+			}
+		}
+	})
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -297,30 +296,48 @@ func decodeBulkRules(body []byte, each func(i int, in *ruleInput)) (isArray bool
 	return true, nil
 }
 
+// decodeRuleArray walks the array itself, decoding each element with
+// fastRule, or with encoding/json when fastRule does not take it; false as
+// soon as the body is not a clean array of objects that decode.
 func decodeRuleArray(body []byte, each func(i int, in *ruleInput)) bool {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+	p := skipWS(body, 0)
+	if p >= len(body) || body[p] != '[' {
 		return false
 	}
+	p = skipWS(body, p+1)
 	var in ruleInput
-	for i := 0; dec.More(); i++ {
+	if p < len(body) && body[p] == ']' {
+		return skipWS(body, p+1) == len(body)
+	}
+	for i := 0; ; i++ {
 		if i%32 == 31 {
 			runtime.Gosched() // bulk work yields to calls (DESIGN.md, Conventions)
 		}
 		in = ruleInput{}
-		if err := dec.Decode(&in); err != nil {
-			return false
+		end, ok := fastRule(body, p, &in)
+		if !ok {
+			in = ruleInput{}
+			dec := json.NewDecoder(bytes.NewReader(body[p:]))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return false
+			}
+			end = p + int(dec.InputOffset())
 		}
 		each(i, &in)
+		p = skipWS(body, end)
+		if p >= len(body) {
+			return false
+		}
+		switch body[p] {
+		case ',':
+			p = skipWS(body, p+1)
+		case ']':
+			return skipWS(body, p+1) == len(body)
+		default:
+			return false
+		}
 	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim(']') {
-		return false
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return false
-	}
-	return true
 }
 
 // bulkSizeHint estimates the rule count of a bulk body from its "action"
