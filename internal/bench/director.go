@@ -30,6 +30,7 @@ type dirConfig struct {
 	Linger       time.Duration // nfsim's producer linger
 	Key          string        // nfsim's record key: none or correlation
 	HarnessProcs int           // GOMAXPROCS of the nfsim and probe children (0: Go's default)
+	Prewarm      time.Duration // the measured phase's nfsim first sends this much under the warm-up run id
 	Feeds        int           // independent feeds (and consumers) of the same stream
 	FindMax      bool          // search the highest rate that meets MaxP99 and loses nothing
 	Trial        time.Duration // measured phase of a -find-max trial
@@ -69,6 +70,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.DurationVar(&c.Linger, "linger", 0, "the NFs' (nfsim's) Kafka producer linger (0: send at once)")
 	fs.StringVar(&c.Key, "key", "none", "the NFs' (nfsim's) Kafka record key: none (sticky partitioning, the reference's round-robin ordering) or correlation (correlation id)")
 	fs.IntVar(&c.HarnessProcs, "harness-procs", 1, "GOMAXPROCS of the nfsim and probe child processes (0: Go's default, one per CPU); serve always has Go's default")
+	fs.DurationVar(&c.Prewarm, "prewarm", 300*time.Millisecond, "the measured phase's fresh nfsim first sends this long of paced copies under the warm-up run id (excluded from every figure), so that its own start-up is not measured (0: off)")
 	fs.IntVar(&c.Feeds, "feeds", c.Feeds, "independent feeds (and consumers) of the same stream")
 	fs.BoolVar(&c.FindMax, "find-max", false, "search the highest rate with p99 <= -max-p99 and nothing lost, in -trial runs")
 	fs.DurationVar(&c.Trial, "trial", c.Trial, "measured phase of one -find-max trial")
@@ -109,6 +111,9 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	case "snappy", "lz4", "zstd", "gzip", "none":
 	default:
 		return c, fmt.Errorf("bench director: -compression %q: want snappy, lz4, zstd, gzip or none", c.Compression)
+	}
+	if c.Prewarm < 0 {
+		return c, errors.New("bench director: -prewarm must not be negative")
 	}
 	if c.HarnessProcs < 0 {
 		return c, fmt.Errorf("bench director: -harness-procs %d: must not be negative", c.HarnessProcs)

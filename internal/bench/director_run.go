@@ -87,7 +87,7 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	}
 
 	if cfg.Warmup > 0 {
-		ws, _, err := sc.produce(ctx, warmID, rate, cfg.Warmup)
+		ws, _, err := sc.produce(ctx, warmID, "", rate, cfg.Warmup)
 		if err != nil {
 			return nil, fmt.Errorf("bench director: warm-up: %w", err)
 		}
@@ -101,7 +101,7 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	}
 
 	before := sc.sampleAll()
-	st, nfsimUse, err := sc.produce(ctx, mainID, rate, dur)
+	st, nfsimUse, err := sc.produce(ctx, mainID, warmID, rate, dur)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	r.Elapsed = st.Elapsed.Seconds()
 	r.Sent, r.SentTotal, r.ProducerErrors = st.Sent, st.Total(), st.Errors
 	r.SentRate = float64(r.SentTotal) / r.Elapsed
-	if err := sc.drain(ctx, warmDelivered+r.SentTotal); err != nil {
+	if err := sc.drain(ctx, warmDelivered+st.Prewarm+r.SentTotal); err != nil {
 		r.DrainCutOff = err.Error()
 		fmt.Fprintf(stderr, "bench director: %v (what is missing counts as lost)\n", err)
 	}
@@ -402,18 +402,27 @@ func (sc *scenario) drain(ctx context.Context, want int64) error {
 	}
 }
 
-// produce runs nfsim for dur at rate with run id id; it returns what was
-// sent and the producer's own CPU and peak RSS (a child's, or zero in-process).
-func (sc *scenario) produce(ctx context.Context, id string, rate float64, dur time.Duration) (nfsim.Stats, usage, error) {
+// produce runs nfsim for dur at rate with run id id, after -prewarm copies
+// under prewarmID when that is set; it returns what was sent and the
+// producer's own CPU and peak RSS (a child's, or zero in-process).
+func (sc *scenario) produce(ctx context.Context, id, prewarmID string, rate float64, dur time.Duration) (nfsim.Stats, usage, error) {
+	prewarm := sc.cfg.Prewarm
+	if prewarmID == "" {
+		prewarm = 0
+	}
 	if sc.cfg.InProcess {
 		mix, _ := nfsim.ParseMix(sc.cfg.Mix)
 		st, err := nfsim.Run(ctx, nfsim.Config{Brokers: strings.Split(sc.brokers, ","), Rate: rate, Mix: mix, Size: sc.cfg.Size,
-			Duration: dur, RunID: id, Progress: time.Hour, Compression: sc.cfg.Compression, Linger: sc.cfg.Linger, Key: sc.cfg.Key}, io.Discard)
+			Duration: dur, RunID: id, Progress: time.Hour, Compression: sc.cfg.Compression, Linger: sc.cfg.Linger, Key: sc.cfg.Key,
+			Prewarm: prewarm, PrewarmRunID: prewarmID}, io.Discard)
 		return st, usage{Name: "nfsim (in bench)"}, err
 	}
 	args := []string{"nfsim", "-brokers", sc.brokers, "-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-mix", sc.cfg.Mix,
 		"-size", strconv.Itoa(sc.cfg.Size), "-duration", dur.String(), "-run-id", id, "-compression", sc.cfg.Compression,
 		"-linger", sc.cfg.Linger.String(), "-key", sc.cfg.Key}
+	if prewarm > 0 {
+		args = append(args, "-prewarm", prewarm.String(), "-prewarm-run-id", prewarmID)
+	}
 	start := time.Now()
 	p, err := startProcEnv(ctx, "nfsim", sc.cfg.Bin, args, sc.harnessEnv(), sc.echo)
 	if err != nil {
@@ -446,6 +455,11 @@ func parseNFSimSummary(out string) (nfsim.Stats, error) {
 				return st, fmt.Errorf("elapsed %q: %w", d, err)
 			}
 			st.Elapsed, in = el, true
+			continue
+		}
+		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "prewarm "); ok && st.Elapsed > 0 {
+			n, _ := strconv.ParseInt(strings.Fields(e)[0], 10, 64)
+			st.Prewarm = n
 			continue
 		}
 		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "errors "); ok && st.Elapsed > 0 {

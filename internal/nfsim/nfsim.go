@@ -67,6 +67,12 @@ type Config struct {
 	// transaction stays in one partition, at the price of spreading each
 	// tick's copies over every partition (batches of one or two copies).
 	Key string
+	// Prewarm, with a Kafka producer and a paced rate, sends copies under
+	// PrewarmRunID at the rate for this long, and waits for them to be
+	// acknowledged, before the run's clock starts: a fresh process and its
+	// client warm up on those instead of the run's first copies.
+	Prewarm      time.Duration
+	PrewarmRunID string
 
 	SASLMechanism string // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; "" = none
 	SASLUser      string
@@ -101,6 +107,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Compression, "compression", c.Compression, "Kafka batch compression: snappy (default), lz4, zstd, gzip or none")
 	fs.DurationVar(&c.Linger, "linger", c.Linger, "Kafka producer linger per partition (0: send at once, batching only what queues behind in-flight requests)")
 	fs.StringVar(&c.Key, "key", c.Key, "Kafka record key: none (default; the producer's sticky partitioning) or correlation (correlation id: a transaction stays in one partition)")
+	fs.DurationVar(&c.Prewarm, "prewarm", c.Prewarm, "send paced copies under -prewarm-run-id for this long before the run starts (Kafka only)")
+	fs.StringVar(&c.PrewarmRunID, "prewarm-run-id", c.PrewarmRunID, "run id of the -prewarm copies")
 	fs.StringVar(&c.SASLMechanism, "sasl-mechanism", c.SASLMechanism, "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
 	fs.StringVar(&c.SASLUser, "sasl-user", c.SASLUser, "Kafka SASL user")
 	fs.StringVar(&c.SASLPassword, "sasl-password", c.SASLPassword, "Kafka SASL password")
@@ -160,6 +168,7 @@ type Stats struct {
 	Errors   int64            // copies not delivered
 	Oversize int64            // records that came out larger than Size
 	Elapsed  time.Duration
+	Prewarm  int64   // -prewarm copies acknowledged (not in Sent)
 	Rate     float64 // achieved copies per second
 	FirstErr string
 }
@@ -262,6 +271,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	default:
 		return Stats{}, fmt.Errorf("nfsim: key %q: want none or correlation", cfg.Key)
 	}
+	if cfg.Prewarm < 0 || cfg.Prewarm > 0 && (cfg.Ingest != "" || cfg.Rate == 0 || cfg.PrewarmRunID == "" ||
+		strings.Contains(cfg.PrewarmRunID, "/") || cfg.PrewarmRunID == cfg.RunID) {
+		return Stats{}, errors.New("nfsim: -prewarm needs Kafka, a rate, and a -prewarm-run-id (without '/') other than the run's")
+	}
 	if cfg.Progress <= 0 {
 		cfg.Progress = 5 * time.Second
 	}
@@ -352,6 +365,24 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 			return Stats{}, fmt.Errorf("nfsim: first copies: %w", err)
 		}
 	}
+	var prewarmed int64
+	if cfg.Prewarm > 0 {
+		pre := make([]*nfState, len(nfs))
+		for i, nf := range nfs {
+			pre[i] = &nfState{name: nf.name, topic: nf.topic, rate: nf.rate,
+				gen: newGen(nf.name, cfg.PrewarmRunID, binary.LittleEndian.Uint64(seed[:])^uint64(i+1)<<40)}
+		}
+		if err := pace(ctx, pre, cfg.Prewarm, produce, snd); err != nil {
+			return Stats{}, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := snd.(*kafkaSender).cl.Flush(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return Stats{}, fmt.Errorf("nfsim: prewarm: %w", err)
+		}
+		prewarmed = sumSent(pre)
+	}
 	runCtx := ctx
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
@@ -416,7 +447,8 @@ loop:
 	ferr := snd.flush(flushCtx)
 	cancel()
 
-	st := Stats{RunID: cfg.RunID, Sent: map[string]int64{}, Errors: errs.Load(), Oversize: oversize, Elapsed: time.Since(start)}
+	st := Stats{RunID: cfg.RunID, Sent: map[string]int64{}, Errors: errs.Load(), Oversize: oversize, Elapsed: time.Since(start),
+		Prewarm: prewarmed}
 	for _, nf := range nfs {
 		st.Sent[nf.name] = nf.sent.Load()
 	}
@@ -436,6 +468,30 @@ loop:
 	return st, nil
 }
 
+// pace produces nfs' copies at their rates for d.
+func pace(ctx context.Context, nfs []*nfState, d time.Duration, produce func(*nfState), snd sender) error {
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		el := time.Since(start)
+		if el >= d {
+			return nil
+		}
+		for _, nf := range nfs {
+			for due := int64(nf.rate * el.Seconds()); nf.made < due; {
+				produce(nf)
+			}
+		}
+		snd.endTick(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
 func sumSent(nfs []*nfState) int64 {
 	var n int64
 	for _, nf := range nfs {
@@ -452,6 +508,9 @@ func printSummary(out io.Writer, cfg Config, st Stats) {
 	}
 	fmt.Fprintf(out, "  %-8s %12d\n  errors %d, oversize %d, size %d B, achieved %.0f copies/s (target %.0f)\n",
 		"total", st.Total(), st.Errors, st.Oversize, cfg.Size, st.Rate, cfg.Rate)
+	if st.Prewarm > 0 {
+		fmt.Fprintf(out, "  prewarm %d copies under run id %s\n", st.Prewarm, cfg.PrewarmRunID)
+	}
 	if st.FirstErr != "" {
 		fmt.Fprintf(out, "  first error: %s\n", st.FirstErr)
 	}

@@ -370,3 +370,58 @@ func TestLegsMirror(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPrewarm checks that -prewarm copies go out under their own run id,
+// are acknowledged before the run, and are counted apart from it.
+func TestRunPrewarm(t *testing.T) {
+	cl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "SCP", "NRF", "SEPP"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := Config{Brokers: cl.ListenAddrs(), Rate: 4000, Count: 400, Size: 3000, RunID: "r1",
+		Prewarm: 100 * time.Millisecond, PrewarmRunID: "w1"}
+	var out bytes.Buffer
+	st, err := Run(ctx, cfg, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if st.Total() != 400 || st.Prewarm < 1 || st.Prewarm > 440 { // 400 when paced on time
+		t.Fatalf("sent %d, prewarm %d; want 400 and up to 400", st.Total(), st.Prewarm)
+	}
+	if !strings.Contains(out.String(), "prewarm "+strconv.FormatInt(st.Prewarm, 10)+" copies under run id w1") {
+		t.Errorf("summary does not report the prewarm: %s", out.String())
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(cl.ListenAddrs()...), kgo.ConsumeTopics("SCP", "NRF", "SEPP"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	runs := map[string]int64{}
+	var n int64
+	for n < 400+st.Prewarm {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d: %v", n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			var c cpy.Copy
+			if err := cpy.Decode(r.Value, &c); err != nil {
+				t.Fatal(err)
+			}
+			id, _, _ := strings.Cut(c.Header("x-signalbox-seq"), "/")
+			runs[id]++
+			n++
+		})
+	}
+	if runs["r1"] != 400 || runs["w1"] != st.Prewarm || len(runs) != 2 {
+		t.Fatalf("copies by run id %v, want r1 400, w1 %d", runs, st.Prewarm)
+	}
+	bad := Config{Brokers: []string{"x"}, Rate: 1, Prewarm: time.Second, PrewarmRunID: "same", RunID: "same"}
+	if _, err := Run(ctx, bad, io.Discard); err == nil {
+		t.Error("prewarm under the run's own id accepted")
+	}
+}
