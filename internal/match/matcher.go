@@ -145,10 +145,29 @@ func (b *Builder) Build() (*Matcher, error) {
 		v string
 	}
 	nRules := b.Len()
-	group := make(map[ck]int32, len(b.conds))
-	for _, fc := range b.conds {
-		group[ck{fc.f, fc.c.Kind, fc.c.Value}]++
+	// One pass over every condition numbers the distinct (field, kind,
+	// value) groups and counts their rules; the rule pass below reads the
+	// counts by group number, and the group number also serves as the
+	// string id of exact and prefix values and as the id of an exact key,
+	// so each value is hashed once (a lookup per condition in a 100,000-
+	// entry map was a third of a large build).
+	groupOf := make(map[ck]int32, len(b.conds))
+	gid := make([]int32, len(b.conds))
+	groups := make([]ck, 0, len(b.conds))
+	groupN := make([]int32, 0, len(b.conds))
+	for i, fc := range b.conds {
+		k := ck{fc.f, fc.c.Kind, fc.c.Value}
+		g, ok := groupOf[k]
+		if !ok {
+			g = int32(len(groups))
+			groupOf[k] = g
+			groups = append(groups, k)
+			groupN = append(groupN, 0)
+		}
+		groupN[g]++
+		gid[i] = g
 	}
+	clear(groupOf)
 	weight := [...]int64{Exact: 1, Prefix: 2, Pattern: 3, Regex: 8}
 
 	regexID := make([]map[string]int32, nf)
@@ -160,43 +179,42 @@ func (b *Builder) Build() (*Matcher, error) {
 		m.fields[f].regKeyMin = math.MaxInt32
 		regexID[f] = make(map[string]int32)
 	}
-	strID := make(map[string]int32, len(b.conds))
-	intern := func(s string) int32 {
-		if id, ok := strID[s]; ok {
-			return id
-		}
-		id := int32(len(m.strs))
-		m.strs = append(m.strs, s)
-		strID[s] = id
-		return id
+	// strOf[g]: index in m.strs of group g's value, -1 until interned.
+	strOf := make([]int32, len(groups))
+	for g := range strOf {
+		strOf[g] = -1
 	}
-	// Exact keys are indexed in two passes: count the rules per value, then
-	// lay every value's ranks out in one shared slice, instead of one small
-	// slice per value.
-	exactID := make([]map[string]int32, nf)
-	exactN := make([][]int32, nf)
-	type exactKey struct{ f, id, rank int32 }
+	// Exact keys are indexed in two passes: count the rules per value (a
+	// group), then lay every value's ranks out in one shared slice, instead
+	// of one small slice per value.
+	exactN := make([]int32, len(groups))
+	type exactKey struct{ g, rank int32 }
 	var exactKeys []exactKey
 	m.ruleOff = make([]int32, 0, nRules+1)
 	m.conds = make([]ruleCond, 0, len(b.conds))
-	m.strs = make([]string, 0, len(b.conds))
+	m.strs = make([]string, 0, len(groups))
 	for r := range nRules {
 		if r%256 == 255 {
 			runtime.Gosched() // bulk work yields to calls (DESIGN.md, Conventions)
 		}
 		rank := int32(r)
-		conds := b.conds[b.off[r]:b.off[r+1]]
+		lo := int(b.off[r])
+		conds := b.conds[lo:b.off[r+1]]
 		m.ruleOff = append(m.ruleOff, int32(len(m.conds)))
 		key, keyScore := -1, int64(math.MaxInt64)
 		for i := range conds {
-			f, c := int(conds[i].f), &conds[i].c
-			if s := int64(group[ck{conds[i].f, c.Kind, c.Value}]) * weight[c.Kind]; s < keyScore {
+			f, c, g := int(conds[i].f), &conds[i].c, gid[lo+i]
+			if s := int64(groupN[g]) * weight[c.Kind]; s < keyScore {
 				key, keyScore = i, s
 			}
 			rc := ruleCond{field: conds[i].f, kind: c.Kind}
 			switch c.Kind {
 			case Exact, Prefix:
-				rc.ref = intern(c.Value)
+				if strOf[g] < 0 {
+					strOf[g] = int32(len(m.strs))
+					m.strs = append(m.strs, c.Value)
+				}
+				rc.ref = strOf[g]
 			case Pattern:
 				rc.ref = int32(len(m.pats))
 				m.pats = append(m.pats, c.toks)
@@ -222,17 +240,9 @@ func (b *Builder) Build() (*Matcher, error) {
 		c := &conds[key].c
 		switch c.Kind {
 		case Exact:
-			if exactID[kf] == nil {
-				exactID[kf] = make(map[string]int32, nRules)
-			}
-			id, ok := exactID[kf][c.Value]
-			if !ok {
-				id = int32(len(exactN[kf]))
-				exactID[kf][c.Value] = id
-				exactN[kf] = append(exactN[kf], 0)
-			}
-			exactN[kf][id]++
-			exactKeys = append(exactKeys, exactKey{int32(kf), id, rank})
+			g := gid[lo+key]
+			exactN[g]++
+			exactKeys = append(exactKeys, exactKey{g, rank})
 		case Prefix:
 			fi.trie.addPrefix(c.Value, rank)
 		case Pattern:
@@ -244,25 +254,29 @@ func (b *Builder) Build() (*Matcher, error) {
 		}
 	}
 	ranks := make([]int32, len(exactKeys))
-	lists := make([][][]int32, nf)
+	lists := make([][]int32, len(groups))
+	nKeys := make([]int, nf)
 	at := int32(0)
-	for f := range m.fields {
-		lists[f] = make([][]int32, len(exactN[f]))
-		for id, n := range exactN[f] {
-			lists[f][id] = ranks[at : at : at+n]
+	for g, n := range exactN {
+		if n > 0 {
+			lists[g] = ranks[at : at : at+n]
 			at += n
+			nKeys[groups[g].f]++
 		}
 	}
 	// exactKeys are in rank order, so each value's ranks come out ascending;
 	// every list has its exact capacity, so the appends never reallocate.
 	for _, k := range exactKeys {
-		lists[k.f][k.id] = append(lists[k.f][k.id], k.rank)
+		lists[k.g] = append(lists[k.g], k.rank)
 	}
 	for f := range m.fields {
-		fi := &m.fields[f]
-		fi.exact = make(map[string][]int32, len(exactID[f]))
-		for v, id := range exactID[f] {
-			fi.exact[v] = lists[f][id]
+		if nKeys[f] > 0 {
+			m.fields[f].exact = make(map[string][]int32, nKeys[f])
+		}
+	}
+	for g, n := range exactN {
+		if n > 0 {
+			m.fields[groups[g].f].exact[groups[g].v] = lists[g]
 		}
 	}
 	m.ruleOff = append(m.ruleOff, int32(len(m.conds)))
