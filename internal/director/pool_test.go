@@ -42,3 +42,21 @@ func TestPoolClass(t *testing.T) {
 		}
 	}
 }
+
+// TestDecompressPoolBounded checks that a class keeps at most
+// poolClassBytes of free buffers.
+func TestDecompressPoolBounded(t *testing.T) {
+	p := newDecompressPool()
+	for range 200 {
+		p.PutDecompressBytes(make([]byte, 0, 64<<10)) // class 4: 64 KiB
+	}
+	if n, want := len(p.classes[4]), poolClassBytes/(64<<10); n != want {
+		t.Fatalf("class 4 keeps %d buffers, want %d", n, want)
+	}
+	for range 5 {
+		p.PutDecompressBytes(make([]byte, 0, 8<<20))
+	}
+	if n := len(p.classes[11]); n != 2 {
+		t.Fatalf("class 11 keeps %d buffers, want 2", n)
+	}
+}
