@@ -183,7 +183,7 @@ func (e *Engine) evaluate(policyID string, call *Call, now time.Time, live bool)
 				p.hits.Inc()
 			}
 		}
-		return Decision{Policy: p.id, Action: r.action, Step: StepRule, RuleID: r.id, Reason: r.reason}, true
+		return Decision{Policy: p.id, Action: *r.action, Step: StepRule, RuleID: r.id, Reason: r.reason}, true
 	}
 
 	// 5. Policy default.
