@@ -93,12 +93,15 @@ type Server struct {
 
 // Start builds and starts everything; it returns once every listener is up.
 // logOut receives the logs.
-func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (s *Server, err error) {
+func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, err error) {
 	log := newLogger(cfg, logOut)
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	s = &Server{
+	// s is a local, not the named result: an error return sets the result
+	// to nil, and the deferred abort and the goroutines started below must
+	// keep the server they belong to.
+	s := &Server{
 		cfg:     cfg,
 		log:     log,
 		reg:     obs.NewRegistry(Version),
