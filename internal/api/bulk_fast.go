@@ -48,42 +48,36 @@ func fastRule(body []byte, p int, in *ruleInput) (end int, ok bool) {
 			return fastStrings(body, p, &in.Tags)
 		case "match":
 			m := &in.Match
-			return fastObject(body, p, func(key []byte, p int) (int, bool) {
-				switch string(key) {
-				case "calling":
-					return fastString(body, p, &m.Calling)
-				case "called":
-					return fastString(body, p, &m.Called)
-				case "transformed_calling":
-					return fastString(body, p, &m.TransformedCalling)
-				case "transformed_called":
-					return fastString(body, p, &m.TransformedCalled)
-				case "trigger_point":
-					return fastString(body, p, &m.TriggerPoint)
-				case "device_name":
-					return fastString(body, p, &m.DeviceName)
-				}
-				return 0, false
+			return fastStringObject(body, p, []strField{
+				{"calling", &m.Calling}, {"called", &m.Called},
+				{"transformed_calling", &m.TransformedCalling}, {"transformed_called", &m.TransformedCalled},
+				{"trigger_point", &m.TriggerPoint}, {"device_name", &m.DeviceName},
 			})
 		case "action":
 			a := &in.Action
-			return fastObject(body, p, func(key []byte, p int) (int, bool) {
-				switch string(key) {
-				case "decision":
-					return fastString(body, p, &a.Decision)
-				case "greeting":
-					return fastString(body, p, &a.Greeting)
-				case "announce":
-					return fastString(body, p, &a.Announce)
-				case "reason":
-					return fastString(body, p, &a.Reason)
-				case "destination":
-					return fastString(body, p, &a.Destination)
-				case "reset_call_history":
-					return fastString(body, p, &a.ResetCallHistory)
-				}
-				return 0, false // modify and anything else: encoding/json
+			return fastStringObject(body, p, []strField{ // modify and anything else: encoding/json
+				{"decision", &a.Decision}, {"greeting", &a.Greeting}, {"announce", &a.Announce},
+				{"reason", &a.Reason}, {"destination", &a.Destination}, {"reset_call_history", &a.ResetCallHistory},
 			})
+		}
+		return 0, false
+	})
+}
+
+// strField is a string-valued key of an object and where its value goes.
+type strField struct {
+	name string
+	dst  *string
+}
+
+// fastStringObject decodes an object whose keys are all among fields, each
+// with a plain string value.
+func fastStringObject(body []byte, p int, fields []strField) (int, bool) {
+	return fastObject(body, p, func(key []byte, p int) (int, bool) {
+		for _, f := range fields {
+			if string(key) == f.name {
+				return fastString(body, p, f.dst)
+			}
 		}
 		return 0, false
 	})
