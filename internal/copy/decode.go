@@ -517,19 +517,14 @@ func (d *decoder) appendASCIIString(dst []byte) (_ []byte, ok bool) {
 			if i+1 >= len(b) {
 				return dst[:n0], false
 			}
-			switch e := b[i+1]; e {
-			case '"', '\\', '/':
-				dst = append(dst, e)
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
+			e := b[i+1]
+			if c, ok := shortEscape(e); ok {
+				dst = append(dst, c)
+				i += 2
+				run = i
+				continue
+			}
+			switch e {
 			case 'u':
 				if i+6 > len(b) {
 					return dst[:n0], false
@@ -698,6 +693,26 @@ func hexval(c byte) int {
 	return -1
 }
 
+// shortEscape is the byte a two-character JSON escape (\" \\ \/ \b \f \n
+// \r \t) stands for; false for \u and anything else.
+func shortEscape(e byte) (byte, bool) {
+	switch e {
+	case '"', '\\', '/':
+		return e, true
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	}
+	return 0, false
+}
+
 func hex4(s []byte) rune {
 	return rune(hexval(s[0])<<12 | hexval(s[1])<<8 | hexval(s[2])<<4 | hexval(s[3]))
 }
@@ -710,37 +725,26 @@ func unescape(dst, s []byte) []byte {
 		switch {
 		case ch == '\\':
 			i++
-			switch s[i] {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r := hex4(s[i+1:])
-				i += 5
-				if utf16.IsSurrogate(r) {
-					if i+5 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-						r2 := hex4(s[i+2:])
-						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-							dst = utf8.AppendRune(dst, dec)
-							i += 6
-							continue
-						}
-					}
-					r = utf8.RuneError
-				}
-				dst = utf8.AppendRune(dst, r)
+			if c, ok := shortEscape(s[i]); ok {
+				dst = append(dst, c)
+				i++
 				continue
-			default: // '"', '\\', '/'
-				dst = append(dst, s[i])
 			}
-			i++
+			// \uXXXX (validated)
+			r := hex4(s[i+1:])
+			i += 5
+			if utf16.IsSurrogate(r) {
+				if i+5 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+					r2 := hex4(s[i+2:])
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						dst = utf8.AppendRune(dst, dec)
+						i += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
 		case ch < utf8.RuneSelf:
 			j := i + 1
 			for j < len(s) && !special[s[j]] {
