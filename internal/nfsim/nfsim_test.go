@@ -162,12 +162,7 @@ func testRunKafka(t *testing.T, key string) {
 		t.Errorf("no summary printed: %s", out.String())
 	}
 
-	cons, err := kgo.NewClient(kgo.SeedBrokers(cl.ListenAddrs()...), kgo.ConsumeTopics("SCP", "NRF", "SEPP"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
+	cons := consumeFromStart(t, cl)
 	k := newChecker(t, 3000, "t1")
 	got := 0
 	keysPerCorr := map[string]int32{}
@@ -394,12 +389,7 @@ func TestRunPrewarm(t *testing.T) {
 	if !strings.Contains(out.String(), "prewarm "+strconv.FormatInt(st.Prewarm, 10)+" copies under run id w1") {
 		t.Errorf("summary does not report the prewarm: %s", out.String())
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(cl.ListenAddrs()...), kgo.ConsumeTopics("SCP", "NRF", "SEPP"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
+	cons := consumeFromStart(t, cl)
 	runs := map[string]int64{}
 	var n int64
 	for n < 400+st.Prewarm {
@@ -424,4 +414,17 @@ func TestRunPrewarm(t *testing.T) {
 	if _, err := Run(ctx, bad, io.Discard); err == nil {
 		t.Error("prewarm under the run's own id accepted")
 	}
+}
+
+// consumeFromStart returns a client reading the NF topics of cl from their
+// first offsets, closed when the test ends.
+func consumeFromStart(t *testing.T, cl *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(cl.ListenAddrs()...), kgo.ConsumeTopics("SCP", "NRF", "SEPP"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.Close)
+	return cons
 }
