@@ -132,11 +132,7 @@ func TestRunKafka(t *testing.T) {
 }
 
 func testRunKafka(t *testing.T, key string) {
-	cl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "SCP", "NRF", "SEPP"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := nfCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := Config{Brokers: cl.ListenAddrs(), Rate: 4000, Count: 1200, Size: 3000, RunID: "t1", Key: key}
@@ -369,11 +365,7 @@ func TestLegsMirror(t *testing.T) {
 // TestRunPrewarm checks that -prewarm copies go out under their own run id,
 // are acknowledged before the run, and are counted apart from it.
 func TestRunPrewarm(t *testing.T) {
-	cl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "SCP", "NRF", "SEPP"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := nfCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := Config{Brokers: cl.ListenAddrs(), Rate: 4000, Count: 400, Size: 3000, RunID: "r1",
@@ -414,6 +406,18 @@ func TestRunPrewarm(t *testing.T) {
 	if _, err := Run(ctx, bad, io.Discard); err == nil {
 		t.Error("prewarm under the run's own id accepted")
 	}
+}
+
+// nfCluster is a one-broker kfake cluster with the three NF topics, closed
+// when the test ends.
+func nfCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	cl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "SCP", "NRF", "SEPP"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
 
 // consumeFromStart returns a client reading the NF topics of cl from their
