@@ -219,11 +219,7 @@ func (s *tcpSink) Send(ctx context.Context, batch []*copy.Copy) error {
 		}
 		s.conn, s.br = c, bufio.NewReader(c)
 	}
-	s.buf = s.buf[:0]
-	for _, c := range batch {
-		s.buf = append(append(s.buf, c.CorrelationID...), '\n')
-	}
-	s.buf = append(s.buf, '\n')
+	s.buf = appendBatchFrame(s.buf[:0], batch)
 	_ = s.conn.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := s.conn.Write(s.buf); err != nil {
 		s.Close()
@@ -276,4 +272,13 @@ func countTopic(t *testing.T, cc broker.ClientConfig, topic string, want int) (m
 		})
 	}
 	return keys, total
+}
+
+// appendBatchFrame appends the test receivers' framing of a batch: one
+// correlation id per line, then an empty line.
+func appendBatchFrame(buf []byte, batch []*copy.Copy) []byte {
+	for _, c := range batch {
+		buf = append(append(buf, c.CorrelationID...), '\n')
+	}
+	return append(buf, '\n')
 }

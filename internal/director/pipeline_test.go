@@ -53,11 +53,7 @@ func (s *pipeSink) Write(ctx context.Context, batch []*copy.Copy) (uint64, error
 		s.conn, s.dead = c, make(chan struct{})
 		go s.read(c, s.dead)
 	}
-	s.buf = s.buf[:0]
-	for _, c := range batch {
-		s.buf = append(append(s.buf, c.CorrelationID...), '\n')
-	}
-	s.buf = append(s.buf, '\n')
+	s.buf = appendBatchFrame(s.buf[:0], batch)
 	_ = s.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := s.conn.Write(s.buf); err != nil {
 		s.drop()
