@@ -384,7 +384,7 @@ func TestWithPolicyReplacesOnePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := old.WithPolicy(&PolicyConfig{Policy: Policy{ID: "a", DefaultAction: permit()},
+	n, err := withPolicy(old, &PolicyConfig{Policy: Policy{ID: "a", DefaultAction: permit()},
 		Rules: []Rule{{ID: 3, Enabled: true, Match: Match{Calling: "300"}, Action: deny}}})
 	if err != nil {
 		t.Fatal(err)
@@ -407,14 +407,14 @@ func TestWithPolicyReplacesOnePolicy(t *testing.T) {
 	if decide(old, "a", "100") != Deny || decide(old, "a", "300") != Permit {
 		t.Error("the old snapshot changed")
 	}
-	if _, err := old.WithPolicy(&PolicyConfig{Policy: Policy{ID: "a", DefaultAction: permit()},
+	if _, err := withPolicy(old, &PolicyConfig{Policy: Policy{ID: "a", DefaultAction: permit()},
 		Rules: []Rule{{ID: 4, Enabled: true, Match: Match{Calling: "regex:(a)\\1"}, Action: deny}}}); err == nil {
 		t.Error("an invalid rule compiled")
 	}
 }
 
-// TestSwapSharedPolicyWhileEvaluating: swapping in a snapshot from
-// WithPolicy leaves the policies it shares with the live snapshot untouched
+// TestSwapSharedPolicyWhileEvaluating: swapping in a snapshot made by
+// Snapshot.With leaves the policies it shares with the live one untouched
 // while calls evaluate them (the race detector checks this), and their
 // undrained hits survive the swap.
 func TestSwapSharedPolicyWhileEvaluating(t *testing.T) {
@@ -445,7 +445,7 @@ func TestSwapSharedPolicyWhileEvaluating(t *testing.T) {
 		}
 	}()
 	for i := range 200 {
-		next, err := cur.WithPolicy(&PolicyConfig{Policy: Policy{ID: "a", DefaultAction: permit()},
+		next, err := withPolicy(cur, &PolicyConfig{Policy: Policy{ID: "a", DefaultAction: permit()},
 			Rules: []Rule{{ID: int64(10 + i), Enabled: true, Match: Match{Calling: "100"}, Action: deny()}}})
 		if err != nil {
 			t.Fatal(err)
@@ -458,4 +458,14 @@ func TestSwapSharedPolicyWhileEvaluating(t *testing.T) {
 	if got := e.DrainHits()[2].Count; got != int64(n) {
 		t.Errorf("policy b rule hits = %d, want %d (one per call)", got, n)
 	}
+}
+
+// withPolicy compiles cfg's policy and puts it into s, as the app does for
+// a bulk replacement.
+func withPolicy(s *Snapshot, cfg *PolicyConfig) (*Snapshot, error) {
+	cp, err := CompilePolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.With(cp), nil
 }

@@ -140,15 +140,6 @@ func (s *Snapshot) With(cp *CompiledPolicy) *Snapshot {
 	return n
 }
 
-// WithPolicy compiles cfg's policy and returns s.With it.
-func (s *Snapshot) WithPolicy(cfg *PolicyConfig) (*Snapshot, error) {
-	cp, err := CompilePolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return s.With(cp), nil
-}
-
 // validateAndCompile checks and compiles one policy, naming it in errors.
 func validateAndCompile(cfg *PolicyConfig, zones map[string]*time.Location) (*policy, error) {
 	if err := ValidatePolicy(&cfg.Policy); err != nil {

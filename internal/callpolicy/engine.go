@@ -49,7 +49,7 @@ func NewEngine(reg prometheus.Registerer) *Engine {
 // rules of s with the same id (the counter objects are shared, so hits
 // counted by calls still running on the old snapshot are not lost); counts
 // of rules that no longer exist are dropped. Policies s shares with the
-// live snapshot (see Snapshot.WithPolicy) are left as they are. s must not
+// live snapshot (see Snapshot.With) are left as they are. s must not
 // be swapped into another Engine.
 func (e *Engine) Swap(s *Snapshot) {
 	e.swapMu.Lock()
@@ -62,7 +62,7 @@ func (e *Engine) Swap(s *Snapshot) {
 				op = old.policies[id]
 			}
 			if op == p {
-				// Shared with the live snapshot (Snapshot.WithPolicy keeps
+				// Shared with the live snapshot (Snapshot.With keeps
 				// the policies it did not recompile): already wired, and
 				// calls are reading it now.
 				continue
