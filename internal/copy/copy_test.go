@@ -495,3 +495,71 @@ func TestDecodeBodyEscapes(t *testing.T) {
 		}
 	}
 }
+
+// CloneTo owns what it copies (the source buffer may be overwritten), reuses
+// the destination's buffers whatever it held before, and allocates nothing
+// once they are large enough.
+func TestCloneTo(t *testing.T) {
+	files, err := filepath.Glob("testdata/records/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d Copy // reused across every record, in both orders
+	for _, order := range []bool{false, true} {
+		for i := range files {
+			name := files[i]
+			if order {
+				name = files[len(files)-1-i]
+			}
+			raw, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := append([]byte(nil), raw...)
+			var c Copy
+			if Decode(buf, &c) != nil {
+				continue
+			}
+			want := dump(&c, nil)
+			c.CloneTo(&d)
+			for i := range buf {
+				buf[i] = 'X'
+			}
+			c.scratch = append(c.scratch[:0], make([]byte, cap(c.scratch))...)
+			if got := dump(&d, nil); got != want {
+				t.Errorf("%s: CloneTo gave\n%s\nwant\n%s", name, got, want)
+			}
+			if string(d.Raw) != string(raw) {
+				t.Errorf("%s: Raw not copied", name)
+			}
+		}
+	}
+	raw, err := os.ReadFile("testdata/records/escapes_unicode.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Copy
+	if err := Decode(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.CloneTo(&d)
+	if n := testing.AllocsPerRun(100, func() { c.CloneTo(&d) }); n != 0 {
+		t.Errorf("CloneTo into a used copy: %g allocations, want 0", n)
+	}
+}
+
+func BenchmarkCloneTo(b *testing.B) {
+	raw, err := os.ReadFile("testdata/records/reference.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c, d Copy
+	if err := Decode(raw, &c); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c.CloneTo(&d)
+	}
+}
