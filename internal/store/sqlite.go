@@ -21,16 +21,28 @@ type sqliteBackend struct {
 	r *sql.DB
 }
 
+// Page caches, in KiB (negative cache_size): SQLite's memory is outside the
+// Go heap but inside the server's RSS, and each connection has its own.
+// With 32 MiB each, a 100,000-rule replacement filled the writer's (28 MB
+// resident afterwards) and a full load one reader's, for no measurable gain:
+// the bulk insert appends to the table's last page and the index is rebuilt
+// in one sort; reads are scans or single-row lookups. ReplaceRules 100k
+// with 4 MiB: 733-762 CPU-ms against 685-813 with 32 MiB (busy box), SQLite
+// resident afterwards ~7 MB against ~28 MB.
+const (
+	writerCache = "cache_size(-4096)"
+	readerCache = "cache_size(-2048)"
+)
+
 func openSQLite(ctx context.Context, file string) (*sqliteBackend, error) {
 	base := "file:" + (&url.URL{Path: file}).EscapedPath() + "?" + url.Values{"_pragma": {
 		"busy_timeout(10000)",
 		"journal_mode(WAL)",
 		"foreign_keys(1)",
 		"synchronous(NORMAL)",
-		"cache_size(-32768)",
 		"wal_autocheckpoint(16384)",
 	}}.Encode()
-	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	w, err := sql.Open("sqlite", base+"&_pragma="+url.QueryEscape(writerCache)+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", file, err)
 	}
@@ -43,7 +55,7 @@ func openSQLite(ctx context.Context, file string) (*sqliteBackend, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", file, err)
 	}
-	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	r, err := sql.Open("sqlite", base+"&_pragma="+url.QueryEscape(readerCache)+"&_pragma=query_only(1)")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", file, err)

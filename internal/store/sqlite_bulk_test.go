@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 
@@ -62,5 +63,25 @@ func TestSQLiteBulkReplaceRebuildsIndex(t *testing.T) {
 	}
 	if got := indexSQL(); got != before {
 		t.Errorf("index after a minority bulk replace: %q", got)
+	}
+}
+
+// The page caches are bounded per connection (writerCache, readerCache):
+// SQLite's memory counts in the server's RSS, outside the Go heap.
+func TestSQLitePageCacheSizes(t *testing.T) {
+	s := openT(t, sqliteHarness().fresh(t))
+	b := s.(*sqlStore).b.(*sqliteBackend)
+	for _, c := range []struct {
+		name string
+		db   *sql.DB
+		want int
+	}{{"writer", b.w, -4096}, {"reader", b.r, -2048}} {
+		var got int
+		if err := c.db.QueryRow(`PRAGMA cache_size`).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got != c.want {
+			t.Errorf("%s: cache_size %d, want %d", c.name, got, c.want)
+		}
 	}
 }
