@@ -2,10 +2,7 @@
 // function writes for every SBI message it handles, and its codecs.
 package copy
 
-import (
-	"strings"
-	"unsafe"
-)
+import "strings"
 
 // Direction is the trigger point at which the NF copied the message.
 type Direction uint8
@@ -182,87 +179,4 @@ func (c *Copy) Clone() *Copy {
 		d.Raw = append([]byte(nil), c.Raw...)
 	}
 	return d
-}
-
-// CloneTo makes d a copy of c that owns its memory, reusing d's buffers
-// (Raw, Body, Headers and their Values, and the scratch that holds strings
-// not found in Raw): in steady state it allocates nothing. Strings that
-// alias c.Raw (every unescaped one after Decode) alias d.Raw at the same
-// offset. Whatever d held before is overwritten in place, so nothing may
-// still refer to it.
-func (c *Copy) CloneTo(d *Copy) {
-	raw := append(d.Raw[:0], c.Raw...)
-	if c.Raw == nil {
-		raw = nil
-	}
-	// Strings outside Raw, summed first so that scratch never moves.
-	n := 0
-	outside := func(s string) {
-		if _, ok := within(c.Raw, s); !ok {
-			n += len(s)
-		}
-	}
-	fields := [...]*string{&c.Version, &c.CorrelationID, &c.ProducerID, &c.ProducerFQDN,
-		&c.ConsumerID, &c.ConsumerFQDN, &c.HopByHopID, &c.NFType, &c.NFFQDN,
-		&c.NFInstanceID, &c.PodInstanceID, &c.SourceIP, &c.DestIP}
-	for _, f := range fields {
-		outside(*f)
-	}
-	for i := range c.Headers {
-		outside(c.Headers[i].Name)
-		for _, v := range c.Headers[i].Values {
-			outside(v)
-		}
-	}
-	scratch := d.scratch[:0]
-	if cap(scratch) < n {
-		scratch = make([]byte, 0, n)
-	}
-	own := func(s string) string {
-		if len(s) == 0 {
-			return ""
-		}
-		if off, ok := within(c.Raw, s); ok {
-			return unsafe.String(&raw[off], len(s))
-		}
-		from := len(scratch)
-		scratch = append(scratch, s...)
-		return unsafe.String(&scratch[from], len(s))
-	}
-	body, hdrs := d.Body[:0], d.Headers[:0]
-	*d = Copy{Timestamp: c.Timestamp, Direction: c.Direction, SourcePort: c.SourcePort, DestPort: c.DestPort, Raw: raw}
-	dst := [...]*string{&d.Version, &d.CorrelationID, &d.ProducerID, &d.ProducerFQDN,
-		&d.ConsumerID, &d.ConsumerFQDN, &d.HopByHopID, &d.NFType, &d.NFFQDN,
-		&d.NFInstanceID, &d.PodInstanceID, &d.SourceIP, &d.DestIP}
-	for i, f := range fields {
-		*dst[i] = own(*f)
-	}
-	for i := range c.Headers {
-		h := &c.Headers[i]
-		var vals []string
-		if len(hdrs) < cap(hdrs) {
-			vals = hdrs[:len(hdrs)+1][len(hdrs)].Values[:0]
-		}
-		for _, v := range h.Values {
-			vals = append(vals, own(v))
-		}
-		hdrs = append(hdrs, Header{Name: own(h.Name), Values: vals})
-	}
-	d.Headers = hdrs
-	if c.Body != nil {
-		d.Body = append(body, c.Body...)
-	}
-	d.scratch = scratch
-}
-
-// within reports where s lies in b, if it does.
-func within(b []byte, s string) (int, bool) {
-	if len(b) == 0 || len(s) == 0 {
-		return 0, false
-	}
-	base, p := uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(unsafe.StringData(s)))
-	if p < base || p+uintptr(len(s)) > base+uintptr(len(b)) {
-		return 0, false
-	}
-	return int(p - base), true
 }

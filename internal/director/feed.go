@@ -50,7 +50,6 @@ type feed struct {
 	expect map[tp]int64 // next offset we expect per partition, for loss detection
 
 	// filters and xdr (filtering.go, xdrfeed.go)
-	sharing                       bool // decodes through the shared cache (shared.go)
 	filt                          *feedFilter
 	xsp                           atomic.Pointer[xdrSink] // set by the feed's goroutine, read by status
 	matched, filteredOut, records atomic.Uint64
@@ -232,9 +231,6 @@ func (f *feed) run(ctx context.Context) {
 		return
 	}
 	f.cl = cl
-	if pooled {
-		defer f.share()()
-	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := cl.CommitMarkedOffsets(cctx); err != nil {
@@ -327,60 +323,39 @@ type pollBatch struct {
 	redelivered uint64
 	recycle     bool          // the client pools decompressed batches: recycle recs on release
 	recs        []*kgo.Record // every record of the poll, when recycle
-	shared      []*sharedCopy // copies in batch taken from other feeds (shared.go)
 }
 
 // decode fills b from one poll; false when the poll held no records.
-// Partitions of topics other feeds read too go through the shared cache
-// (shared.go), so that one decode serves every feed in step.
 func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 	b.batch, b.marks, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.dlq[:0], 0
 	n := 0
-	var (
-		h    int64
-		seen bool
-	)
-	// own decodes r into the arena's next free copy.
-	own := func(r *kgo.Record) (*copy.Copy, error) {
-		if n == len(b.arena) {
-			b.arena = append(b.arena, new(copy.Copy))
-		}
-		c := b.arena[n]
-		b.used = max(b.used, n+1)
-		return c, copy.Decode(r.Value, c)
-	}
-	use := func(r *kgo.Record, c *copy.Copy, err error) {
-		if seen && r.Offset <= h {
-			b.redelivered++
-		}
-		if err != nil {
-			b.dlq = f.deadLetter(b.dlq, r, err)
-			return
-		}
-		if !f.dirs[c.Direction] || !f.pass(c) {
-			return
-		}
-		if len(b.arena) > n && c == b.arena[n] {
-			n++ // keep the arena copy: it is in the batch
-		}
-		b.batch = append(b.batch, c)
-	}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
 			return
 		}
 		f.checkGap(ctx, p.Topic, p.Partition, p.Records[0].Offset, p.Records[len(p.Records)-1].Offset+1)
-		h, seen = f.highDelivered(tp{p.Topic, p.Partition})
+		h, seen := f.highDelivered(tp{p.Topic, p.Partition})
 		if b.recycle {
 			b.recs = append(b.recs, p.Records...)
 		}
-		if t := f.m.shared[p.Topic]; f.sharing && t != nil && t.feeds.Load() > 1 {
-			f.decodeShared(t, &p, b, own, use)
-		} else {
-			for _, r := range p.Records {
-				c, err := own(r)
-				use(r, c, err)
+		for _, r := range p.Records {
+			if seen && r.Offset <= h {
+				b.redelivered++
 			}
+			if n == len(b.arena) {
+				b.arena = append(b.arena, new(copy.Copy))
+			}
+			c := b.arena[n]
+			b.used = max(b.used, n+1)
+			if err := copy.Decode(r.Value, c); err != nil {
+				b.dlq = f.deadLetter(b.dlq, r, err)
+				continue
+			}
+			if !f.dirs[c.Direction] || !f.pass(c) {
+				continue
+			}
+			n++
+			b.batch = append(b.batch, c)
 		}
 		b.marks = append(b.marks, p.Records[len(p.Records)-1])
 	})
@@ -396,11 +371,6 @@ func (b *pollBatch) release() {
 		unpin(c)
 	}
 	b.used = 0
-	for _, sc := range b.shared {
-		sc.unref()
-	}
-	clear(b.shared)
-	b.shared = b.shared[:0]
 	clear(b.marks)
 	clear(b.dlq)
 	// Last: the copies, marks and dead letters no longer point into them.

@@ -84,7 +84,6 @@ type Manager struct {
 	adm         *kadm.Client
 	sources     map[string]bool
 	sourceNames []string
-	shared      map[string]*sharedTopic // by source topic; fixed after NewManager
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -154,7 +153,6 @@ func NewManager(cfg Config) (*Manager, error) {
 			m.sourceNames = append(m.sourceNames, t.Name)
 		}
 	}
-	m.shared = newSharedTopics(m.sourceNames)
 	m.base, m.cancel = context.WithCancel(context.Background())
 	if m.cfg.NewSink == nil {
 		m.cfg.NewSink = m.defaultSink

@@ -20,8 +20,6 @@ type metrics struct {
 	connected      *prometheus.GaugeVec
 	latency        *prometheus.HistogramVec
 	invalid        *prometheus.CounterVec
-	// Feeds sharing decoded copies (shared.go).
-	sharedHits, sharedClones prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -48,16 +46,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30}}, feed),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_copy_invalid_total",
 			Help: "Undecodable copies sent to the dead-letter topic."}, []string{"topic", "reason"}),
-		sharedHits: prometheus.NewCounter(prometheus.CounterOpts{Name: "signalbox_feed_shared_decodes_total",
-			Help: "Copies a feed took already decoded from another feed reading the same topic."}),
-		sharedClones: prometheus.NewCounter(prometheus.CounterOpts{Name: "signalbox_feed_shared_clones_total",
-			Help: "Decoded copies a feed left for the other feeds reading the same topic."}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.sharedHits, m.sharedClones} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
