@@ -128,6 +128,33 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// Decoding, validating and storing 100,000 rules is ~0.7 s of CPU and
+	// ~100 MB live at its peak: the owner may wrap it (Config.Bulk).
+	var n int
+	var hooked bool
+	work := func() { n, hooked, err = s.storeReplacement(r, pid, body) }
+	if s.cfg.Bulk != nil {
+		s.cfg.Bulk(work)
+	} else {
+		work()
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if hooked {
+		s.logChange(r, ChangedPolicies, "replace rules", pid, "rules", n)
+	} else {
+		s.changed(r, ChangedPolicies, "replace rules", pid)
+	}
+	// The rules themselves are not echoed: a bulk load can be 100,000.
+	writeJSON(w, http.StatusOK, map[string]any{"policy_id": pid, "rules": n})
+}
+
+// storeReplacement decodes and validates a bulk body of policy pid's rules
+// and has the store replace the policy's rules with them, telling
+// Config.RulesReplacing (hooked) if set. It returns the number of rules.
+func (s *server) storeReplacement(r *http.Request, pid string, body []byte) (n int, hooked bool, err error) {
 	// Each rule is converted and validated as it is decoded; the first
 	// invalid one is reported only once the whole body has decoded and the
 	// policy is known to exist, as a body that does not decode is a 400 and
@@ -152,20 +179,16 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return 0, false, err
 	}
 	if !isArray {
-		s.fail(w, r, badRequest("", "expected a JSON array of rules (send [] to delete every rule)"))
-		return
+		return 0, false, badRequest("", "expected a JSON array of rules (send [] to delete every rule)")
 	}
 	if err := s.policyExists(r, pid); err != nil {
-		s.fail(w, r, err)
-		return
+		return 0, false, err
 	}
 	if invalid != nil {
-		s.fail(w, r, invalid)
-		return
+		return 0, false, invalid
 	}
 	var stored func(ok bool)
 	var idsSet func()
@@ -176,17 +199,7 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 	if stored != nil {
 		stored(err == nil)
 	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if stored != nil {
-		s.logChange(r, ChangedPolicies, "replace rules", pid, "rules", len(rules))
-	} else {
-		s.changed(r, ChangedPolicies, "replace rules", pid)
-	}
-	// The rules themselves are not echoed: a bulk load can be 100,000.
-	writeJSON(w, http.StatusOK, map[string]any{"policy_id": pid, "rules": len(rules)})
+	return len(rules), stored != nil, err
 }
 
 func (s *server) getRule(w http.ResponseWriter, r *http.Request) {

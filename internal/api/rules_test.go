@@ -346,3 +346,41 @@ func TestReplaceRulesFailedAfterHandover(t *testing.T) {
 		t.Errorf("a failed replacement changed the config: version %d -> %d, changes %v", v, e.configVersion(), e.changes)
 	}
 }
+
+// TestReplaceRulesRunsInBulk: Config.Bulk wraps the decoding, validation
+// and store write of a bulk replacement, whose outcome still reaches the
+// client: the rules stored, or the error (bad input, unknown policy)
+// with nothing changed.
+func TestReplaceRulesRunsInBulk(t *testing.T) {
+	var mu sync.Mutex
+	var inBulk bool
+	var runs int
+	e := newEnvWith(t, func(e *env, c *Config) {
+		c.Bulk = func(work func()) {
+			mu.Lock()
+			inBulk = true
+			runs++
+			mu.Unlock()
+			work()
+			mu.Lock()
+			inBulk = false
+			mu.Unlock()
+		}
+	})
+	body := `[{"priority":1,"match":{"calling":"+19725550001"},"action":{"decision":"deny"}},
+		{"priority":2,"match":{"calling":"+19725550002"},"action":{"decision":"permit"}}]`
+	e.must(200, "PUT", "/api/v1/policies/default/rules", body)
+	if got, err := e.st.ListRules(context.Background(), "default"); err != nil || len(got) != 2 {
+		t.Fatalf("%d rules stored, err %v", len(got), err)
+	}
+	e.must(400, "PUT", "/api/v1/policies/default/rules", `[{"priority":1,"match":{"calling":"regex:(?!x)"},"action":{"decision":"deny"}}]`)
+	e.must(404, "PUT", "/api/v1/policies/nope/rules", body)
+	if got, err := e.st.ListRules(context.Background(), "default"); err != nil || len(got) != 2 {
+		t.Fatalf("after refused replacements: %d rules, err %v", len(got), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs != 3 || inBulk {
+		t.Errorf("Bulk ran %d times (want 3), still inside: %v", runs, inBulk)
+	}
+}

@@ -71,6 +71,12 @@ type Server struct {
 
 	dir *directorParts // nil when the director is off
 
+	// bulkRunning counts bulk rule work in progress, which runs with the
+	// GC tightened (tightenGC); gcPercent is the GOGC to restore.
+	bulkMu      sync.Mutex
+	bulkRunning int
+	gcPercent   int
+
 	alarms     *obs.Alarms
 	curriWatch *curriWatch
 
@@ -203,6 +209,7 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 				}
 			}
 		},
+		Bulk:       s.bulk,
 		AdminToken: s.token,
 		Alarms:     s.alarms,
 		Gatherer:   s.reg,
@@ -455,6 +462,8 @@ func (s *Server) compileReplaced(policyID string, rules []callpolicy.Rule) *repl
 	go func() {
 		defer s.bg.Done()
 		defer close(rr.done)
+		// Like the store write it runs beside, with the GC tightened.
+		defer s.tightenGC()()
 		ctx := context.Background()
 		cfg := callpolicy.PolicyConfig{Rules: rules}
 		var err error
