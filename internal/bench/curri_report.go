@@ -75,9 +75,22 @@ type serverReport struct {
 	ScrapeError        string  `json:"scrape_error,omitempty"`
 	// From the server's own request-duration histogram over the measured
 	// window: the bucket bound holding p99 and the largest observation
-	// (seconds; -1 if unknown).
-	RequestP99S float64 `json:"request_p99_s"`
-	RequestMaxS float64 `json:"request_max_s"`
+	// (seconds; -1 if unknown; "+Inf" past the largest bucket).
+	RequestP99S bucketBound `json:"request_p99_s"`
+	RequestMaxS bucketBound `json:"request_max_s"`
+}
+
+// bucketBound is a histogram bucket bound in seconds. The last bucket's is
+// +Inf, which encoding/json refuses, so it is written as the string "+Inf"
+// (as Prometheus writes le="+Inf"); a run whose slowest request passed the
+// largest bound lost its whole -json report before.
+type bucketBound float64
+
+func (b bucketBound) MarshalJSON() ([]byte, error) {
+	if math.IsInf(float64(b), 1) {
+		return []byte(`"+Inf"`), nil
+	}
+	return json.Marshal(float64(b))
 }
 
 type reloadResult struct {
@@ -149,8 +162,8 @@ func (r *curriReport) fill(res *driveResult) {
 	if s := res.server; s != nil {
 		sr := &serverReport{CPUSeconds: s.cpuSeconds, RSSStartBytes: s.rssStart, RSSPeakBytes: s.rssPeak,
 			RSSSamples: s.rssSamples, ScrapeError: res.serverError,
-			RequestP99S: bucketQuantile(s.firstBuckets, s.lastBuckets, 0.99),
-			RequestMaxS: bucketQuantile(s.firstBuckets, s.lastBuckets, 1)}
+			RequestP99S: bucketBound(bucketQuantile(s.firstBuckets, s.lastBuckets, 0.99)),
+			RequestMaxS: bucketBound(bucketQuantile(s.firstBuckets, s.lastBuckets, 1))}
 		if res.measured > 0 {
 			sr.CoresUsed = s.cpuSeconds / res.measured.Seconds()
 		}
@@ -224,7 +237,7 @@ func (r *curriReport) writeTable(w io.Writer) error {
 		p("server", "CPU %.2f s (%.2f cores) -> %.0f calls/s per core; RSS %.1f MB at start, peak %.1f MB (%d samples)",
 			s.CPUSeconds, s.CoresUsed, s.CallsPerCoreSecond, s.RSSStartBytes/1e6, s.RSSPeakBytes/1e6, s.RSSSamples)
 		p("server time", "p99 %s, max %s (the server's own histogram: request read to response written)",
-			boundOf(s.RequestP99S), boundOf(s.RequestMaxS))
+			boundOf(float64(s.RequestP99S)), boundOf(float64(s.RequestMaxS)))
 		if s.ScrapeError != "" {
 			p("", "metrics: %s", s.ScrapeError)
 		}
