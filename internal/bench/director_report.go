@@ -61,6 +61,7 @@ type dirReport struct {
 	Linger       string  `json:"linger"`
 	Key          string  `json:"key"`
 	HarnessProcs int     `json:"harness_gomaxprocs"`
+	ServeProcs   int     `json:"serve_gomaxprocs,omitempty"`
 	TargetRate   float64 `json:"target_rate"`
 	Mix          string  `json:"mix"`
 	Feeds        int     `json:"feeds"`
@@ -227,6 +228,9 @@ func (r *dirReport) writeTable(out io.Writer) {
 		r.Feed, tls, r.Size, r.Compression, r.Linger, r.Key, r.Mix, r.Feeds, r.TargetRate, r.Elapsed, r.Warmup, r.Broker, map[bool]string{true: ", in-process"}[r.InProcess])
 	if r.HarnessProcs > 0 {
 		fmt.Fprintf(w, "  nfsim and probe with GOMAXPROCS=%d\n", r.HarnessProcs)
+	}
+	if r.ServeProcs > 0 {
+		fmt.Fprintf(w, "  serve with GOMAXPROCS=%d\n", r.ServeProcs)
 	}
 	fmt.Fprintf(w, "  sent %d (%.0f MPS), producer errors %d\n", r.SentTotal, r.SentRate, r.ProducerErrors)
 	nfs := make([]string, 0, len(r.Sent))

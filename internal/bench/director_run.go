@@ -71,7 +71,7 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	warmID, mainID := "w"+runID, "m"+runID
 
 	r = &dirReport{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), LoadStart: loadAvg(),
-		Feed: cfg.Feed, TLS: cfg.TLS, Compression: cfg.Compression, Linger: cfg.Linger.String(), Key: cfg.Key, HarnessProcs: cfg.HarnessProcs, Size: cfg.Size, TargetRate: rate, Mix: cfg.Mix, Feeds: cfg.Feeds,
+		Feed: cfg.Feed, TLS: cfg.TLS, Compression: cfg.Compression, Linger: cfg.Linger.String(), Key: cfg.Key, HarnessProcs: cfg.HarnessProcs, ServeProcs: cfg.ServeProcs, Size: cfg.Size, TargetRate: rate, Mix: cfg.Mix, Feeds: cfg.Feeds,
 		Duration: dur.Seconds(), Warmup: cfg.Warmup.Seconds(), InProcess: cfg.InProcess, Broker: brokerMode(cfg)}
 	if cfg.InProcess {
 		r.HarnessProcs = 0 // nfsim and the probes run inside the bench
@@ -177,7 +177,11 @@ func (sc *scenario) startServe(ctx context.Context) error {
 	} else {
 		sc.brokers = kafkaAddr
 	}
-	if sc.serve, err = startProc(ctx, "serve", sc.cfg.Bin, args, sc.echo); err != nil {
+	var env []string
+	if sc.cfg.ServeProcs > 0 {
+		env = []string{"GOMAXPROCS=" + strconv.Itoa(sc.cfg.ServeProcs)}
+	}
+	if sc.serve, err = startProcEnv(ctx, "serve", sc.cfg.Bin, args, env, sc.echo); err != nil {
 		return err
 	}
 	sc.api = &dirAPI{base: "http://" + httpAddr, token: sc.token, hc: &http.Client{Timeout: 10 * time.Second}}
