@@ -22,14 +22,17 @@ type Sink interface {
 }
 
 // PipelinedSink is a Sink whose confirmation can be awaited apart from the
-// write (the synthetic sink waits for the consumer's TCP acknowledgement), so
-// that a feed encodes and writes its next batch meanwhile. A feed still
-// commits a batch's offsets only once it is confirmed, in poll order.
+// write (the synthetic sink waits for the consumer's TCP acknowledgement, the
+// kafka sink for the broker's), so that a feed encodes and writes its next
+// batch meanwhile. A feed still commits a batch's offsets only once it is
+// confirmed, in poll order.
 type PipelinedSink interface {
 	Sink
 	// Write writes batch in order after everything written before and
 	// returns its ticket; tickets grow, and confirming one confirms every
-	// earlier one. Write must not retain batch after it returns.
+	// earlier one. Write must not retain the batch slice after it returns;
+	// the copies themselves stay valid until their ticket is confirmed or
+	// fails (the kafka sink's records alias their Raw until acknowledged).
 	Write(ctx context.Context, batch []*copy.Copy) (uint64, error)
 	// Confirmed reports whether the batch of ticket t is confirmed. An
 	// error means it never will be: every batch written since the last

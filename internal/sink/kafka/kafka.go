@@ -46,6 +46,10 @@ type Sink struct {
 
 	mu      sync.Mutex
 	lastErr string
+
+	fmu     sync.Mutex
+	next    uint64    // the last ticket
+	flights []*flight // written, not yet confirmed; oldest first
 }
 
 // New builds a Sink. It does not dial: a broker that is down shows up as Send
@@ -84,22 +88,90 @@ func New(cfg Config) (*Sink, error) {
 	return s, nil
 }
 
+// Write produces batch and returns its ticket without waiting for the
+// broker: Confirmed tells when every record of the batch, and of every batch
+// before it, is acknowledged. The records alias the copies' Raw, which the
+// feed keeps until the ticket is confirmed or fails (director.PipelinedSink).
+// A feed thus has its next batches in flight while the broker acknowledges
+// the previous one, instead of one produce round trip (and linger) per batch.
+func (s *Sink) Write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
+	if err := s.ensure(ctx); err != nil {
+		return 0, err
+	}
+	fl := &flight{left: len(batch)}
+	s.fmu.Lock()
+	s.next++
+	fl.ticket = s.next
+	s.flights = append(s.flights, fl)
+	s.fmu.Unlock()
+	done := func(_ *kgo.Record, err error) {
+		s.fmu.Lock()
+		fl.left--
+		if err != nil && fl.err == nil {
+			fl.err = err
+		}
+		s.fmu.Unlock()
+	}
+	for _, c := range batch {
+		r := &kgo.Record{Topic: s.topic, Value: c.Raw}
+		if c.CorrelationID != "" {
+			r.Key = []byte(c.CorrelationID)
+		}
+		s.cl.Produce(ctx, r, done)
+	}
+	return fl.ticket, nil
+}
+
+// Confirmed reports whether every record of the batches up to ticket t is
+// acknowledged. The first failed record fails its batch: every batch written
+// since the last confirmed one is then forgotten, and the feed writes them
+// again (records of theirs still in flight may land twice: at-least-once).
+func (s *Sink) Confirmed(t uint64) (bool, error) {
+	s.fmu.Lock()
+	for len(s.flights) > 0 && s.flights[0].left == 0 && s.flights[0].err == nil {
+		s.flights[0] = nil
+		s.flights = s.flights[1:]
+	}
+	var err error
+	for _, fl := range s.flights {
+		if fl.ticket > t {
+			break
+		}
+		if fl.err != nil {
+			err = fl.err
+			break
+		}
+	}
+	if err != nil {
+		clear(s.flights)
+		s.flights = s.flights[:0]
+	}
+	ok := err == nil && (len(s.flights) == 0 || s.flights[0].ticket > t)
+	s.fmu.Unlock()
+	if err != nil {
+		return false, s.failed(err)
+	}
+	if ok {
+		s.ok.Store(true)
+	}
+	return ok, nil
+}
+
+// flight is one written batch awaiting its acknowledgements.
+type flight struct {
+	ticket uint64
+	left   int
+	err    error
+}
+
 // Send produces the batch and returns once the broker acknowledged every
 // record, or with the first error.
 func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	if s.create && !s.ensured.Load() {
-		if err := broker.EnsureTopics(ctx, s.cl, []broker.TopicSpec{{Name: s.topic, Partitions: s.partitions}}, true); err != nil {
-			err = fmt.Errorf("kafka sink %s: creating the topic: %w", s.topic, err)
-			s.ok.Store(false)
-			s.mu.Lock()
-			s.lastErr = err.Error()
-			s.mu.Unlock()
-			return err
-		}
-		s.ensured.Store(true)
+	if err := s.ensure(ctx); err != nil {
+		return err
 	}
 	var (
 		wg    sync.WaitGroup
@@ -128,21 +200,44 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 	}
 	wg.Wait()
 	if first != nil {
-		s.ok.Store(false)
-		s.retries.Add(1)
-		s.mu.Lock()
-		s.lastErr = first.Error()
-		s.mu.Unlock()
-		if broker.IsTooLarge(first) {
-			return fmt.Errorf("kafka sink %s: record too large for the target broker: %w", s.topic, first)
-		}
-		return fmt.Errorf("kafka sink %s: %w", s.topic, first)
+		return s.failed(first)
 	}
 	s.ok.Store(true)
 	return nil
 }
 
-// Close flushes nothing (Send already waited) and closes the client.
+// ensure creates the topic before the first send, when configured to.
+func (s *Sink) ensure(ctx context.Context) error {
+	if !s.create || s.ensured.Load() {
+		return nil
+	}
+	if err := broker.EnsureTopics(ctx, s.cl, []broker.TopicSpec{{Name: s.topic, Partitions: s.partitions}}, true); err != nil {
+		err = fmt.Errorf("kafka sink %s: creating the topic: %w", s.topic, err)
+		s.ok.Store(false)
+		s.mu.Lock()
+		s.lastErr = err.Error()
+		s.mu.Unlock()
+		return err
+	}
+	s.ensured.Store(true)
+	return nil
+}
+
+// failed records a failed delivery and returns its error.
+func (s *Sink) failed(err error) error {
+	s.ok.Store(false)
+	s.retries.Add(1)
+	s.mu.Lock()
+	s.lastErr = err.Error()
+	s.mu.Unlock()
+	if broker.IsTooLarge(err) {
+		return fmt.Errorf("kafka sink %s: record too large for the target broker: %w", s.topic, err)
+	}
+	return fmt.Errorf("kafka sink %s: %w", s.topic, err)
+}
+
+// Close closes the client; records still in flight fail (their batches are
+// not confirmed, so the feed's next run sends them again).
 func (s *Sink) Close() error {
 	s.cl.Close()
 	return nil

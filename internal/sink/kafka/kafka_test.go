@@ -12,6 +12,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func startBroker(t *testing.T) *broker.Broker {
@@ -115,5 +116,96 @@ func TestSendErrors(t *testing.T) {
 	}
 	if _, err := New(Config{Client: b.ClientConfig(), Topic: "bad topic"}); err == nil {
 		t.Error("invalid topic name accepted")
+	}
+}
+
+// confirmWithin polls Confirmed(t) as the feed does until it is true or fails.
+func confirmWithin(t *testing.T, s *Sink, ticket uint64, d time.Duration) error {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		ok, err := s.Confirmed(ticket)
+		if err != nil || ok {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("ticket %d not confirmed after %v", ticket, d)
+	return nil
+}
+
+func TestWritePipelined(t *testing.T) {
+	b := startBroker(t)
+	s, err := New(Config{Client: b.ClientConfig(), Topic: "probe.out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var tickets []uint64
+	for range 3 { // three batches in flight at once
+		tk, err := s.Write(ctx, batch(100, 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets = append(tickets, tk)
+	}
+	if !(tickets[0] < tickets[1] && tickets[1] < tickets[2]) {
+		t.Fatalf("tickets %v do not grow", tickets)
+	}
+	if err := confirmWithin(t, s, tickets[2], 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range tickets { // confirming the last confirmed the earlier ones
+		if ok, err := s.Confirmed(tk); !ok || err != nil {
+			t.Errorf("ticket %d: confirmed=%v err=%v", tk, ok, err)
+		}
+	}
+	if !s.Connected() {
+		t.Error("not connected after confirmed writes")
+	}
+	cl, err := b.ClientConfig().NewClient(kgo.ConsumeTopics("probe.out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	n := 0
+	for n < 300 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 300 records", n)
+		}
+		n += fs.NumRecords()
+	}
+}
+
+// A failed record fails its batch's ticket; writes after it confirm again.
+func TestWritePipelinedFailure(t *testing.T) {
+	b := startBroker(t)
+	s, err := New(Config{Client: b.ClientConfig(), Topic: "probe.out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bad, err := s.Write(ctx, batch(1, 200<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = confirmWithin(t, s, bad, 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("confirming a too-large record: err = %v, want it named", err)
+	}
+	if s.Connected() || s.Retries() != 1 {
+		t.Errorf("after the failure: connected=%v retries=%d", s.Connected(), s.Retries())
+	}
+	good, err := s.Write(ctx, batch(10, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := confirmWithin(t, s, good, 20*time.Second); err != nil {
+		t.Fatalf("a good batch after the failure: %v", err)
 	}
 }
