@@ -1,6 +1,7 @@
 package app
 
 import (
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
@@ -52,5 +53,41 @@ func TestTightenGC(t *testing.T) {
 	}()
 	if got := gogc(t); got != 200 {
 		t.Errorf("after a panicking bulk: GOGC %d, want 200", got)
+	}
+}
+
+// addBulkP adds a P per bulk worker and restores GOMAXPROCS when the last
+// one ends: the operator's value if GOMAXPROCS was set in the environment.
+func TestAddBulkP(t *testing.T) {
+	orig := runtime.GOMAXPROCS(3)
+	defer runtime.GOMAXPROCS(orig)
+	s := Server{ownProcs: true}
+	undoA := s.addBulkP()
+	if got := runtime.GOMAXPROCS(0); got != 4 {
+		t.Fatalf("one bulk worker: GOMAXPROCS %d, want 4", got)
+	}
+	undoB := s.addBulkP()
+	if got := runtime.GOMAXPROCS(0); got != 5 {
+		t.Fatalf("two bulk workers: GOMAXPROCS %d, want 5", got)
+	}
+	undoA()
+	if got := runtime.GOMAXPROCS(0); got != 4 {
+		t.Fatalf("one left: GOMAXPROCS %d, want 4", got)
+	}
+	undoB()
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Fatalf("after bulk work: GOMAXPROCS %d, want 3", got)
+	}
+	// Without an operator's GOMAXPROCS, the runtime's default comes back.
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	s = Server{}
+	undo := s.addBulkP()
+	if got := runtime.GOMAXPROCS(0); got != def+1 {
+		t.Fatalf("bulk worker: GOMAXPROCS %d, want %d", got, def+1)
+	}
+	undo()
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Errorf("after bulk work: GOMAXPROCS %d, want the default %d", got, def)
 	}
 }

@@ -76,6 +76,10 @@ type Server struct {
 	bulkMu      sync.Mutex
 	bulkRunning int
 	gcPercent   int
+	// baseProcs is GOMAXPROCS without bulk work, bulkProcs the Ps added
+	// for it (addBulkP); ownProcs: GOMAXPROCS was set by the environment.
+	baseProcs, bulkProcs int
+	ownProcs             bool
 
 	alarms     *obs.Alarms
 	curriWatch *curriWatch
@@ -116,6 +120,9 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 		rulesCh: make(chan *replacedRules, 1),
 		feedsCh: make(chan struct{}, 1),
 		logDone: make(chan error, 1),
+		// An operator's GOMAXPROCS is restored as set; otherwise the
+		// runtime's own (cgroup-aware, self-updating) default.
+		ownProcs: os.Getenv("GOMAXPROCS") != "",
 	}
 	s.alarms = obs.NewAlarms(s.reg)
 	s.curriWatch = newCURRIWatch()
@@ -462,8 +469,10 @@ func (s *Server) compileReplaced(policyID string, rules []callpolicy.Rule) *repl
 	go func() {
 		defer s.bg.Done()
 		defer close(rr.done)
-		// Like the store write it runs beside, with the GC tightened.
+		// Like the store write it runs beside: with the GC tightened
+		// and a P of its own.
 		defer s.tightenGC()()
+		defer s.addBulkP()()
 		ctx := context.Background()
 		cfg := callpolicy.PolicyConfig{Rules: rules}
 		var err error
