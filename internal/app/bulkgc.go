@@ -11,10 +11,11 @@ import (
 //
 // A 100,000-rule replacement holds ~114 MB live at its peak (the old and
 // the new compiled policy, the 100,000 decoded rules, the store's work):
-// at GOGC=100 the heap grew to ~225 MB and the server's RSS to 300-307 MB
-// (the ceiling is 300). At 50 the heap arena peaked at 195 MB and
-// the RSS at 254-267 MB, for a few more GC cycles in the ~2 s of the
-// replacement only. Steady state keeps the configured GOGC.
+// at GOGC=100 the heap arena grew to ~225 MiB and the server's RSS to
+// 301-315 MB (the ceiling is 300). At 50 the arena peaked at ~195
+// MiB and the RSS at 252-276 MB (BENCHMARKS.md, fourth CURRI round), for
+// a few more GC cycles in the ~2 s of the replacement only. Steady state
+// keeps the configured GOGC.
 const bulkGCPercent = 50
 
 // tightenGC lowers GOGC to bulkGCPercent until the returned function is
