@@ -234,6 +234,11 @@ type serverConn struct {
 	idleUntil   time.Time // the idle read deadline that is set
 	writeUntil  time.Time
 	readTimeout bool // the last read failed on the deadline
+
+	head       []byte // the current request's method and target (readHead)
+	lastTarget string // the last request target, its path and whether it parsed
+	lastPath   string
+	lastPathOK bool
 }
 
 // Read is what the connection's bufio.Reader reads through.
@@ -356,7 +361,7 @@ func (c *serverConn) serveRequest() bool {
 		}
 		return false
 	}
-	path, ok := requestPath(rq.target)
+	path, ok := c.requestPath(rq.target)
 	policy := ""
 	if ok {
 		policy, ok = policyFromPath(path)
@@ -434,11 +439,10 @@ func (c *serverConn) readHead(rq *request) (status int, reason string) {
 		return http.StatusBadRequest, httpErrBadRequest
 	}
 	// The line lives in the bufio buffer, which later reads reuse: keep the
-	// method and target (a few dozen bytes) in a copy.
-	keep := make([]byte, len(rq.method)+len(rq.target))
-	copy(keep, rq.method)
-	copy(keep[len(rq.method):], rq.target)
-	rq.method, rq.target = keep[:len(rq.method)], keep[len(rq.method):]
+	// method and target (a few dozen bytes) in the connection's own buffer,
+	// reused request after request (the request does not outlive it).
+	c.head = append(append(c.head[:0], rq.method...), rq.target...)
+	rq.method, rq.target = c.head[:len(rq.method)], c.head[len(rq.method):]
 	rq.contentLength = -1
 	for {
 		line, status, reason = c.readLine(&budget)
@@ -468,7 +472,13 @@ func (c *serverConn) readHead(rq *request) (status int, reason string) {
 			}
 			rq.chunked = true
 		case equalFoldASCII(name, "Connection"):
-			for _, tok := range bytes.Split(value, []byte{','}) {
+			for rest := value; len(rest) > 0; {
+				tok := rest
+				if i := bytes.IndexByte(rest, ','); i >= 0 {
+					tok, rest = rest[:i], rest[i+1:]
+				} else {
+					rest = nil
+				}
 				tok = bytes.Trim(tok, " \t")
 				if equalFoldASCII(tok, "close") {
 					rq.closeConn = true
@@ -634,6 +644,18 @@ func (c *serverConn) readChunked(buf []byte, limit int64) ([]byte, error) {
 
 // requestPath returns the path of an origin-form ("/curri?x") or
 // absolute-form ("http://host/curri") request target, percent-decoded.
+// requestPath is requestPath(target), remembered for the connection's last
+// target: CUCM posts every request of a connection to the same URL, so the
+// path string is made once per connection, not per request.
+func (c *serverConn) requestPath(target []byte) (string, bool) {
+	if c.lastTarget != "" && string(target) == c.lastTarget {
+		return c.lastPath, c.lastPathOK
+	}
+	c.lastTarget = string(target)
+	c.lastPath, c.lastPathOK = requestPath(target)
+	return c.lastPath, c.lastPathOK
+}
+
 func requestPath(target []byte) (string, bool) {
 	if len(target) == 0 {
 		return "", false
@@ -717,14 +739,21 @@ func appendDate(b []byte) []byte {
 
 var keepAliveHeader = "Keep-Alive: timeout=" + strconv.Itoa(int(IdleTimeout/time.Second)) + "\r\n"
 
+// The Connection headers of a kept connection, built once (keepAliveHeader
+// is not a constant, so concatenating it per response allocated).
+var (
+	keepAlive10Headers = keepAliveHeader + "Connection: keep-alive\r\n"
+	keepAliveHeaders   = keepAliveHeader + "Connection: Keep-Alive\r\n"
+)
+
 func appendConnection(b []byte, keep, http10 bool) []byte {
 	switch {
 	case !keep:
 		return append(b, "Connection: close\r\n"...)
 	case http10:
-		return append(b, keepAliveHeader+"Connection: keep-alive\r\n"...)
+		return append(b, keepAlive10Headers...)
 	}
-	return append(b, keepAliveHeader+"Connection: Keep-Alive\r\n"...)
+	return append(b, keepAliveHeaders...)
 }
 
 func appendOK(b []byte, http10 bool) []byte {

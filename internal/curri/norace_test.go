@@ -1,0 +1,5 @@
+//go:build !race
+
+package curri
+
+const raceEnabled = false
