@@ -373,20 +373,27 @@ func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 func (c *memConn) SetDeadline(t time.Time) error    { return nil }
 
+// memServerConn is a server connection that reads the same CUCM request n
+// times from memory and discards the answers.
+func memServerConn(tb testing.TB, n int) (*serverConn, *memConn) {
+	env := newTestEnv(tb, 0)
+	env.h.onDecision = func(*Event) {}
+	srv := NewServer("", env.h, nil)
+	srv.conns = map[*serverConn]struct{}{}
+	req := []byte(cucmPost("x", "/curri/lobby", readRequest(tb, "cisco_hello_world.xml")))
+	mc := &memConn{req: req, left: n, pos: len(req)}
+	c := &serverConn{srv: srv, nc: mc}
+	srv.track(c, true)
+	return c, mc
+}
+
 // BenchmarkServerRequest: one CUCM request through the CURRI server's
 // connection loop (parse, decode, decide, encode, write, OnDecision), as
 // ns and allocations per request.
 func BenchmarkServerRequest(b *testing.B) {
-	env := newTestEnv(b, 0)
-	env.h.onDecision = func(*Event) {}
-	srv := NewServer("", env.h, nil)
-	srv.conns = map[*serverConn]struct{}{}
-	req := []byte(cucmPost("x", "/curri/lobby", readRequest(b, "cisco_hello_world.xml")))
+	c, mc := memServerConn(b, b.N)
 	b.ReportAllocs()
-	b.SetBytes(int64(len(req)))
-	mc := &memConn{req: req, left: b.N, pos: len(req)}
-	c := &serverConn{srv: srv, nc: mc}
-	srv.track(c, true)
+	b.SetBytes(int64(len(mc.req)))
 	b.ResetTimer()
 	c.serve()
 	b.StopTimer()
@@ -400,15 +407,8 @@ func BenchmarkServerRequest(b *testing.B) {
 // charged GC assists while bulk work allocates beside it (a 100,000-rule
 // replacement held calls for tens of ms that way).
 func TestServerRequestAllocs(t *testing.T) {
-	env := newTestEnv(t, 0)
-	env.h.onDecision = func(*Event) {}
-	srv := NewServer("", env.h, nil)
-	srv.conns = map[*serverConn]struct{}{}
-	req := []byte(cucmPost("x", "/curri/lobby", readRequest(t, "cisco_hello_world.xml")))
 	const n = 5000 // the connection's own set-up allocations spread thin
-	mc := &memConn{req: req, left: n, pos: len(req)}
-	c := &serverConn{srv: srv, nc: mc}
-	srv.track(c, true)
+	c, mc := memServerConn(t, n)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	c.serve()

@@ -119,6 +119,21 @@ func TestSendErrors(t *testing.T) {
 	}
 }
 
+// newProbeOutSink starts a broker and a sink to its probe.out topic, with a
+// context for the test's sends.
+func newProbeOutSink(t *testing.T) (*broker.Broker, *Sink, context.Context) {
+	t.Helper()
+	b := startBroker(t)
+	s, err := New(Config{Client: b.ClientConfig(), Topic: "probe.out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return b, s, ctx
+}
+
 // confirmWithin polls Confirmed(t) as the feed does until it is true or fails.
 func confirmWithin(t *testing.T, s *Sink, ticket uint64, d time.Duration) error {
 	t.Helper()
@@ -135,14 +150,7 @@ func confirmWithin(t *testing.T, s *Sink, ticket uint64, d time.Duration) error 
 }
 
 func TestWritePipelined(t *testing.T) {
-	b := startBroker(t)
-	s, err := New(Config{Client: b.ClientConfig(), Topic: "probe.out"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	b, s, ctx := newProbeOutSink(t)
 	var tickets []uint64
 	for range 3 { // three batches in flight at once
 		tk, err := s.Write(ctx, batch(100, 10))
@@ -182,14 +190,7 @@ func TestWritePipelined(t *testing.T) {
 
 // A failed record fails its batch's ticket; writes after it confirm again.
 func TestWritePipelinedFailure(t *testing.T) {
-	b := startBroker(t)
-	s, err := New(Config{Client: b.ClientConfig(), Topic: "probe.out"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	_, s, ctx := newProbeOutSink(t)
 	bad, err := s.Write(ctx, batch(1, 200<<10))
 	if err != nil {
 		t.Fatal(err)
