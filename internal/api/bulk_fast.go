@@ -105,19 +105,28 @@ func fastObject(body []byte, p int, field func(key []byte, p int) (int, bool)) (
 		if p, ok = field(body[a:b], skipWS(body, p+1)); !ok {
 			return 0, false
 		}
-		p = skipWS(body, p)
-		if p >= len(body) {
-			return 0, false
-		}
-		switch body[p] {
-		case ',':
-			p = skipWS(body, p+1)
-		case '}':
-			return p + 1, true
-		default:
-			return 0, false
+		var done bool
+		if p, done, ok = afterElement(body, p, '}'); !ok || done {
+			return p, ok
 		}
 	}
+}
+
+// afterElement reads what follows an object member or array element at
+// body[p:]: a comma (p then at the next element) or the closing byte (done,
+// p just past it).
+func afterElement(body []byte, p int, closing byte) (next int, done, ok bool) {
+	p = skipWS(body, p)
+	if p >= len(body) {
+		return 0, false, false
+	}
+	switch body[p] {
+	case ',':
+		return skipWS(body, p+1), false, true
+	case closing:
+		return p + 1, true, true
+	}
+	return 0, false, false
 }
 
 // plainString finds the string at body[p:] whose bytes are printable ASCII
@@ -173,18 +182,13 @@ func fastStrings(body []byte, p int, dst *[]string) (int, bool) {
 			return 0, false
 		}
 		out = append(out, s)
-		p = skipWS(body, end)
-		if p >= len(body) {
+		var done bool
+		if p, done, ok = afterElement(body, end, ']'); !ok {
 			return 0, false
 		}
-		switch body[p] {
-		case ',':
-			p = skipWS(body, p+1)
-		case ']':
+		if done {
 			*dst = out
-			return p + 1, true
-		default:
-			return 0, false
+			return p, true
 		}
 	}
 }
