@@ -112,6 +112,14 @@ func (s *Sink) Write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
 		}
 		s.fmu.Unlock()
 	}
+	s.produce(ctx, batch, done)
+	return fl.ticket, nil
+}
+
+// produce hands every copy of batch to the client as a record keyed by its
+// correlation id; done is called for each once the broker answered. The
+// records alias the copies' Raw.
+func (s *Sink) produce(ctx context.Context, batch []*copy.Copy, done func(*kgo.Record, error)) {
 	for _, c := range batch {
 		r := &kgo.Record{Topic: s.topic, Value: c.Raw}
 		if c.CorrelationID != "" {
@@ -119,7 +127,6 @@ func (s *Sink) Write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
 		}
 		s.cl.Produce(ctx, r, done)
 	}
-	return fl.ticket, nil
 }
 
 // Confirmed reports whether every record of the batches up to ticket t is
@@ -189,15 +196,9 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 		}
 		wg.Done()
 	}
-	for _, c := range batch {
-		// The copy's buffers stay alive until wg.Wait returns, so the
-		// record may alias them.
-		r := &kgo.Record{Topic: s.topic, Value: c.Raw}
-		if c.CorrelationID != "" {
-			r.Key = []byte(c.CorrelationID)
-		}
-		s.cl.Produce(ctx, r, done)
-	}
+	// The copies' buffers stay alive until wg.Wait returns, so the records
+	// may alias them.
+	s.produce(ctx, batch, done)
 	wg.Wait()
 	if first != nil {
 		return s.failed(first)
