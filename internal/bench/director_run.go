@@ -177,11 +177,7 @@ func (sc *scenario) startServe(ctx context.Context) error {
 	} else {
 		sc.brokers = kafkaAddr
 	}
-	var env []string
-	if sc.cfg.ServeProcs > 0 {
-		env = []string{"GOMAXPROCS=" + strconv.Itoa(sc.cfg.ServeProcs)}
-	}
-	if sc.serve, err = startProcEnv(ctx, "serve", sc.cfg.Bin, args, env, sc.echo); err != nil {
+	if sc.serve, err = startProcEnv(ctx, "serve", sc.cfg.Bin, args, procsEnv(sc.cfg.ServeProcs), sc.echo); err != nil {
 		return err
 	}
 	sc.api = &dirAPI{base: "http://" + httpAddr, token: sc.token, hc: &http.Client{Timeout: 10 * time.Second}}
@@ -213,19 +209,22 @@ func waitReady(ctx context.Context, base string, p *proc) error {
 	}
 }
 
-// startConsumers starts one consumer per feed: probes (synthetic, http2) or
-// in-bench Kafka readers (kafka).
 // harnessEnv is the environment the nfsim and probe children get on top of
 // the bench's: GOMAXPROCS when -harness-procs is set. Each of them is one
 // stream; with a P per CPU their idle Ps spin looking for work on the two
 // cores serve needs (at 30K: nfsim 0.44 -> 0.30, probe 0.33 -> 0.25 cores).
-func (sc *scenario) harnessEnv() []string {
-	if sc.cfg.HarnessProcs <= 0 {
+func (sc *scenario) harnessEnv() []string { return procsEnv(sc.cfg.HarnessProcs) }
+
+// procsEnv sets a child's GOMAXPROCS to n; none for 0 (Go's default).
+func procsEnv(n int) []string {
+	if n <= 0 {
 		return nil
 	}
-	return []string{"GOMAXPROCS=" + strconv.Itoa(sc.cfg.HarnessProcs)}
+	return []string{"GOMAXPROCS=" + strconv.Itoa(n)}
 }
 
+// startConsumers starts one consumer per feed: probes (synthetic, http2) or
+// in-bench Kafka readers (kafka).
 func (sc *scenario) startConsumers(ctx context.Context, warmID string) error {
 	var cert, key string
 	if sc.cfg.TLS && sc.cfg.Feed != "kafka" {
