@@ -46,8 +46,9 @@ func (s *Server) tightenGC() (undo func()) {
 	}
 }
 
-// bulk runs the API's part of a bulk rule replacement (api.Config.Bulk)
-// with the GC tightened and a P of its own.
+// bulk runs a part of a bulk rule replacement (the API's, as
+// api.Config.Bulk, and the compile beside it) with the GC tightened and a
+// P of its own.
 func (s *Server) bulk(work func()) {
 	defer s.tightenGC()()
 	defer s.addBulkP()()

@@ -471,29 +471,32 @@ func (s *Server) compileReplaced(policyID string, rules []callpolicy.Rule) *repl
 		defer close(rr.done)
 		// Like the store write it runs beside: with the GC tightened
 		// and a P of its own.
-		defer s.tightenGC()()
-		defer s.addBulkP()()
-		ctx := context.Background()
-		cfg := callpolicy.PolicyConfig{Rules: rules}
-		var err error
-		if cfg.Policy, err = s.store.GetPolicy(ctx, policyID); err != nil {
-			rr.err = fmt.Errorf("policy %q: %w", policyID, err)
-			return
-		}
-		if cfg.Allow, err = s.store.ListEntries(ctx, policyID, callpolicy.AllowList); err != nil {
-			rr.err = fmt.Errorf("allow list of %q: %w", policyID, err)
-			return
-		}
-		if cfg.Block, err = s.store.ListEntries(ctx, policyID, callpolicy.BlockList); err != nil {
-			rr.err = fmt.Errorf("block list of %q: %w", policyID, err)
-			return
-		}
-		rr.n = len(cfg.Rules) + len(cfg.Allow) + len(cfg.Block)
-		if rr.cp, err = callpolicy.CompilePolicy(&cfg); err != nil { // it orders the rules by priority, then id
-			rr.err = fmt.Errorf("compile policy %q: %w", policyID, err)
-		}
+		s.bulk(func() { rr.cp, rr.n, rr.err = s.compilePolicy(policyID, rules) })
 	}()
 	return rr
+}
+
+// compilePolicy compiles policyID with rules and its lists as stored now,
+// returning how many rules and entries it compiled.
+func (s *Server) compilePolicy(policyID string, rules []callpolicy.Rule) (*callpolicy.CompiledPolicy, int, error) {
+	ctx := context.Background()
+	cfg := callpolicy.PolicyConfig{Rules: rules}
+	var err error
+	if cfg.Policy, err = s.store.GetPolicy(ctx, policyID); err != nil {
+		return nil, 0, fmt.Errorf("policy %q: %w", policyID, err)
+	}
+	if cfg.Allow, err = s.store.ListEntries(ctx, policyID, callpolicy.AllowList); err != nil {
+		return nil, 0, fmt.Errorf("allow list of %q: %w", policyID, err)
+	}
+	if cfg.Block, err = s.store.ListEntries(ctx, policyID, callpolicy.BlockList); err != nil {
+		return nil, 0, fmt.Errorf("block list of %q: %w", policyID, err)
+	}
+	n := len(cfg.Rules) + len(cfg.Allow) + len(cfg.Block)
+	cp, err := callpolicy.CompilePolicy(&cfg) // it orders the rules by priority, then id
+	if err != nil {
+		return nil, 0, fmt.Errorf("compile policy %q: %w", policyID, err)
+	}
+	return cp, n, nil
 }
 
 // applyReplacedRules swaps in the policy compiled by compileReplaced,
