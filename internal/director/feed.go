@@ -113,10 +113,17 @@ func (f *feed) rotate() {
 
 func (f *feed) status() FeedStatus {
 	f.mu.Lock()
-	h := f.hist.Merge()
 	st := FeedStatus{
 		Name: f.spec.Name, Type: f.spec.Type, State: f.state,
 		LastError: f.lastErr, LastErrorAt: f.lastErrAt, Since: f.since,
+	}
+	// Merge resets and refills one histogram the windowed one owns: it is
+	// read under the lock, as two status calls at once would share it.
+	if h := f.hist.Merge(); h.TotalCount() > 0 {
+		st.LatencyP50 = float64(h.ValueAtQuantile(50)) / 1e6
+		st.LatencyP95 = float64(h.ValueAtQuantile(95)) / 1e6
+		st.LatencyP99 = float64(h.ValueAtQuantile(99)) / 1e6
+		st.LatencyMax = float64(h.Max()) / 1e6
 	}
 	f.mu.Unlock()
 	st.Delivered, st.DeliveredBytes = f.delivered.Load(), f.bytes.Load()
@@ -124,12 +131,6 @@ func (f *feed) status() FeedStatus {
 	st.Redelivered, st.Invalid = f.redelivered.Load(), f.invalid.Load()
 	st.LostToRetention, st.Lag = f.lost.Load(), f.lag.Load()
 	f.extStatus(&st)
-	if h.TotalCount() > 0 {
-		st.LatencyP50 = float64(h.ValueAtQuantile(50)) / 1e6
-		st.LatencyP95 = float64(h.ValueAtQuantile(95)) / 1e6
-		st.LatencyP99 = float64(h.ValueAtQuantile(99)) / 1e6
-		st.LatencyMax = float64(h.Max()) / 1e6
-	}
 	return st
 }
 

@@ -61,11 +61,12 @@ type FeedStatus struct {
 	LostToRetention uint64    `json:"lost_to_retention"`
 	LastError       string    `json:"last_error,omitempty"`
 	LastErrorAt     time.Time `json:"last_error_at,omitzero"`
-	LatencyP50      float64   `json:"latency_p50"`
-	LatencyP95      float64   `json:"latency_p95"`
-	LatencyP99      float64   `json:"latency_p99"`
-	LatencyMax      float64   `json:"latency_max"`
-	Since           time.Time `json:"since"`
+	// End-to-end latency over the last minute, in seconds.
+	LatencyP50 float64   `json:"latency_p50"`
+	LatencyP95 float64   `json:"latency_p95"`
+	LatencyP99 float64   `json:"latency_p99"`
+	LatencyMax float64   `json:"latency_max"`
+	Since      time.Time `json:"since"`
 	// Filters: copies (xdr feeds: records) passed and dropped. xdr feeds:
 	// records delivered and transactions waiting in the correlator.
 	Matched     uint64 `json:"matched"`
