@@ -31,6 +31,7 @@ type dirConfig struct {
 	Key          string        // nfsim's record key: none or correlation
 	HarnessProcs int           // GOMAXPROCS of the nfsim and probe children (0: Go's default)
 	ServeProcs   int           // GOMAXPROCS of serve (0: Go's default); 1 from the flag
+	Pin          bool          // serve on its own ServeProcs CPUs, the harness on the others
 	Prewarm      time.Duration // the measured phase's nfsim first sends this much under the warm-up run id
 	Feeds        int           // independent feeds (and consumers) of the same stream
 	FindMax      bool          // search the highest rate that meets MaxP99 and loses nothing
@@ -72,6 +73,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.StringVar(&c.Key, "key", "none", "the NFs' (nfsim's) Kafka record key: none (sticky partitioning, the reference's round-robin ordering) or correlation (correlation id)")
 	fs.IntVar(&c.HarnessProcs, "harness-procs", 1, "GOMAXPROCS of the nfsim and probe child processes (0: Go's default, one per CPU)")
 	fs.IntVar(&c.ServeProcs, "serve-procs", 1, "GOMAXPROCS of serve (director and embedded broker), as a deployment that gives the director N cores (the targets' budget is one); 0: Go's default, one per CPU or the container's CPU limit")
+	fs.BoolVar(&c.Pin, "pin", true, "pin serve to the first -serve-procs CPUs and nfsim, the probes (and a -split-broker) to the others, as a deployment that gives the director dedicated cores; off when -serve-procs is 0, with -inprocess, or with no CPU left over")
 	fs.DurationVar(&c.Prewarm, "prewarm", 300*time.Millisecond, "the measured phase's fresh nfsim first sends this long of paced copies under the warm-up run id (excluded from every figure), so that its own start-up is not measured (0: off)")
 	fs.IntVar(&c.Feeds, "feeds", c.Feeds, "independent feeds (and consumers) of the same stream")
 	fs.BoolVar(&c.FindMax, "find-max", false, "search the highest rate with p99 <= -max-p99 and nothing lost, in -trial runs")

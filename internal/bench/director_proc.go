@@ -132,14 +132,10 @@ func (t *tailBuffer) String() string {
 	return t.buf.String()
 }
 
-// startProc starts bin with args; its output is kept (and echoed to echo
-// when not nil) and written to logFile at the end.
-func startProc(ctx context.Context, name, bin string, args []string, echo io.Writer) (*proc, error) {
-	return startProcEnv(ctx, name, bin, args, nil, echo)
-}
-
-// startProcEnv is startProc with env added to this process's environment.
-func startProcEnv(_ context.Context, name, bin string, args, env []string, echo io.Writer) (*proc, error) {
+// startProcEnv starts bin with args and env added to this process's
+// environment, pinned to cpus unless that is empty; its output is kept (and
+// echoed to echo when not nil) and written to logFile at the end.
+func startProcEnv(_ context.Context, name, bin string, args, env []string, cpus []int, echo io.Writer) (*proc, error) {
 	p := &proc{name: name, out: &tailBuffer{copy: echo, name: name}, done: make(chan struct{})}
 	// Not CommandContext: the bench stops children with SIGINT so they write
 	// their reports; ctx only bounds how long we wait.
@@ -148,7 +144,7 @@ func startProcEnv(_ context.Context, name, bin string, args, env []string, echo 
 	if len(env) > 0 {
 		p.cmd.Env = append(os.Environ(), env...)
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := startPinned(p.cmd, cpus); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() {
@@ -295,4 +291,13 @@ func writeSelfSigned(dir string) (certFile, keyFile string, err error) {
 		return "", "", err
 	}
 	return certFile, keyFile, nil
+}
+
+// cpuList formats CPU numbers as taskset does: "0", "1,3".
+func cpuList(cpus []int) string {
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
 }

@@ -62,6 +62,8 @@ type dirReport struct {
 	Key          string  `json:"key"`
 	HarnessProcs int     `json:"harness_gomaxprocs"`
 	ServeProcs   int     `json:"serve_gomaxprocs,omitempty"`
+	ServeCPUs    string  `json:"serve_cpus,omitempty"`   // -pin: serve's CPUs
+	HarnessCPUs  string  `json:"harness_cpus,omitempty"` // -pin: nfsim's, the probes' and a split broker's
 	TargetRate   float64 `json:"target_rate"`
 	Mix          string  `json:"mix"`
 	Feeds        int     `json:"feeds"`
@@ -231,6 +233,11 @@ func (r *dirReport) writeTable(out io.Writer) {
 	}
 	if r.ServeProcs > 0 {
 		fmt.Fprintf(w, "  serve with GOMAXPROCS=%d\n", r.ServeProcs)
+	}
+	if r.ServeCPUs != "" {
+		fmt.Fprintf(w, "  pinned: serve on CPU %s; nfsim, probes (and a split broker) on CPU %s\n", r.ServeCPUs, r.HarnessCPUs)
+	} else {
+		fmt.Fprintf(w, "  not pinned: every process may run on every CPU\n")
 	}
 	fmt.Fprintf(w, "  sent %d (%.0f MPS), producer errors %d\n", r.SentTotal, r.SentRate, r.ProducerErrors)
 	nfs := make([]string, 0, len(r.Sent))

@@ -42,6 +42,10 @@ type scenario struct {
 	kcons   []*kafkaCounter
 	feeds   []string
 	json    []string // probe JSON report files
+
+	// -pin: the CPUs serve runs on, and those of nfsim, the probes and a
+	// split broker (both empty: unpinned).
+	serveCPUs, harnessCPUs []int
 }
 
 // runScenario starts everything, sends warm-up then measured traffic at rate
@@ -75,6 +79,12 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 		Duration: dur.Seconds(), Warmup: cfg.Warmup.Seconds(), InProcess: cfg.InProcess, Broker: brokerMode(cfg)}
 	if cfg.InProcess {
 		r.HarnessProcs = 0 // nfsim and the probes run inside the bench
+	}
+	if cfg.Pin && !cfg.InProcess {
+		var ok bool
+		if sc.serveCPUs, sc.harnessCPUs, ok = cpuPlan(cfg.ServeProcs); ok {
+			r.ServeCPUs, r.HarnessCPUs = cpuList(sc.serveCPUs), cpuList(sc.harnessCPUs)
+		}
 	}
 	if err := sc.startServe(ctx); err != nil {
 		return nil, err
@@ -160,7 +170,7 @@ func (sc *scenario) startServe(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if sc.broker, err = startProc(ctx, "broker", sc.cfg.Bin, args, sc.echo); err != nil {
+		if sc.broker, err = startProcEnv(ctx, "broker", sc.cfg.Bin, args, nil, sc.harnessCPUs, sc.echo); err != nil {
 			return err
 		}
 		if err := waitReady(ctx, "http://"+httpAddr, sc.broker); err != nil {
@@ -177,7 +187,7 @@ func (sc *scenario) startServe(ctx context.Context) error {
 	} else {
 		sc.brokers = kafkaAddr
 	}
-	if sc.serve, err = startProcEnv(ctx, "serve", sc.cfg.Bin, args, procsEnv(sc.cfg.ServeProcs), sc.echo); err != nil {
+	if sc.serve, err = startProcEnv(ctx, "serve", sc.cfg.Bin, args, procsEnv(sc.cfg.ServeProcs), sc.serveCPUs, sc.echo); err != nil {
 		return err
 	}
 	sc.api = &dirAPI{base: "http://" + httpAddr, token: sc.token, hc: &http.Client{Timeout: 10 * time.Second}}
@@ -265,7 +275,7 @@ func (sc *scenario) startConsumers(ctx context.Context, warmID string) error {
 		if cert != "" {
 			args = append(args, "-tls-cert", cert, "-tls-key", key)
 		}
-		p, err := startProcEnv(ctx, "probe-"+strconv.Itoa(i), sc.cfg.Bin, args, sc.harnessEnv(), sc.echo)
+		p, err := startProcEnv(ctx, "probe-"+strconv.Itoa(i), sc.cfg.Bin, args, sc.harnessEnv(), sc.harnessCPUs, sc.echo)
 		if err != nil {
 			return err
 		}
@@ -427,7 +437,7 @@ func (sc *scenario) produce(ctx context.Context, id, prewarmID string, rate floa
 		args = append(args, "-prewarm", prewarm.String(), "-prewarm-run-id", prewarmID)
 	}
 	start := time.Now()
-	p, err := startProcEnv(ctx, "nfsim", sc.cfg.Bin, args, sc.harnessEnv(), sc.echo)
+	p, err := startProcEnv(ctx, "nfsim", sc.cfg.Bin, args, sc.harnessEnv(), sc.harnessCPUs, sc.echo)
 	if err != nil {
 		return nfsim.Stats{}, usage{}, err
 	}
