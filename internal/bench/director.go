@@ -36,6 +36,7 @@ type dirConfig struct {
 	Feeds        int           // independent feeds (and consumers) of the same stream
 	FindMax      bool          // search the highest rate that meets MaxP99 and loses nothing
 	Trial        time.Duration // measured phase of a -find-max trial
+	Confirm      int           // -find-max: trials more at a rate whose trial missed
 	MaxP99       time.Duration // -find-max latency bound
 	InProcess    bool          // probes and nfsim inside the bench process
 	JSONFile     string
@@ -78,6 +79,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.IntVar(&c.Feeds, "feeds", c.Feeds, "independent feeds (and consumers) of the same stream")
 	fs.BoolVar(&c.FindMax, "find-max", false, "search the highest rate with p99 <= -max-p99 and nothing lost, in -trial runs")
 	fs.DurationVar(&c.Trial, "trial", c.Trial, "measured phase of one -find-max trial")
+	fs.IntVar(&c.Confirm, "confirm", 1, "-find-max: run a rate whose trial missed up to this many times more before it counts as missed (a shared box stalls now and then; 0: one trial decides)")
 	fs.DurationVar(&c.MaxP99, "max-p99", c.MaxP99, "-find-max: p99 bound of a passing trial")
 	fs.BoolVar(&c.InProcess, "inprocess", false, "run the probes and nfsim inside the bench process (quick; CPU not split)")
 	fs.StringVar(&c.JSONFile, "json", "", "write the report as JSON to this file")
@@ -95,6 +97,9 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	case "synthetic", "http2", "kafka":
 	default:
 		return c, fmt.Errorf("bench director: -feed %q: want synthetic, http2 or kafka", c.Feed)
+	}
+	if c.Confirm < 0 || c.Confirm > 5 {
+		return c, fmt.Errorf("bench director: -confirm %d: want 0 to 5", c.Confirm)
 	}
 	if c.Duration <= 0 || c.Trial <= 0 || c.Warmup < 0 || c.Drain <= 0 || c.DrainMax <= 0 {
 		return c, errors.New("bench director: -duration, -trial, -drain and -drain-max must be positive, -warmup not negative")
@@ -192,19 +197,36 @@ func findMax(ctx context.Context, cfg dirConfig, stdout, stderr io.Writer) (*fin
 	fm := &findMaxReport{MaxP99: float64(cfg.MaxP99) / 1e6}
 	// A trial that fell far behind has failed; do not wait minutes for it.
 	cfg.DrainMax = min(cfg.DrainMax, max(cfg.Trial, 10*time.Second))
-	trial := func(rate float64) (bool, error) {
+	run := func(rate float64, try int) (bool, error) {
 		r, err := runScenario(ctx, cfg, rate, cfg.Trial, stderr)
 		if err != nil {
 			return false, err
 		}
 		ok := r.Pass && r.worstP99() <= float64(cfg.MaxP99.Microseconds())
 		fm.Trials = append(fm.Trials, r)
-		fmt.Fprintf(stdout, "find-max: %6.0f MPS: delivered %.4f%% lost %d p99 %.2f ms cores(director) %.2f -> %s\n",
-			rate, r.worstDelivered(), r.totalLost(), r.worstP99()/1000, r.Serve.Cores, passWord(ok))
+		again := ""
+		if try > 0 {
+			again = fmt.Sprintf(" (again, %d)", try)
+		}
+		fmt.Fprintf(stdout, "find-max: %6.0f MPS%s: delivered %.4f%% lost %d p99 %.2f ms cores(director) %.2f -> %s\n",
+			rate, again, r.worstDelivered(), r.totalLost(), r.worstP99()/1000, r.Serve.Cores, passWord(ok))
 		if ok && rate > fm.MaxRate {
 			fm.MaxRate = rate
 		}
 		return ok, nil
+	}
+	// A rate passes when one of its 1+Confirm trials passes: a miss is
+	// run again, as on a shared box one short trial in a few catches a
+	// stall of tens to hundreds of milliseconds (60 s runs at 30K: max
+	// 21-58 ms in most, 138 and 324 ms in two of six), which alone puts
+	// a 10 s trial's p99 over the bound.
+	trial := func(rate float64) (bool, error) {
+		for try := 0; try <= cfg.Confirm; try++ {
+			if ok, err := run(rate, try); ok || err != nil {
+				return ok, err
+			}
+		}
+		return false, nil
 	}
 	lo, hi := 0.0, 0.0
 	rate := cfg.Rate
@@ -239,7 +261,7 @@ func findMax(ctx context.Context, cfg dirConfig, stdout, stderr io.Writer) (*fin
 			hi = mid
 		}
 	}
-	fmt.Fprintf(stdout, "find-max: highest passing rate %.0f MPS (p99 <= %v, nothing lost, %v trials)\n", fm.MaxRate, cfg.MaxP99, cfg.Trial)
+	fmt.Fprintf(stdout, "find-max: highest passing rate %.0f MPS (p99 <= %v, nothing lost, %v trials, a miss confirmed by %d more)\n", fm.MaxRate, cfg.MaxP99, cfg.Trial, cfg.Confirm)
 	return fm, nil
 }
 

@@ -111,7 +111,7 @@ func TestDirectorFlags(t *testing.T) {
 	bad := [][]string{
 		{"-feed", "udp"}, {"-rate", "0"}, {"-size", "10"}, {"-feeds", "0"}, {"-mix", "SCP=x"},
 		{"-split-broker", "-brokers", "h:1"}, {"-bin", "/nonexistent/sb"}, {"extra"},
-		{"-serve-procs", "-1"}, {"-harness-procs", "-1"},
+		{"-serve-procs", "-1"}, {"-harness-procs", "-1"}, {"-confirm", "-1"}, {"-confirm", "6"},
 	}
 	for _, args := range bad {
 		if _, err := parseDirectorFlags(args, &bytes.Buffer{}); err == nil {
@@ -120,7 +120,7 @@ func TestDirectorFlags(t *testing.T) {
 	}
 	c, err := parseDirectorFlags(nil, &bytes.Buffer{})
 	if err != nil || c.Rate != 30000 || c.Duration != time.Minute || !c.TLS || c.Feed != "synthetic" || c.Size != 3000 ||
-		c.ServeProcs != 1 || c.HarnessProcs != 1 {
+		c.ServeProcs != 1 || c.HarnessProcs != 1 || !c.Pin || c.Confirm != 1 {
 		t.Fatalf("defaults %+v, %v", c, err)
 	}
 }
