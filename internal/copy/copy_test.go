@@ -495,3 +495,36 @@ func TestDecodeBodyEscapes(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendEscaped: a string escaped by appendEscaped decodes (as a JSON
+// string) to what encoding/json makes of it, invalid UTF-8 included (each
+// bad byte becomes U+FFFD), whichever of the 8-byte and byte paths reached
+// each byte.
+func FuzzAppendEscaped(f *testing.F) {
+	for _, s := range []string{"", "plain ascii longer than eight", `{"a":"b\\c"}`, "tab\there\nnl\r\x01\x1f",
+		"caf\u00e9 \u2028 \U0001F600", "bad \xff\xfe utf8 \xe2\x82", strings.Repeat("x", 17) + `"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := appendEscaped([]byte{'"'}, s)
+		got = append(got, '"')
+		var dec string
+		if err := json.Unmarshal(got, &dec); err != nil {
+			t.Fatalf("appendEscaped(%q) = %s: not a JSON string: %v", s, got, err)
+		}
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantDec string
+		if err := json.Unmarshal(want, &wantDec); err != nil {
+			t.Fatal(err)
+		}
+		if dec != wantDec {
+			t.Fatalf("appendEscaped(%q) decodes to %q, encoding/json's to %q", s, dec, wantDec)
+		}
+		if b := appendEscaped(nil, []byte(s)); string(b) != string(got[1:len(got)-1]) {
+			t.Fatalf("string and []byte forms differ: %s vs %s", b, got[1:len(got)-1])
+		}
+	})
+}
