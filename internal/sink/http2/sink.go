@@ -63,7 +63,16 @@ type Sink struct {
 	log       *slog.Logger
 	transport *http.Transport
 	client    *http.Client
-	sem       chan struct{}
+
+	// Requests run on long-lived workers, at most Concurrency of them,
+	// started as the load needs them: a goroutine per copy grew its stack
+	// through the HTTP/2 client and TLS (copystack was 16 % of serve's CPU
+	// on an http2 feed at 10K), a worker keeps its grown stack.
+	work    chan func()
+	stop    chan struct{}
+	wmu     sync.Mutex
+	workers int
+	wg      sync.WaitGroup // the workers
 
 	// Background (fire-and-forget) requests live until Close.
 	bgCtx    context.Context
@@ -167,7 +176,8 @@ func New(cfg Config) (*Sink, error) {
 		log:       log.With("sink", "http2", "url", u.Redacted()),
 		transport: t,
 		client:    &http.Client{Transport: t},
-		sem:       make(chan struct{}, cfg.Concurrency),
+		work:      make(chan func()),
+		stop:      make(chan struct{}),
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil
@@ -204,21 +214,17 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 		cancel() // the whole batch is sent again anyway
 	}
 	for _, c := range batch {
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
+		raw := c.Raw
 		wg.Add(1)
-		go func(raw []byte) {
+		if !s.submit(ctx, func() {
 			defer wg.Done()
-			defer func() { <-s.sem }()
 			if err := s.deliver(ctx, raw); err != nil {
 				fail(err)
 			}
-		}(c.Raw)
+		}) {
+			wg.Done()
+			break
+		}
 	}
 	wg.Wait()
 	if firstErr == nil && ctx.Err() != nil {
@@ -228,6 +234,51 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 		return fmt.Errorf("http2sink: batch of %d not delivered to %s: %w", len(batch), s.url, firstErr)
 	}
 	return nil
+}
+
+// submit runs f on a worker: an idle one, a new one while there are fewer
+// than Concurrency, or the first to become idle. It returns false, without
+// running f, when ctx ends or the sink is closed first. A worker is busy
+// until f returns, so at most Concurrency requests are in flight.
+func (s *Sink) submit(ctx context.Context, f func()) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	select {
+	case s.work <- f:
+		return true
+	default:
+	}
+	s.wmu.Lock()
+	if s.workers < s.cfg.Concurrency {
+		s.workers++
+		s.wg.Add(1)
+		s.wmu.Unlock()
+		go s.worker(f)
+		return true
+	}
+	s.wmu.Unlock()
+	select {
+	case s.work <- f:
+		return true
+	case <-ctx.Done():
+	case <-s.stop:
+	}
+	return false
+}
+
+// worker runs first, then whatever submit hands it, until Close.
+func (s *Sink) worker(first func()) {
+	defer s.wg.Done()
+	first()
+	for {
+		select {
+		case f := <-s.work:
+			f()
+		case <-s.stop:
+			return
+		}
+	}
 }
 
 // deliver posts one record, retrying retryable failures with backoff.
@@ -297,21 +348,18 @@ func (s *Sink) sendNoWait(ctx context.Context, batch []*copy.Copy) error {
 	wrote := make(chan error, len(batch))
 	started := 0
 	for _, c := range batch {
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
 		bp, _ := s.bufs.Get().(*[]byte)
 		if bp == nil {
 			bp = new([]byte)
 		}
 		*bp = append((*bp)[:0], c.Raw...)
-		started++
 		s.bg.Add(1)
-		go s.postNoWait(bp, wrote)
+		if !s.submit(ctx, func() { s.postNoWait(bp, wrote) }) {
+			s.bg.Done()
+			s.bufs.Put(bp)
+			break
+		}
+		started++
 	}
 	var firstErr error
 	for i := 0; i < started; i++ {
@@ -339,7 +387,6 @@ func (s *Sink) sendNoWait(ctx context.Context, batch []*copy.Copy) error {
 // failed), then reads the answer for connection health and statistics.
 func (s *Sink) postNoWait(bp *[]byte, wrote chan<- error) {
 	defer s.bg.Done()
-	defer func() { <-s.sem }()
 	var once sync.Once
 	report := func(err error) { once.Do(func() { wrote <- err }) }
 	defer report(errors.New("request ended before it was written"))
@@ -389,8 +436,12 @@ func (s *Sink) backoff(n int) time.Duration {
 // Close cancels background (fire-and-forget) requests, waits for them and
 // closes idle connections. Send is not called after Close.
 func (s *Sink) Close() error {
-	s.closed.Store(true)
+	if s.closed.Swap(true) {
+		return nil
+	}
 	s.bgCancel()
+	close(s.stop)
+	s.wg.Wait()
 	s.bg.Wait()
 	s.transport.CloseIdleConnections()
 	s.connected.Store(false)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -259,6 +260,24 @@ func TestConcurrencyBound(t *testing.T) {
 	// 64 requests of 20ms, 8 at a time: about 160ms; serial would be 1.3s.
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("batch took %v: requests not concurrent", d)
+	}
+	// The same workers carry the next batches: no more than Concurrency
+	// were ever started, and Close ends them.
+	for i := range 3 {
+		if err := s.Send(context.Background(), makeBatch(16, 500, fmt.Sprintf("again%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.wmu.Lock()
+	workers := s.workers
+	s.wmu.Unlock()
+	if workers < 4 || workers > 8 {
+		t.Errorf("%d workers started for Concurrency 8", workers)
+	}
+	before := runtime.NumGoroutine()
+	s.Close()
+	if after := runtime.NumGoroutine(); after > before-workers {
+		t.Errorf("goroutines %d before Close, %d after: the %d workers did not all stop", before, after, workers)
 	}
 }
 
