@@ -282,3 +282,15 @@ func appendBatchFrame(buf []byte, batch []*copy.Copy) []byte {
 	}
 	return append(buf, '\n')
 }
+
+// offlineManager is a Manager whose broker is unreachable: for what needs no
+// Kafka (validation, a feed's own state).
+func offlineManager(t *testing.T) *Manager {
+	t.Helper()
+	m, err := NewManager(Config{Client: broker.ClientConfig{Brokers: []string{"127.0.0.1:1"}}, Topics: broker.DefaultTopics()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.admin.Close() })
+	return m
+}

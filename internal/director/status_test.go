@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/copy"
 )
 
@@ -15,11 +14,7 @@ import (
 // which two readers at once must not share (the race detector caught it in
 // the console test).
 func TestFeedStatusConcurrent(t *testing.T) {
-	m, err := NewManager(Config{Client: broker.ClientConfig{Brokers: []string{"127.0.0.1:1"}}, Topics: broker.DefaultTopics()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.admin.Close()
+	m := offlineManager(t)
 	f := m.newFeed(FeedSpec{Name: "probe-1", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "10.0.0.1:5000"})
 	sent := time.Now().Add(-2 * time.Millisecond).UnixNano()
 	batch := []*copy.Copy{{Timestamp: sent, Raw: []byte("x")}, {Timestamp: sent, Raw: []byte("y")}}

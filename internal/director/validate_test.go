@@ -11,11 +11,7 @@ import (
 )
 
 func TestValidateNamesFields(t *testing.T) {
-	m, err := NewManager(Config{Client: broker.ClientConfig{Brokers: []string{"127.0.0.1:1"}}, Topics: broker.DefaultTopics()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.admin.Close()
+	m := offlineManager(t)
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.pem")
 	if err := os.WriteFile(garbage, []byte("not a certificate"), 0o600); err != nil {
