@@ -203,7 +203,7 @@ func (f *feed) run(ctx context.Context) {
 	pooled := f.xdrSink() == nil
 	var pools []kgo.Opt
 	if pooled {
-		pools = append(pools, kgo.WithPools(newDecompressPool()))
+		pools = append(pools, kgo.WithPools(newDecompressPool(), newRecordPool()))
 	}
 	cl, err := f.m.cfg.Client.NewClient(append(pools,
 		kgo.ConsumerGroup(f.group),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -81,4 +82,66 @@ func poolClass(n int) int {
 		return 0
 	}
 	return bits.Len(uint(n-1)) - poolMinShift
+}
+
+// recordPool is a feed client's kgo.PoolRecords: the slices a fetched
+// batch's records are decoded into (one per producer batch: ~90 MB/s of
+// garbage at 30K copies/s before), by power-of-two length from 8 to 32,768
+// records. Like the decompressed bytes, a slice comes back once every record
+// of its batch is recycled (pollBatch.release); each class keeps at most
+// recordClassBytes of free slices (at least two).
+type recordPool struct {
+	classes *[recordClasses]chan []kgo.Record
+}
+
+const (
+	recordMinShift   = 3 // 8 records
+	recordClasses    = 13
+	recordClassBytes = 1 << 20
+)
+
+func newRecordPool() recordPool {
+	p := recordPool{classes: new([recordClasses]chan []kgo.Record)}
+	size := int(unsafe.Sizeof(kgo.Record{}))
+	for c := range p.classes {
+		p.classes[c] = make(chan []kgo.Record, max(2, recordClassBytes/(size<<(c+recordMinShift))))
+	}
+	return p
+}
+
+// GetRecords returns a slice of capacity at least n.
+func (p recordPool) GetRecords(n int) []kgo.Record {
+	c := 0
+	if n > 1<<recordMinShift {
+		c = bits.Len(uint(n-1)) - recordMinShift
+	}
+	if c >= recordClasses {
+		return make([]kgo.Record, 0, n)
+	}
+	select {
+	case rs := <-p.classes[c]:
+		return rs
+	default:
+		return make([]kgo.Record, 0, 1<<(c+recordMinShift))
+	}
+}
+
+// PutRecords keeps rs, zeroed (its records point into the batch's
+// decompressed bytes, which go back to their own pool), in the largest
+// class it fully covers.
+func (p recordPool) PutRecords(rs []kgo.Record) {
+	n := cap(rs)
+	if n < 1<<recordMinShift {
+		return
+	}
+	c := bits.Len(uint(n)) - 1 - recordMinShift
+	if c >= recordClasses {
+		return
+	}
+	rs = rs[:n]
+	clear(rs)
+	select {
+	case p.classes[c] <- rs[:0]:
+	default:
+	}
 }

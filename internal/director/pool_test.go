@@ -2,6 +2,7 @@ package director
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -58,5 +59,33 @@ func TestDecompressPoolBounded(t *testing.T) {
 	}
 	if n := len(p.classes[11]); n != 2 {
 		t.Fatalf("class 11 keeps %d buffers, want 2", n)
+	}
+}
+
+// TestRecordPool: a slice holds what was asked, comes back zeroed from the
+// class it fully covers, and a class keeps a bounded number.
+func TestRecordPool(t *testing.T) {
+	p := newRecordPool()
+	for _, n := range []int{0, 1, 8, 9, 100, 1 << 15, 1<<15 + 1} {
+		if rs := p.GetRecords(n); cap(rs) < n || len(rs) != 0 {
+			t.Errorf("GetRecords(%d): len %d cap %d", n, len(rs), cap(rs))
+		}
+	}
+	rs := p.GetRecords(100)[:100] // class 4: 128 records
+	rs[99] = kgo.Record{Value: []byte("x"), Offset: 7}
+	p.PutRecords(rs)
+	got := p.GetRecords(65)
+	if cap(got) != 128 || &got[:1][0] != &rs[0] {
+		t.Fatalf("GetRecords(65) after a put of 128: cap %d, not the same slice", cap(got))
+	}
+	if r := got[:100][99]; r.Value != nil || r.Offset != 0 {
+		t.Fatalf("pooled record not zeroed: %+v", r)
+	}
+	for range 500 {
+		p.PutRecords(make([]kgo.Record, 0, 128))
+	}
+	want := max(2, recordClassBytes/(int(unsafe.Sizeof(kgo.Record{}))*128))
+	if n := len(p.classes[4]); n != want {
+		t.Fatalf("class 4 keeps %d slices, want %d", n, want)
 	}
 }
