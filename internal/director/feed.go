@@ -581,10 +581,12 @@ func (f *feed) send(ctx context.Context, batch []*copy.Copy) bool {
 // logged as msg with logAttrs), waits the backoff and counts the retry. It
 // is false if ctx ended while waiting.
 func (f *feed) retryAfter(ctx context.Context, err error, attempt int, msg string, logAttrs ...any) bool {
-	f.failed.Add(1)
-	f.mFailed.Inc()
+	// Error and state first: a status that shows the failure counted shows
+	// them too (a reader polling Failed then reading State saw connected).
 	f.setErr(err)
 	f.setState(StateDisconnected)
+	f.failed.Add(1)
+	f.mFailed.Inc()
 	if attempt == 0 {
 		f.log.Warn(msg, append([]any{"err", err}, logAttrs...)...)
 	}
