@@ -642,8 +642,6 @@ func (c *serverConn) readChunked(buf []byte, limit int64) ([]byte, error) {
 	}
 }
 
-// requestPath returns the path of an origin-form ("/curri?x") or
-// absolute-form ("http://host/curri") request target, percent-decoded.
 // requestPath is requestPath(target), remembered for the connection's last
 // target: CUCM posts every request of a connection to the same URL, so the
 // path string is made once per connection, not per request.
@@ -656,6 +654,8 @@ func (c *serverConn) requestPath(target []byte) (string, bool) {
 	return c.lastPath, c.lastPathOK
 }
 
+// requestPath returns the path of an origin-form ("/curri?x") or
+// absolute-form ("http://host/curri") request target, percent-decoded.
 func requestPath(target []byte) (string, bool) {
 	if len(target) == 0 {
 		return "", false
