@@ -214,10 +214,7 @@ func (s *Sink) ensure(ctx context.Context) error {
 	}
 	if err := broker.EnsureTopics(ctx, s.cl, []broker.TopicSpec{{Name: s.topic, Partitions: s.partitions}}, true); err != nil {
 		err = fmt.Errorf("kafka sink %s: creating the topic: %w", s.topic, err)
-		s.ok.Store(false)
-		s.mu.Lock()
-		s.lastErr = err.Error()
-		s.mu.Unlock()
+		s.setErr(err)
 		return err
 	}
 	s.ensured.Store(true)
@@ -226,15 +223,20 @@ func (s *Sink) ensure(ctx context.Context) error {
 
 // failed records a failed delivery and returns its error.
 func (s *Sink) failed(err error) error {
-	s.ok.Store(false)
 	s.retries.Add(1)
-	s.mu.Lock()
-	s.lastErr = err.Error()
-	s.mu.Unlock()
+	s.setErr(err)
 	if broker.IsTooLarge(err) {
 		return fmt.Errorf("kafka sink %s: record too large for the target broker: %w", s.topic, err)
 	}
 	return fmt.Errorf("kafka sink %s: %w", s.topic, err)
+}
+
+// setErr marks the sink not connected, with err as its last error.
+func (s *Sink) setErr(err error) {
+	s.ok.Store(false)
+	s.mu.Lock()
+	s.lastErr = err.Error()
+	s.mu.Unlock()
 }
 
 // Close closes the client; records still in flight fail (their batches are
