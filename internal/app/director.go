@@ -99,6 +99,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 		Client:       d.client,
 		Topics:       specs,
 		CreateTopics: cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
+		SoloReads:    !cfg.FeedSharedReads,
 		Registerer:   s.reg,
 		Logger:       s.log,
 	})

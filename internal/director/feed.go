@@ -34,6 +34,7 @@ type feed struct {
 
 	mu        sync.Mutex
 	state     string
+	reader    string // ReaderShared or ReaderOwn, once reading
 	lastErr   string
 	lastErrAt time.Time
 	since     time.Time
@@ -93,6 +94,18 @@ func (f *feed) setState(s string) {
 	}
 }
 
+// How a feed reads its sources (FeedStatus.Reader).
+const (
+	ReaderShared = "shared"
+	ReaderOwn    = "own"
+)
+
+func (f *feed) setReader(r string) {
+	f.mu.Lock()
+	f.reader = r
+	f.mu.Unlock()
+}
+
 func (f *feed) setErr(err error) {
 	f.mu.Lock()
 	f.lastErr, f.lastErrAt = err.Error(), time.Now()
@@ -114,7 +127,7 @@ func (f *feed) rotate() {
 func (f *feed) status() FeedStatus {
 	f.mu.Lock()
 	st := FeedStatus{
-		Name: f.spec.Name, Type: f.spec.Type, State: f.state,
+		Name: f.spec.Name, Type: f.spec.Type, State: f.state, Reader: f.reader,
 		LastError: f.lastErr, LastErrorAt: f.lastErrAt, Since: f.since,
 	}
 	// Merge resets and refills one histogram the windowed one owns: it is
@@ -201,6 +214,122 @@ func (f *feed) run(ctx context.Context) {
 	// allocations at 30K. Not for xdr feeds, whose commit marks outlive the
 	// batch (xdrSink.holdMarks).
 	pooled := f.xdrSink() == nil
+	p := f.startPipeline(ctx, pooled)
+	defer p.close()
+
+	// A copy feed reads through its sources' tap, shared with the other
+	// copy feeds of the same sources (tap.go), unless sharing is off or
+	// the tap dropped it for falling behind; then it reads on its own
+	// until it has caught up and can rejoin.
+	share := pooled && !f.m.cfg.SoloReads
+	for ctx.Err() == nil {
+		if share {
+			mem := f.m.joinTap(f, p)
+			f.setReader(ReaderShared)
+			select {
+			case <-mem.evicted:
+			case <-ctx.Done():
+			}
+			mem.t.leave(mem)
+			f.setReader(ReaderOwn)
+			if ctx.Err() == nil {
+				p.drain(ctx) // the tap's batches confirmed and marked before the feed's own reader starts
+			} else {
+				p.close() // the sender is done with every batch
+			}
+			mem.finalCommit()
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		f.setReader(ReaderOwn) // xdr feeds and sharing off start here
+		if f.runSolo(ctx, p, pooled, share) {
+			return
+		}
+	}
+}
+
+// startPipeline starts the feed's sender: two stages, so that the next
+// batch is polled and decoded (by the feed's own reader or by its tap) while
+// the sender delivers the previous one (a TLS write waits for the
+// consumer's TCP acknowledgement; the next fetch and decode need not).
+// Batches reach the sender, and their offsets the commit, in poll order, and
+// a batch's offsets are marked only once the sink confirmed it, so delivery
+// stays at-least-once.
+func (f *feed) startPipeline(ctx context.Context, pooled bool) *pipeline {
+	p := &pipeline{
+		free: make(chan *pollBatch, pipelineDepth),
+		work: make(chan *pollBatch, pipelineDepth-1),
+		sent: make(chan struct{}),
+	}
+	for range pipelineDepth {
+		p.free <- &pollBatch{recycle: pooled}
+	}
+	go func() {
+		defer close(p.sent)
+		if ps, ok := f.sink.(PipelinedSink); ok {
+			f.deliverPipelined(ctx, ps, p.work, p.free)
+		} else {
+			for b := range p.work {
+				if !f.deliver(ctx, b) {
+					break
+				}
+				p.free <- b
+			}
+		}
+		// ctx ended: nothing after the batch in hand may be marked either.
+		for range p.work {
+		}
+	}()
+	return p
+}
+
+// pipeline is a feed's batches between its reader and its sender: a reader
+// takes a batch from free, fills it and queues it on work; the sender
+// delivers it and, once the sink confirmed it, marks its offsets and
+// returns it to free.
+type pipeline struct {
+	free chan *pollBatch
+	work chan *pollBatch
+	sent chan struct{} // closed when the sender stopped (ctx ended)
+	once sync.Once
+}
+
+// close stops the sender once it has finished what was queued (or ctx
+// ended) and waits for it.
+func (p *pipeline) close() {
+	p.once.Do(func() { close(p.work) })
+	<-p.sent
+}
+
+// drain waits until every batch is back in free, so that everything queued
+// was delivered and marked; false if the sender stopped (ctx ended) first.
+func (p *pipeline) drain(ctx context.Context) bool {
+	got := make([]*pollBatch, 0, pipelineDepth)
+	defer func() {
+		for _, b := range got {
+			p.free <- b
+		}
+	}()
+	for len(got) < pipelineDepth {
+		select {
+		case b := <-p.free:
+			got = append(got, b)
+		case <-p.sent:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// runSolo reads the feed's sources with its own consumer group until ctx
+// ends (true) or, with rejoin, until the feed has caught up and may go back
+// to its tap (false, once everything it read is delivered and committed).
+// It is also true when the client cannot be built: the feed then stays in
+// the error state.
+func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled, rejoin bool) bool {
 	var pools []kgo.Opt
 	if pooled {
 		pools = append(pools, kgo.WithPools(newDecompressPool(), newRecordPool()))
@@ -229,7 +358,7 @@ func (f *feed) run(ctx context.Context) {
 		f.setErr(err)
 		f.setState(StateError)
 		f.log.Error("feed: kafka client", "err", err)
-		return
+		return true
 	}
 	f.cl = cl
 	defer func() {
@@ -241,57 +370,42 @@ func (f *feed) run(ctx context.Context) {
 		cl.Close()
 	}()
 
-	// Two stages: this goroutine polls and decodes the next batch while
-	// the sender delivers the previous one (a TLS write waits for the
-	// consumer's TCP acknowledgement; the next fetch and decode need not).
-	// Batches reach the sender, and their offsets the commit, in poll
-	// order, and a batch's offsets are marked only once the sink confirmed
-	// it, so delivery stays at-least-once.
-	free := make(chan *pollBatch, pipelineDepth)
-	for range pipelineDepth {
-		free <- &pollBatch{recycle: pooled}
-	}
-	work := make(chan *pollBatch, pipelineDepth-1)
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
-		if ps, ok := f.sink.(PipelinedSink); ok {
-			f.deliverPipelined(ctx, ps, work, free)
-		} else {
-			for b := range work {
-				if !f.deliver(ctx, b) {
-					break
-				}
-				free <- b
-			}
-		}
-		// ctx ended: nothing after the batch in hand may be marked either.
-		for range work {
-		}
-	}()
-	defer func() {
-		close(work)
-		<-sent
-	}()
-
+	started := time.Now()
 	var lastFetchErr time.Time
 	for ctx.Err() == nil {
+		if rejoin && time.Since(started) > f.m.cfg.RejoinAfter && f.caughtUp() {
+			if p.drain(ctx) {
+				f.log.Info("feed: caught up, back on the shared reader")
+				return false
+			}
+			break
+		}
 		// A free slot first, then the poll: while the sender is busy,
 		// copies gather in the client into one larger batch.
 		var b *pollBatch
 		select {
-		case b = <-free:
-		case <-sent: // the sender stopped: ctx ended
-			return
+		case b = <-p.free:
+		case <-p.sent: // the sender stopped: ctx ended
+			return true
 		case <-ctx.Done():
-			return
+			p.close()
+			return true
 		}
-		fs := cl.PollRecords(ctx, f.m.cfg.MaxBatch)
+		pctx := ctx
+		var cancel context.CancelFunc
+		if rejoin {
+			pctx, cancel = context.WithTimeout(ctx, time.Second) // look at caughtUp now and then
+		}
+		fs := cl.PollRecords(pctx, f.m.cfg.MaxBatch)
+		if cancel != nil {
+			cancel()
+		}
 		if ctx.Err() != nil {
-			return
+			p.free <- b
+			break
 		}
 		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
 			f.setErr(err)
@@ -300,12 +414,26 @@ func (f *feed) run(ctx context.Context) {
 				f.log.Warn("feed: fetch", "topic", t, "partition", p, "err", err)
 			}
 		})
+		b.cl = cl
 		if !f.decode(ctx, fs, b) {
-			free <- b
+			p.free <- b
 			continue
 		}
-		work <- b // never blocks: at most pipelineDepth batches exist
+		p.work <- b // never blocks: at most pipelineDepth batches exist
 	}
+	// ctx ended: the sender stops with the batch in hand; nothing after it
+	// is marked, and the marks so far are committed as the client closes.
+	p.close()
+	return true
+}
+
+// caughtUp reports whether a feed reading on its own is delivering and
+// close enough to the end of its sources to share its tap's pace again.
+func (f *feed) caughtUp() bool {
+	f.mu.Lock()
+	connected := f.state == StateConnected
+	f.mu.Unlock()
+	return connected && f.lag.Load() <= int64(f.m.cfg.RejoinLag)
 }
 
 // pipelineDepth is how many polled batches a feed holds at once: one being
@@ -324,6 +452,10 @@ type pollBatch struct {
 	redelivered uint64
 	recycle     bool          // the client pools decompressed batches: recycle recs on release
 	recs        []*kgo.Record // every record of the poll, when recycle
+
+	cl     *kgo.Client  // the feed's own reader that polled it, which commits its marks; or
+	mem    *tapMember   // the tap membership that handed it, which commits them, and
+	shared *sharedBatch // the tap's batch its copies point into
 }
 
 // decode fills b from one poll; false when the poll held no records.
@@ -368,6 +500,14 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 // batch it points into (~150 KB), and four lagging feeds' idle arenas held
 // ~1 GB that way. The copies keep their reusable buffers.
 func (b *pollBatch) release() {
+	if b.shared != nil {
+		clear(b.batch)
+		clear(b.marks)
+		clear(b.dlq)
+		b.shared.unref()
+		b.shared, b.mem = nil, nil
+		return
+	}
 	for _, c := range b.arena[:b.used] {
 		unpin(c)
 	}
@@ -559,7 +699,7 @@ func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 		f.redelivered.Add(b.redelivered)
 		f.mRedelivered.Add(float64(b.redelivered))
 	}
-	f.markCommit(b.marks)
+	f.markCommit(b)
 	b.release()
 }
 
@@ -649,7 +789,7 @@ func (f *feed) deadLetter(dlq []*kgo.Record, r *kgo.Record, err error) []*kgo.Re
 func (f *feed) flushDLQ(ctx context.Context, dlq []*kgo.Record) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := f.cl.ProduceSync(ctx, dlq...).FirstErr(); err != nil {
+	if err := f.m.admin.ProduceSync(ctx, dlq...).FirstErr(); err != nil {
 		// The record is still skipped: a broken DLQ must not stop the feed.
 		f.log.Error("feed: dead-letter produce failed; invalid copies skipped", "count", len(dlq), "err", err)
 	}

@@ -31,6 +31,19 @@ type Config struct {
 	// http2 or kafka from the spec).
 	NewSink func(spec *FeedSpec) (Sink, error)
 
+	// SoloReads gives every feed its own consumer: no tap is shared by
+	// the copy feeds of the same sources (serve -feed-shared-reads=false).
+	SoloReads bool
+	// TapStall is how long a tap waits for a member feed to take a batch
+	// before it drops the feed to read on its own; default 2s.
+	TapStall time.Duration
+	// RejoinAfter and RejoinLag: a feed the tap dropped reads on its own
+	// for at least RejoinAfter (default 30s), then goes back to the tap
+	// once it is connected and at most RejoinLag copies behind (default
+	// 10,000).
+	RejoinAfter time.Duration
+	RejoinLag   int
+
 	MaxBatch    int           // records per poll and per Send; default 2000
 	LagInterval time.Duration // how often lag is refreshed; default 5s
 	BackoffMin  time.Duration // first retry delay after a failed Send; default 100ms
@@ -72,7 +85,12 @@ type FeedStatus struct {
 	Matched     uint64 `json:"matched"`
 	FilteredOut uint64 `json:"filtered_out"`
 	Records     uint64 `json:"records,omitempty"`
-	Pending     int64  `json:"pending,omitempty"`
+	// Reader is how the feed reads its sources: "shared" (its sources'
+	// tap, with the other copy feeds of the same sources) or "own" (its
+	// own consumer: xdr feeds, sharing off, or dropped by the tap for
+	// falling behind until it catches up).
+	Reader  string `json:"reader,omitempty"`
+	Pending int64  `json:"pending,omitempty"`
 }
 
 // Manager runs the feeds: one consumer group per feed.
@@ -97,6 +115,11 @@ type Manager struct {
 	// and waits for them to stop.
 	dmu       sync.Mutex
 	delivered map[string]map[tp]int64
+
+	// taps are the shared readers, by source set (tap.go). Its own lock:
+	// feed loops join and leave while Apply holds mu.
+	tmu  sync.Mutex
+	taps map[string]*tap
 }
 
 type tp struct {
@@ -118,6 +141,15 @@ func NewManager(cfg Config) (*Manager, error) {
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 2000
+	}
+	if cfg.TapStall <= 0 {
+		cfg.TapStall = 2 * time.Second
+	}
+	if cfg.RejoinAfter <= 0 {
+		cfg.RejoinAfter = 30 * time.Second
+	}
+	if cfg.RejoinLag <= 0 {
+		cfg.RejoinLag = 10_000
 	}
 	if cfg.LagInterval <= 0 {
 		cfg.LagInterval = 5 * time.Second
@@ -147,6 +179,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger.With("component", "director"), m: mt, ext: ext,
 		admin: admin, adm: kadm.NewClient(admin),
 		sources: map[string]bool{}, feeds: map[string]*feed{}, delivered: map[string]map[tp]int64{},
+		taps: map[string]*tap{},
 	}
 	for _, t := range cfg.Topics {
 		if t.Name != cfg.DLQTopic {

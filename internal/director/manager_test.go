@@ -33,10 +33,10 @@ type harness struct {
 
 // newHarness builds a Manager whose synthetic feeds use the acknowledged
 // TCP test sink (the endpoint is the receiver) and other feeds the real sinks.
-func newHarness(t *testing.T, b *broker.Broker) *harness {
+func newHarness(t *testing.T, b *broker.Broker, opts ...func(*Config)) *harness {
 	h := &harness{t: t, b: b, reg: prometheus.NewRegistry()}
 	var m *Manager
-	m, err := NewManager(Config{
+	cfg := Config{
 		// probe.out is an output, not a source.
 		Client: b.ClientConfig(), Topics: testTopics[:3], Registerer: h.reg, Logger: testLogger(),
 		LagInterval: 200 * time.Millisecond, BackoffMin: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
@@ -46,7 +46,11 @@ func newHarness(t *testing.T, b *broker.Broker) *harness {
 			}
 			return m.defaultSink(spec)
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	m, err := NewManager(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ type metrics struct {
 	connected      *prometheus.GaugeVec
 	latency        *prometheus.HistogramVec
 	invalid        *prometheus.CounterVec
+	tapDrops       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -44,6 +45,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "signalbox_feed_e2e_latency_seconds",
 			Help:    "Delivery time minus the copy's timestamp.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30}}, feed),
+		tapDrops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_shared_reader_drops_total",
+			Help: "Times the feed's shared reader (tap) dropped it for taking no batch in time; it then reads on its own until it catches up."}, feed),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_copy_invalid_total",
 			Help: "Undecodable copies sent to the dead-letter topic."}, []string{"topic", "reason"}),
 	}
@@ -51,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.tapDrops} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -64,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) forget(feed string) {
-	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates} {
+	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates, m.tapDrops} {
 		v.DeleteLabelValues(feed)
 	}
 	m.lag.DeleteLabelValues(feed)

@@ -290,12 +290,15 @@ func (s *xdrSink) Close() error {
 
 // markCommit marks a processed poll's records for commit: at once for copy
 // feeds, once their transactions were delivered for xdr feeds.
-func (f *feed) markCommit(marks []*kgo.Record) {
-	if xs := f.xdrSink(); xs != nil {
-		xs.holdMarks(marks)
-		return
+func (f *feed) markCommit(b *pollBatch) {
+	switch xs := f.xdrSink(); {
+	case xs != nil:
+		xs.holdMarks(b.marks)
+	case b.mem != nil:
+		b.mem.confirmed(b.marks)
+	default:
+		b.cl.MarkCommitRecords(b.marks...)
 	}
-	f.cl.MarkCommitRecords(marks...)
 }
 
 // recentRecords is how many delivered records an xdr feed keeps for

@@ -1,0 +1,592 @@
+package director
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A tap is the one reader of a set of source topics that the copy feeds
+// reading exactly that set share. It fetches and decodes each copy once and
+// hands every member feed, into the feed's own pipeline, a batch of the
+// copies that pass the feed's directions and filter. Four probes fed the
+// same stream cost one fetch and one decode per copy, not four: at 30K
+// copies/s a feed's own fetch, decompression and decode were ~55 % of its
+// CPU.
+//
+// Each member keeps what makes it a feed of its own: its sink, its pace
+// within its pipeline, and its offsets in its own consumer group, which the
+// tap commits (the group has no member while its feed is on the tap). A
+// member that takes no batch for Config.TapStall (its consumer is down or
+// slow) is dropped and reads on its own (feed.runSolo), so it holds the
+// others back for at most that long; it rejoins once it has caught up.
+//
+// The tap's own consumer group (GroupPrefix + "tap." + the sorted sources)
+// only spreads partitions over signalbox nodes and commits nothing. Where a
+// partition is assigned, reading starts at the lowest next offset of the
+// members (what the tap handed them in this process, else their groups'
+// commits), and each member skips what it already had. A feed joining
+// restarts the tap's reader, so that it starts where the feed is.
+type tap struct {
+	m       *Manager
+	key     string
+	sources []string
+	group   string
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	members []*tapMember
+	joined  time.Time          // last join, to let a burst of joins settle
+	restart context.CancelFunc // ends the running reader (a join, or the last leave)
+
+	pool chan *sharedBatch
+}
+
+// tapSettle is how long a tap waits after a feed joins before it (re)starts
+// its reader: feeds start one after another.
+const tapSettle = 50 * time.Millisecond
+
+// tapMember is one feed on a tap.
+type tapMember struct {
+	t       *tap
+	f       *feed
+	p       *pipeline
+	evicted chan struct{} // closed when the tap drops the member for stalling
+	gone    chan struct{} // closed when the member is off the tap (left or dropped)
+	hmu     sync.Mutex    // held while the tap hands the member a batch
+
+	nmu  sync.Mutex
+	next map[tp]int64 // next offset to hand the member, per partition
+
+	cmu   sync.Mutex // one commit at a time, so they land in order
+	omu   sync.Mutex
+	done  map[tp]int64 // next offset after the member's confirmed copies
+	dirty bool
+}
+
+// sharedBatch is one poll of a tap, decoded once; the members' batches point
+// into it, and the last to release it recycles it.
+type sharedBatch struct {
+	t     *tap
+	arena []*copy.Copy
+	errs  []error // copy.Decode's error per arena entry
+	used  int
+	parts []sharedPart
+	refs  atomic.Int32
+}
+
+type sharedPart struct {
+	topic     string
+	partition int32
+	recs      []*kgo.Record
+	first     int // arena index of recs[0]
+}
+
+func tapKey(sources []string) []string {
+	s := slices.Clone(sources)
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// joinTap puts f on its sources' tap, starting the tap if it is the first.
+func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
+	sources := tapKey(f.spec.Sources)
+	key := strings.Join(sources, ",")
+	m.tmu.Lock()
+	defer m.tmu.Unlock()
+	t := m.taps[key]
+	if t == nil {
+		t = &tap{
+			m: m, key: key, sources: sources, group: m.cfg.GroupPrefix + "tap." + strings.Join(sources, "+"),
+			log:  m.log.With("tap", key),
+			pool: make(chan *sharedBatch, 2*pipelineDepth),
+		}
+		m.taps[key] = t
+		go t.run()
+	}
+	mem := &tapMember{
+		t: t, f: f, p: p, evicted: make(chan struct{}), gone: make(chan struct{}),
+		next: map[tp]int64{}, done: map[tp]int64{},
+	}
+	t.mu.Lock()
+	t.members = append(t.members, mem)
+	t.joined = time.Now()
+	if t.restart != nil {
+		t.restart()
+	}
+	t.mu.Unlock()
+	return mem
+}
+
+// leave takes mem off the tap (if the tap did not drop it already) and
+// returns once the tap no longer hands it anything.
+func (t *tap) leave(mem *tapMember) {
+	t.mu.Lock()
+	t.remove(mem)
+	if len(t.members) == 0 && t.restart != nil {
+		t.restart()
+	}
+	t.mu.Unlock()
+	mem.hmu.Lock() // a hand-off in progress ends first
+	mem.hmu.Unlock()
+}
+
+// remove takes mem out of t.members and closes gone, once; t.mu is held.
+func (t *tap) remove(mem *tapMember) bool {
+	i := slices.Index(t.members, mem)
+	if i < 0 {
+		return false
+	}
+	t.members = slices.Delete(t.members, i, i+1)
+	close(mem.gone)
+	return true
+}
+
+func (t *tap) snapshot() []*tapMember {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.members)
+}
+
+// run reads for the members until none is left.
+func (t *tap) run() {
+	cctx, stopCommits := context.WithCancel(context.Background())
+	commits := make(chan struct{})
+	go t.commitLoop(cctx, commits)
+	defer func() {
+		stopCommits()
+		<-commits
+	}()
+	for {
+		t.m.tmu.Lock()
+		t.mu.Lock()
+		if len(t.members) == 0 || t.m.base.Err() != nil {
+			t.mu.Unlock()
+			if t.m.taps[t.key] == t {
+				delete(t.m.taps, t.key)
+			}
+			t.m.tmu.Unlock()
+			return
+		}
+		if d := tapSettle - time.Since(t.joined); d > 0 {
+			t.mu.Unlock()
+			t.m.tmu.Unlock()
+			time.Sleep(d)
+			continue
+		}
+		ctx, cancel := context.WithCancel(t.m.base)
+		t.restart = cancel
+		t.mu.Unlock()
+		t.m.tmu.Unlock()
+
+		t.consume(ctx)
+		cancel()
+		t.mu.Lock()
+		t.restart = nil
+		t.mu.Unlock()
+	}
+}
+
+// consume reads and hands out batches until ctx ends.
+func (t *tap) consume(ctx context.Context) {
+	cl, err := t.m.cfg.Client.NewClient(
+		kgo.WithPools(newDecompressPool(), newRecordPool()),
+		kgo.ConsumerGroup(t.group),
+		kgo.ConsumeTopics(t.sources...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.AdjustFetchOffsetsFn(t.adjust),
+		kgo.OnPartitionsRevoked(t.revoked(ctx)),
+		kgo.OnPartitionsLost(t.revoked(ctx)),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxBytes(4<<20), // as a feed's own reader (runSolo)
+	)
+	if err != nil {
+		t.log.Error("feed tap: kafka client", "err", err)
+		for _, mem := range t.snapshot() {
+			mem.f.setErr(err)
+			mem.f.setState(StateError)
+		}
+		sleepCtx(ctx, t.m.cfg.BackoffMax)
+		return
+	}
+	defer cl.Close()
+	stall := time.NewTimer(time.Hour)
+	defer stall.Stop()
+	var lastFetchErr time.Time
+	for ctx.Err() == nil {
+		fs := cl.PollRecords(ctx, t.m.cfg.MaxBatch)
+		if ctx.Err() != nil {
+			return
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			for _, mem := range t.snapshot() {
+				mem.f.setErr(err)
+			}
+			if time.Since(lastFetchErr) > 10*time.Second { // one line per burst, not per poll
+				lastFetchErr = time.Now()
+				t.log.Warn("feed tap: fetch", "topic", topic, "partition", p, "err", err)
+			}
+		})
+		if sb := t.decode(fs); sb != nil {
+			t.hand(ctx, sb, stall)
+			sb.unref() // the tap's own reference
+		}
+	}
+}
+
+// decode decodes one poll once; nil when it held no records.
+func (t *tap) decode(fs kgo.Fetches) *sharedBatch {
+	var sb *sharedBatch
+	select {
+	case sb = <-t.pool:
+	default:
+		sb = &sharedBatch{t: t}
+	}
+	n := 0
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		sb.parts = append(sb.parts, sharedPart{topic: p.Topic, partition: p.Partition, recs: p.Records, first: n})
+		for _, r := range p.Records {
+			if n == len(sb.arena) {
+				sb.arena = append(sb.arena, new(copy.Copy))
+				sb.errs = append(sb.errs, nil)
+			}
+			sb.errs[n] = copy.Decode(r.Value, sb.arena[n])
+			n++
+			sb.used = n
+		}
+	})
+	if len(sb.parts) == 0 {
+		select {
+		case t.pool <- sb:
+		default:
+		}
+		return nil
+	}
+	sb.refs.Store(1)
+	return sb
+}
+
+// hand gives every member its share of sb, waiting for each to have a free
+// batch; a member that has none for TapStall is dropped.
+func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer) {
+	for _, mem := range t.snapshot() {
+		var b *pollBatch
+		select {
+		case b = <-mem.p.free:
+		default:
+			stall.Reset(t.m.cfg.TapStall)
+			select {
+			case b = <-mem.p.free:
+			case <-mem.gone:
+			case <-ctx.Done():
+				return
+			case <-stall.C:
+				t.evict(mem)
+			}
+			stall.Stop()
+		}
+		if b == nil {
+			continue
+		}
+		mem.hmu.Lock()
+		select {
+		case <-mem.gone:
+			mem.p.free <- b
+		default:
+			if mem.fill(ctx, sb, b) {
+				mem.p.work <- b // never blocks: b came from free
+			} else {
+				mem.p.free <- b
+			}
+		}
+		mem.hmu.Unlock()
+	}
+}
+
+// evict drops a member that took no batch for TapStall.
+func (t *tap) evict(mem *tapMember) {
+	t.mu.Lock()
+	dropped := t.remove(mem)
+	t.mu.Unlock()
+	if !dropped {
+		return
+	}
+	close(mem.evicted)
+	f := mem.f
+	f.m.m.tapDrops.WithLabelValues(f.spec.Name).Inc()
+	f.log.Warn("feed: took no copies for too long; off the shared reader, reading on its own until it catches up",
+		"waited", t.m.cfg.TapStall, "state", f.status().State)
+}
+
+// fill puts into b the copies of sb that mem has not had yet and that pass
+// its feed's directions and filter; false when there were none to mark.
+func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) bool {
+	f := mem.f
+	b.batch, b.marks, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.dlq[:0], 0
+	mem.nmu.Lock()
+	defer mem.nmu.Unlock()
+	for i := range sb.parts {
+		sp := &sb.parts[i]
+		k := tp{sp.topic, sp.partition}
+		recs := sp.recs
+		j := 0
+		if nx, ok := mem.next[k]; ok {
+			j, _ = slices.BinarySearchFunc(recs, nx, func(r *kgo.Record, o int64) int {
+				switch {
+				case r.Offset < o:
+					return -1
+				case r.Offset > o:
+					return 1
+				}
+				return 0
+			})
+		}
+		if j == len(recs) {
+			continue
+		}
+		last := recs[len(recs)-1]
+		f.checkGap(ctx, k.topic, k.partition, recs[j].Offset, last.Offset+1)
+		h, seen := f.highDelivered(k)
+		for ; j < len(recs); j++ {
+			r := recs[j]
+			if seen && r.Offset <= h {
+				b.redelivered++
+			}
+			if err := sb.errs[sp.first+j]; err != nil {
+				b.dlq = f.deadLetter(b.dlq, r, err)
+				continue
+			}
+			c := sb.arena[sp.first+j]
+			if !f.dirs[c.Direction] || !f.pass(c) {
+				continue
+			}
+			b.batch = append(b.batch, c)
+		}
+		b.marks = append(b.marks, last)
+		mem.next[k] = last.Offset + 1
+	}
+	if len(b.marks) == 0 {
+		return false
+	}
+	b.mem, b.shared = mem, sb
+	sb.refs.Add(1)
+	return true
+}
+
+// unref drops one reference; the last recycles the batch and its records.
+func (sb *sharedBatch) unref() {
+	if sb.refs.Add(-1) != 0 {
+		return
+	}
+	for _, c := range sb.arena[:sb.used] {
+		unpin(c)
+	}
+	clear(sb.errs[:sb.used])
+	sb.used = 0
+	// Last: the copies no longer point into the records.
+	for i := range sb.parts {
+		for _, r := range sb.parts[i].recs {
+			r.Recycle()
+		}
+	}
+	clear(sb.parts)
+	sb.parts = sb.parts[:0]
+	select {
+	case sb.t.pool <- sb:
+	default:
+	}
+}
+
+// adjust (kgo.AdjustFetchOffsetsFn) starts each newly assigned partition at
+// the lowest next offset of the members.
+func (t *tap) adjust(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	topics := make([]string, 0, len(offs))
+	for topic := range offs {
+		topics = append(topics, topic)
+	}
+	starts, err := t.m.adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		t.log.Warn("feed tap: list start offsets", "err", err)
+		return nil, err
+	}
+	low := map[tp]int64{}
+	for _, mem := range t.snapshot() {
+		committed, err := t.m.adm.FetchOffsets(ctx, mem.f.group)
+		if err != nil {
+			t.log.Warn("feed tap: fetch committed offsets", "feed", mem.f.spec.Name, "err", err)
+			return nil, fmt.Errorf("feed %q: fetch committed offsets: %w", mem.f.spec.Name, err)
+		}
+		mem.start(offs, committed, starts, low)
+	}
+	for topic, ps := range offs {
+		for p := range ps {
+			if at, ok := low[tp{topic, p}]; ok {
+				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
+			}
+		}
+	}
+	return offs, nil
+}
+
+// start notes where mem resumes in each partition of offs (where the tap
+// last left it, else its group's commit, else the log start), counting
+// copies retention deleted before it read them, and lowers low to it.
+func (mem *tapMember) start(offs map[string]map[int32]kgo.Offset, committed kadm.OffsetResponses, starts kadm.ListedOffsets, low map[tp]int64) {
+	f := mem.f
+	mem.nmu.Lock()
+	defer mem.nmu.Unlock()
+	f.expMu.Lock()
+	defer f.expMu.Unlock()
+	for topic, ps := range offs {
+		for p := range ps {
+			k := tp{topic, p}
+			at, ok := mem.next[k]
+			if !ok {
+				at = -1
+				if c, ok := committed.Lookup(topic, p); ok && c.Err == nil && c.At >= 0 {
+					at = c.At
+				}
+				if s, ok := starts.Lookup(topic, p); ok && s.Err == nil {
+					if at >= 0 && s.Offset > at {
+						f.countLost(topic, p, s.Offset-at)
+						at = s.Offset
+					} else if at < 0 {
+						at = s.Offset
+					}
+				}
+				if at < 0 {
+					continue // unknown: the member takes what the tap reads
+				}
+				mem.next[k] = at
+				f.expect[k] = at
+			}
+			if l, ok := low[k]; !ok || at < l {
+				low[k] = at
+			}
+		}
+	}
+}
+
+// revoked (kgo.OnPartitionsRevoked, OnPartitionsLost) commits what members
+// confirmed and forgets the partitions another node now reads; not when the
+// tap itself stops or restarts (ctx ended), as members keep their place.
+func (t *tap) revoked(ctx context.Context) func(context.Context, *kgo.Client, map[string][]int32) {
+	return func(cbctx context.Context, _ *kgo.Client, parts map[string][]int32) {
+		if ctx.Err() != nil {
+			return
+		}
+		for _, mem := range t.snapshot() {
+			_ = mem.commit(cbctx)
+			mem.forget(parts)
+		}
+	}
+}
+
+func (mem *tapMember) forget(parts map[string][]int32) {
+	mem.nmu.Lock()
+	mem.omu.Lock()
+	mem.f.expMu.Lock()
+	for topic, ps := range parts {
+		for _, p := range ps {
+			k := tp{topic, p}
+			delete(mem.next, k)
+			delete(mem.done, k)
+			delete(mem.f.expect, k)
+		}
+	}
+	mem.f.expMu.Unlock()
+	mem.omu.Unlock()
+	mem.nmu.Unlock()
+}
+
+// confirmed notes the marks of a batch the member's sink confirmed, for the
+// next commit.
+func (mem *tapMember) confirmed(marks []*kgo.Record) {
+	mem.omu.Lock()
+	for _, r := range marks {
+		k := tp{r.Topic, r.Partition}
+		if at, ok := mem.done[k]; !ok || r.Offset+1 > at {
+			mem.done[k] = r.Offset + 1
+		}
+	}
+	mem.dirty = true
+	mem.omu.Unlock()
+}
+
+// tapCommitInterval is how often a tap commits its members' offsets, as a
+// feed's own reader does (kgo.AutoCommitInterval).
+const tapCommitInterval = time.Second
+
+func (t *tap) commitLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(tapCommitInterval)
+	defer tick.Stop()
+	var lastErr time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, mem := range t.snapshot() {
+			if err := mem.commit(ctx); err != nil && time.Since(lastErr) > 10*time.Second {
+				lastErr = time.Now()
+				mem.f.log.Warn("feed: commit", "err", err)
+			}
+		}
+	}
+}
+
+// commit commits the member's confirmed offsets to its feed's group.
+func (mem *tapMember) commit(ctx context.Context) error {
+	mem.cmu.Lock()
+	defer mem.cmu.Unlock()
+	mem.omu.Lock()
+	if !mem.dirty {
+		mem.omu.Unlock()
+		return nil
+	}
+	offs := kadm.Offsets{}
+	for k, at := range mem.done {
+		offs.Add(kadm.Offset{Topic: k.topic, Partition: k.partition, At: at, LeaderEpoch: -1})
+	}
+	mem.dirty = false
+	mem.omu.Unlock()
+	resp, err := mem.t.m.adm.CommitOffsets(ctx, mem.f.group, offs)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		mem.omu.Lock()
+		mem.dirty = true
+		mem.omu.Unlock()
+		mem.f.setErr(fmt.Errorf("commit: %w", err))
+	}
+	return err
+}
+
+// finalCommit commits what the member confirmed as it leaves the tap.
+func (mem *tapMember) finalCommit() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := mem.commit(ctx); err != nil {
+		mem.f.log.Warn("feed: final commit", "err", err)
+	}
+}

@@ -1,0 +1,129 @@
+package director
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// Four copy feeds of the same sources read through one tap: each gets every
+// copy exactly once, its own filter applies, and each feed's own group holds
+// its offsets.
+func TestTapFeedsShareOneReader(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	h := newHarness(t, b)
+	pcl := producer(t, b)
+	var rcvs []*receiver
+	var specs []FeedSpec
+	for i := range 3 {
+		r := newReceiver(t)
+		rcvs = append(rcvs, r)
+		sources := []string{"SCP", "NRF"}
+		if i == 1 {
+			sources = []string{"NRF", "SCP"} // the same set
+		}
+		specs = append(specs, FeedSpec{Name: fmt.Sprintf("probe-%d", i), Type: TypeSynthetic, Sources: sources, Endpoint: r.addr})
+	}
+	// Only responses: the copies below are all requests.
+	none := newReceiver(t)
+	specs = append(specs, FeedSpec{Name: "responses", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"},
+		Endpoint: none.addr, Directions: []string{"RESPONSE_EGRESS"}})
+	h.apply(specs...)
+	const n = 3000
+	produce(t, pcl, "c", 0, n, 0)
+	for i, r := range rcvs {
+		waitFor(t, 30*time.Second, fmt.Sprintf("receiver %d to get every copy", i), func() bool { return len(r.missing("c", n)) == 0 })
+	}
+	time.Sleep(300 * time.Millisecond) // anything extra would arrive now
+	for i, r := range rcvs {
+		if d, tot := r.counts(); d != n || tot != n {
+			t.Errorf("receiver %d: %d distinct, %d total; want exactly %d", i, d, tot, n)
+		}
+	}
+	if d, _ := none.counts(); d != 0 {
+		t.Errorf("the responses-only feed delivered %d request copies", d)
+	}
+	h.m.tmu.Lock()
+	taps := len(h.m.taps)
+	h.m.tmu.Unlock()
+	if taps != 1 {
+		t.Errorf("%d taps for four feeds of one source set, want 1", taps)
+	}
+	for _, s := range specs {
+		waitFor(t, 10*time.Second, s.Name+"'s group to commit everything (lag 0)", func() bool { return h.status(s.Name).Lag == 0 })
+		st := h.status(s.Name)
+		if st.Reader != ReaderShared {
+			t.Errorf("%s reader = %q, want %q", s.Name, st.Reader, ReaderShared)
+		}
+		if st.Redelivered != 0 || st.Failed != 0 {
+			t.Errorf("%s: %+v", s.Name, st)
+		}
+	}
+	if st := h.status("responses"); st.Delivered != 0 {
+		t.Errorf("responses feed: delivered %d request copies", st.Delivered)
+	}
+	// The tap's own group commits nothing: the feeds' groups hold the offsets.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	offs, err := h.m.adm.FetchOffsets(ctx, h.m.cfg.GroupPrefix+"tap.NRF+SCP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 {
+			t.Errorf("tap group committed %s/%d at %d", o.Topic, o.Partition, o.At)
+		}
+	})
+}
+
+// A feed whose consumer is down is dropped from the tap within TapStall:
+// the others keep their pace. It catches up on its own, losing nothing, and
+// rejoins the tap.
+func TestTapDropsStalledFeedAndRejoins(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	h := newHarness(t, b, func(c *Config) {
+		c.TapStall, c.RejoinAfter, c.RejoinLag = 300*time.Millisecond, time.Second, 100
+	})
+	pcl := producer(t, b)
+	fast, slow := newReceiver(t), newReceiver(t)
+	h.apply(
+		FeedSpec{Name: "fast", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: fast.addr},
+		FeedSpec{Name: "slow", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: slow.addr},
+	)
+	slow.stop()
+	const n = 2000
+	start := time.Now()
+	produce(t, pcl, "c", 0, n, 20*time.Millisecond) // 40 batches over ~1 s: many polls
+	waitFor(t, 10*time.Second, "the fast feed to get every copy while the slow one is down", func() bool { return len(fast.missing("c", n)) == 0 })
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the fast feed took %v: held back by the slow one", d)
+	}
+	waitFor(t, 5*time.Second, "the slow feed to be dropped", func() bool { return h.status("slow").Reader == ReaderOwn })
+	if got := testutil.ToFloat64(h.m.m.tapDrops.WithLabelValues("slow")); got != 1 {
+		t.Errorf("signalbox_feed_shared_reader_drops_total{feed=slow} = %g, want 1", got)
+	}
+	if st := h.status("fast"); st.Reader != ReaderShared {
+		t.Errorf("fast reader = %q", st.Reader)
+	}
+	slow.restart()
+	waitFor(t, 30*time.Second, "the slow feed to catch up", func() bool { return len(slow.missing("c", n)) == 0 })
+	waitFor(t, 15*time.Second, "the slow feed back on the tap", func() bool { return h.status("slow").Reader == ReaderShared })
+	produce(t, pcl, "d", 0, n, 0)
+	waitFor(t, 30*time.Second, "both feeds to get the copies after the rejoin", func() bool {
+		return len(fast.missing("d", n)) == 0 && len(slow.missing("d", n)) == 0
+	})
+	time.Sleep(300 * time.Millisecond)
+	if _, tot := fast.counts(); tot != 2*n {
+		t.Errorf("fast feed: %d copies, want exactly %d", tot, 2*n)
+	}
+	d, tot := slow.counts()
+	if d != 2*n {
+		t.Errorf("slow feed: %d distinct copies, want %d", d, 2*n)
+	}
+	t.Logf("slow feed: %d distinct, %d total (%d duplicates from the outage)", d, tot, tot-d)
+}
