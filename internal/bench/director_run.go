@@ -158,6 +158,9 @@ func (sc *scenario) serveArgs(name string) (args []string, httpAddr string, kafk
 	kafkaAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	args = []string{"serve", "-data-dir", filepath.Join(sc.dir, name), "-http-addr", httpAddr, "-admin-token", sc.token,
 		"-curri-addr", fmt.Sprintf("127.0.0.1:%d", ports[2]), "-ingest-addr", "", "-kafka-addr", kafkaAddr, "-log-level", "warn"}
+	if sc.cfg.SoloReads {
+		args = append(args, "-feed-shared-reads=false")
+	}
 	return args, httpAddr, kafkaAddr, nil
 }
 

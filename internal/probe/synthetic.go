@@ -43,8 +43,6 @@ type flowKey struct {
 // flow is the HTTP/2 decoding state of one synthetic flow.
 type flow struct {
 	dec    *hpack.Decoder
-	rd     bytes.Reader
-	fr     *http2.Framer
 	fields copyFields
 }
 
@@ -54,6 +52,7 @@ type copyFields struct {
 	stream            uint32
 	data              int
 	headersDone       bool
+	endStream         bool // HEADERS had END_STREAM; the block ends in CONTINUATION
 	err               error
 }
 
@@ -62,9 +61,6 @@ func newFlow() *flow {
 	// Senders encode without a dynamic table, so any fresh decoder works; a
 	// per-flow one also copes with senders that do index.
 	f.dec = hpack.NewDecoder(64<<10, f.emit) // tolerates table size updates up to 64 KiB
-	f.fr = http2.NewFramer(io.Discard, &f.rd)
-	f.fr.SetReuseFrames()
-	f.fr.SetMaxReadFrameSize(maxRecordLen)
 	return f
 }
 
@@ -109,9 +105,8 @@ const maxFlows = 4096
 
 // addFlow adds the state for a new flow. The flow added maxFlows flows ago
 // makes room (ranging over the map for a victim cost as much as a flow's
-// decoding), and its framer, with its grown read buffer, is recycled. The
-// HPACK decoder is always fresh: a flow's dynamic table must not leak into
-// another.
+// decoding), and its flow is recycled. The HPACK decoder is always fresh: a
+// flow's dynamic table must not leak into another.
 func (d *connDecoder) addFlow(key flowKey) *flow {
 	if d.ring == nil {
 		d.ring = make([]flowKey, maxFlows)
@@ -276,64 +271,79 @@ func (d *connDecoder) packet(data []byte, ts int64, now time.Time) {
 		delete(d.flows, key)
 	}
 	f.fields = copyFields{}
-	f.rd.Reset(payload)
-	sawCopy := false
-	for {
-		fr, err := f.fr.ReadFrame()
-		if err == io.EOF {
-			break
-		}
+	sawCopy, inHeaders := false, false
+	for len(payload) > 0 {
+		fr, rest, err := nextFrame(payload)
 		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
+			if errors.Is(err, errTruncatedFrame) {
 				bad("truncated_frame", "HTTP/2 frame continues past the packet")
 			} else {
 				bad("bad_frame", err.Error())
 			}
 			return
 		}
-		switch fr := fr.(type) {
-		case *http2.SettingsFrame, *http2.WindowUpdateFrame, *http2.PingFrame:
+		payload = rest
+		if inHeaders && fr.typ != http2.FrameContinuation {
+			bad("bad_frame", "got "+fr.typ.String()+" frame while expecting CONTINUATION")
+			return
+		}
+		switch fr.typ {
+		case http2.FrameSettings, http2.FrameWindowUpdate, http2.FramePing:
 			if sawCopy {
 				bad("bad_frame", "control frame inside a copy")
 				return
 			}
 			control = true
-		case *http2.HeadersFrame:
+		case http2.FrameHeaders:
 			if sawCopy {
 				bad("bad_frame", "second HEADERS in one packet")
 				return
 			}
 			sawCopy = true
-			f.fields.stream = fr.StreamID
-			if err := f.headerBlock(fr.HeaderBlockFragment(), fr.HeadersEnded()); err != nil {
+			f.fields.stream = fr.stream
+			end := fr.flags.Has(http2.FlagHeadersEndHeaders)
+			inHeaders = !end
+			if err := f.headerBlock(fr.data, end); err != nil {
 				bad("bad_hpack", err.Error())
 				return
 			}
-			if fr.StreamEnded() {
-				if !f.fields.headersDone {
-					bad("bad_frame", "END_STREAM before END_HEADERS")
-					return
+			if fr.flags.Has(http2.FlagHeadersEndStream) {
+				if !end {
+					// The stream ends with the header block, which
+					// must end in this packet's CONTINUATION frames.
+					f.fields.endStream = true
+					continue
 				}
 				d.finish(f, len(data), ts, now)
 				return
 			}
-		case *http2.ContinuationFrame:
-			if err := f.headerBlock(fr.HeaderBlockFragment(), fr.HeadersEnded()); err != nil {
+		case http2.FrameContinuation:
+			if !inHeaders || fr.stream != f.fields.stream {
+				bad("bad_frame", "CONTINUATION without HEADERS on its stream")
+				return
+			}
+			end := fr.flags.Has(http2.FlagContinuationEndHeaders)
+			inHeaders = !end
+			if err := f.headerBlock(fr.data, end); err != nil {
 				bad("bad_hpack", err.Error())
 				return
 			}
-		case *http2.DataFrame:
-			if !sawCopy || !f.fields.headersDone || fr.StreamID != f.fields.stream {
+			if end && f.fields.endStream {
+				d.finish(f, len(data), ts, now)
+				return
+			}
+		case http2.FrameData:
+			if !sawCopy || !f.fields.headersDone || fr.stream != f.fields.stream {
 				bad("bad_frame", "DATA without HEADERS on its stream")
 				return
 			}
-			f.fields.data += len(fr.Data())
-			if fr.StreamEnded() {
+			f.fields.data += len(fr.data)
+			if fr.flags.Has(http2.FlagDataEndStream) {
 				d.finish(f, len(data), ts, now)
 				return
 			}
 		default:
-			bad("bad_frame", "unexpected "+fr.Header().Type.String()+" frame")
+			bad("bad_frame", "unexpected "+fr.typ.String()+" frame")
 			return
 		}
 	}
@@ -364,4 +374,104 @@ func (d *connDecoder) finish(f *flow, size int, ts int64, now time.Time) {
 		return
 	}
 	d.s.copySeen(f.fields.seq, "", size, f.fields.data, ts, now)
+}
+
+// frame is one HTTP/2 frame of a packet: its header and its payload without
+// padding or priority fields, aliasing the packet.
+type frame struct {
+	typ    http2.FrameType
+	flags  http2.Flags
+	stream uint32
+	data   []byte
+}
+
+var errTruncatedFrame = errors.New("truncated frame")
+
+// nextFrame splits the first HTTP/2 frame off p, checking what RFC 9113
+// requires of the frame types a synthetic stream carries (§6): the stream
+// each may be on, fixed lengths, and padding within the payload. It reads
+// in place; x/net/http2's Framer copies every frame into its own buffer.
+func nextFrame(p []byte) (frame, []byte, error) {
+	if len(p) < 9 {
+		return frame{}, nil, errTruncatedFrame
+	}
+	n := int(p[0])<<16 | int(p[1])<<8 | int(p[2])
+	fr := frame{typ: http2.FrameType(p[3]), flags: http2.Flags(p[4]), stream: binary.BigEndian.Uint32(p[5:9]) & (1<<31 - 1)}
+	if n > maxRecordLen {
+		return frame{}, nil, fmt.Errorf("frame of %d bytes, larger than a record", n)
+	}
+	if len(p) < 9+n {
+		return frame{}, nil, errTruncatedFrame
+	}
+	fr.data, p = p[9:9+n], p[9+n:]
+	onStream := func() error {
+		if fr.stream == 0 {
+			return fmt.Errorf("%v frame on stream 0", fr.typ)
+		}
+		return nil
+	}
+	var err error
+	switch fr.typ {
+	case http2.FrameData:
+		if err = onStream(); err == nil && fr.flags.Has(http2.FlagDataPadded) {
+			fr.data, err = unpad(fr.data)
+		}
+	case http2.FrameHeaders:
+		if err = onStream(); err != nil {
+			break
+		}
+		if fr.flags.Has(http2.FlagHeadersPadded) {
+			if fr.data, err = unpad(fr.data); err != nil {
+				break
+			}
+		}
+		if fr.flags.Has(http2.FlagHeadersPriority) {
+			if len(fr.data) < 5 {
+				err = errors.New("HEADERS frame too short for its priority")
+				break
+			}
+			fr.data = fr.data[5:]
+		}
+	case http2.FrameContinuation:
+		err = onStream()
+	case http2.FrameSettings:
+		switch {
+		case fr.stream != 0:
+			err = errors.New("SETTINGS frame on a stream")
+		case fr.flags.Has(http2.FlagSettingsAck) && n > 0:
+			err = errors.New("SETTINGS ack with a payload")
+		case n%6 != 0:
+			err = fmt.Errorf("SETTINGS frame of %d bytes, not a multiple of 6", n)
+		default:
+			// The first SETTINGS_INITIAL_WINDOW_SIZE rules, above 2^31-1
+			// a FLOW_CONTROL_ERROR (§6.5.2).
+			for b := fr.data; len(b) >= 6; b = b[6:] {
+				if http2.SettingID(binary.BigEndian.Uint16(b)) == http2.SettingInitialWindowSize {
+					if binary.BigEndian.Uint32(b[2:]) > 1<<31-1 {
+						err = errors.New("SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1")
+					}
+					break
+				}
+			}
+		}
+	case http2.FramePing:
+		if fr.stream != 0 || n != 8 {
+			err = fmt.Errorf("PING frame of %d bytes on stream %d", n, fr.stream)
+		}
+	case http2.FrameWindowUpdate:
+		if n != 4 {
+			err = fmt.Errorf("WINDOW_UPDATE frame of %d bytes", n)
+		} else if binary.BigEndian.Uint32(fr.data)&(1<<31-1) == 0 {
+			err = errors.New("WINDOW_UPDATE of 0")
+		}
+	}
+	return fr, p, err
+}
+
+// unpad strips the pad length byte and the padding from a PADDED payload.
+func unpad(b []byte) ([]byte, error) {
+	if len(b) == 0 || int(b[0]) > len(b)-1 {
+		return nil, errors.New("padding longer than the frame")
+	}
+	return b[1 : len(b)-int(b[0])], nil
 }

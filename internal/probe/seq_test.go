@@ -1,0 +1,74 @@
+package probe
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestSeqTrackMatchesSet checks seqTrack against a plain set on random
+// streams: in order, shuffled within a window, with duplicates, with gaps
+// that never fill, and jumps beyond the bit window.
+func TestSeqTrackMatchesSet(t *testing.T) {
+	defer func(w int64) { seqWindow = w }(seqWindow)
+	for _, window := range []int64{1 << 27, 256} {
+		seqWindow = window
+		for seed := range uint64(200) {
+			r := rand.New(rand.NewPCG(seed, uint64(window)))
+			var tr seqTrack
+			seen := map[int64]bool{}
+			var maxN int64
+			next := int64(1)
+			for range 5000 {
+				var n int64
+				switch k := r.IntN(100); {
+				case k < 50:
+					n = next
+					next++
+				case k < 80:
+					n = next + int64(r.IntN(300)) // ahead, out of order
+				case k < 90 && next > 1:
+					n = 1 + r.Int64N(next) // a repeat, mostly
+				case k < 92:
+					n = next + 1000 + r.Int64N(5000) // far ahead
+				case k < 95:
+					next += int64(r.IntN(20)) // a gap that may never fill
+					n = next
+				default:
+					n = next
+					next++
+				}
+				if got, want := tr.add(n), !seen[n]; got != want {
+					t.Fatalf("window %d seed %d: add(%d) = %v, want %v", window, seed, n, got, want)
+				}
+				seen[n] = true
+				maxN = max(maxN, n)
+				if got := tr.unique(); got != int64(len(seen)) {
+					t.Fatalf("window %d seed %d: unique %d, want %d", window, seed, got, len(seen))
+				}
+			}
+			if tr.missing() != maxN-int64(len(seen)) {
+				t.Fatalf("missing %d, want %d", tr.missing(), maxN-int64(len(seen)))
+			}
+		}
+	}
+}
+
+func BenchmarkSeqTrackInterleaved(b *testing.B) {
+	// 12 partitions' worth of copies, each in order, interleaved in runs.
+	var order []int64
+	for n := int64(1); n <= 12000; n++ {
+		order = append(order, n)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i+64 < len(order); i += 64 {
+		r.Shuffle(64, func(a, c int) { order[i+a], order[i+c] = order[i+c], order[i+a] })
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var tr seqTrack
+		for _, n := range order {
+			tr.add(n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(order)), "ns/seq")
+}
