@@ -45,6 +45,7 @@ type streamWriter struct {
 	fr   *http2.Framer
 	sbuf gopacket.SerializeBuffer
 	seq  uint32
+	port uint16 // the client's port; 40000 when 0
 }
 
 func newStreamWriter(t testing.TB, out io.Writer) *streamWriter {
@@ -61,9 +62,13 @@ func newStreamWriter(t testing.TB, out io.Writer) *streamWriter {
 // packet writes one record with payload, client→server unless server.
 func (s *streamWriter) packet(payload []byte, ts time.Time, server bool) {
 	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}}
-	tcp := &layers.TCP{SrcPort: 40000, DstPort: 8080, Seq: s.seq, ACK: true, PSH: true, Window: 65535}
+	port := layers.TCPPort(40000)
+	if s.port != 0 {
+		port = layers.TCPPort(s.port)
+	}
+	tcp := &layers.TCP{SrcPort: port, DstPort: 8080, Seq: s.seq, ACK: true, PSH: true, Window: 65535}
 	if server {
-		tcp.SrcPort, tcp.DstPort = 8080, 40000
+		tcp.SrcPort, tcp.DstPort = 8080, port
 	}
 	s.seq += uint32(len(payload))
 	var ls []gopacket.SerializableLayer
@@ -467,7 +472,13 @@ func TestSeqTrack(t *testing.T) {
 
 // BenchmarkSyntheticDecode feeds a pcap stream of 3000-byte copies through
 // one connection decoder: ns/op is per copy.
-func BenchmarkSyntheticDecode(b *testing.B) {
+func BenchmarkSyntheticDecode(b *testing.B) { benchSyntheticDecode(b, false) }
+
+// BenchmarkSyntheticDecodeNewFlows: every copy on a flow of its own, as the
+// synthetic sink writes them (ports from each copy's metadata).
+func BenchmarkSyntheticDecodeNewFlows(b *testing.B) { benchSyntheticDecode(b, true) }
+
+func benchSyntheticDecode(b *testing.B, newFlows bool) {
 	const n = 4096
 	var buf bytes.Buffer
 	sw := newStreamWriter(b, &buf)
@@ -475,6 +486,9 @@ func BenchmarkSyntheticDecode(b *testing.B) {
 	hdr := buf.Len()
 	var recs bytes.Buffer
 	for i := int64(1); i <= n; i++ {
+		if newFlows {
+			sw.port = uint16(1024 + i)
+		}
 		sw.packet(sw.copyFrames(testCopy("SCP", i, 3000)), time.Now(), false)
 	}
 	recs.Write(buf.Bytes()[hdr:])
@@ -560,23 +574,46 @@ func TestIgnoreRun(t *testing.T) {
 	}
 }
 
-// TestFlowTableBounded checks that a connection's flow table stops growing
-// at maxFlows, recycling evicted flows with a fresh HPACK decoder.
-func TestFlowTableBounded(t *testing.T) {
+// TestFlowTable checks that a connection's flow table keeps a flow's state
+// while it is in its slot, stays at maxFlows slots, and gives a flow taking
+// a slot over (or one dropped after a bad packet) a fresh HPACK decoder.
+func TestFlowTable(t *testing.T) {
 	d := newConnDecoder(newStats(0, ""))
-	for i := 0; i < 3*maxFlows+100; i++ {
+	key := func(i int) flowKey {
 		var k flowKey
 		k.sp, k.dp = uint16(i), uint16(i>>16)
 		k.src[0] = byte(i >> 8)
-		f := d.addFlow(k)
-		if f == nil || f.dec == nil || d.flows[k] != f {
-			t.Fatalf("flow %d: incomplete state", i)
+		return k
+	}
+	decoders := map[*hpack.Decoder]bool{}
+	for i := range 3*maxFlows + 100 {
+		k := key(i)
+		f := d.flow(k)
+		if f == nil || f.dec == nil || decoders[f.dec] {
+			t.Fatalf("flow %d: no state of its own", i)
 		}
-		if i%7 == 0 { // a bad packet drops the flow: its ring slot goes stale
-			delete(d.flows, k)
+		decoders[f.dec] = true
+		if d.flow(k) != f || f.dec == nil {
+			t.Fatalf("flow %d: state not kept", i)
 		}
-		if len(d.flows) > maxFlows {
-			t.Fatalf("flow table at %d entries, bound %d", len(d.flows), maxFlows)
+		if i%7 == 0 { // a bad packet drops the flow
+			dec := f.dec
+			d.drop(k)
+			if d.flow(k).dec == dec {
+				t.Fatalf("flow %d: dropped flow kept its HPACK decoder", i)
+			}
 		}
+		if len(d.slots) != maxFlows {
+			t.Fatalf("flow table at %d slots, bound %d", len(d.slots), maxFlows)
+		}
+	}
+	used := 0
+	for _, s := range d.slots {
+		if s.valid {
+			used++
+		}
+	}
+	if used < maxFlows/2 {
+		t.Errorf("only %d of %d slots used: the hash spreads flows badly", used, maxFlows)
 	}
 }
