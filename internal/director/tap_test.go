@@ -127,3 +127,40 @@ func TestTapDropsStalledFeedAndRejoins(t *testing.T) {
 	}
 	t.Logf("slow feed: %d distinct, %d total (%d duplicates from the outage)", d, tot, tot-d)
 }
+
+// Two nodes run the same two feeds: their taps share one consumer group, so
+// each node reads part of the partitions, and each feed still gets every
+// copy.
+func TestTapSpreadsPartitionsAcrossNodes(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	pcl := producer(t, b)
+	ra, rb := newReceiver(t), newReceiver(t)
+	specs := []FeedSpec{
+		{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: ra.addr},
+		{Name: "b", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rb.addr},
+	}
+	n1 := newHarness(t, b)
+	n1.apply(specs...)
+	n2 := newHarness(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n2.m.Apply(ctx, specs); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the second node's tap joins the group
+	const n = 3000
+	produce(t, pcl, "c", 0, n, 0)
+	for _, r := range []*receiver{ra, rb} {
+		waitFor(t, 30*time.Second, "every copy on both feeds", func() bool { return len(r.missing("c", n)) == 0 })
+	}
+	for _, name := range []string{"a", "b"} {
+		d1, d2 := n1.status(name).Delivered, n2.status(name).Delivered
+		if d1 == 0 || d2 == 0 {
+			t.Errorf("feed %s: node 1 delivered %d, node 2 %d; want both to share the partitions", name, d1, d2)
+		}
+	}
+	for i, r := range []*receiver{ra, rb} {
+		d, tot := r.counts()
+		t.Logf("feed %d: %d distinct, %d total", i, d, tot)
+	}
+}
