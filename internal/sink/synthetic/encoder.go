@@ -52,7 +52,7 @@ const (
 	maxSegment4 = 65535 - 20 - 20
 	maxSegment6 = 65535 - 20
 
-	defaultMaxFlows = 65536
+	defaultMaxFlows = 16384
 )
 
 // Mapping gives the L3/L4 address of an NF, matched on its FQDN or its NF
@@ -66,13 +66,21 @@ type Mapping struct {
 // EncoderOptions configures an Encoder.
 type EncoderOptions struct {
 	Mappings []Mapping
-	// MaxFlows bounds the flow table (per-flow sequence numbers); when it
-	// is full the table is cleared and flows restart with fresh set-up
-	// records. 0 means 65536.
+	// MaxFlows sizes the flow table (per-flow sequence numbers), rounded
+	// up to a power of two; 0 means 16384. The table is direct-mapped: a
+	// new flow takes its slot from the flow that held it, which restarts
+	// with fresh set-up records if it has another copy.
 	MaxFlows int
 }
 
 type flowKey struct{ client, server netip.AddrPort }
+
+// flowSlot is one entry of the flow table.
+type flowSlot struct {
+	key  flowKey
+	st   flowState
+	used bool
+}
 
 type flowState struct {
 	clientSeq, serverSeq uint32 // next sequence number in each direction
@@ -83,10 +91,9 @@ type flowState struct {
 // all its scratch space is reused, so encoding a copy does not allocate once
 // the buffers have grown.
 type Encoder struct {
-	byFQDN   map[string]netip.AddrPort
-	byID     map[string]netip.AddrPort
-	maxFlows int
-	flows    map[flowKey]flowState
+	byFQDN map[string]netip.AddrPort
+	byID   map[string]netip.AddrPort
+	flows  []flowSlot // a power of two of them
 
 	hp      *hpack.Encoder
 	hblock  appendWriter // header block scratch
@@ -103,15 +110,15 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 // NewEncoder returns an Encoder with an empty flow table.
 func NewEncoder(opts EncoderOptions) *Encoder {
 	e := &Encoder{
-		byFQDN:   make(map[string]netip.AddrPort),
-		byID:     make(map[string]netip.AddrPort),
-		maxFlows: opts.MaxFlows,
-		flows:    make(map[flowKey]flowState),
-		payload:  make([]byte, 0, 4096),
+		byFQDN:  make(map[string]netip.AddrPort),
+		byID:    make(map[string]netip.AddrPort),
+		payload: make([]byte, 0, 4096),
 	}
-	if e.maxFlows <= 0 {
-		e.maxFlows = defaultMaxFlows
+	n := opts.MaxFlows
+	if n <= 0 {
+		n = defaultMaxFlows
 	}
+	e.flows = make([]flowSlot, 1<<bits.Len(uint(n-1)))
 	for _, m := range opts.Mappings {
 		if !m.Addr.Addr().IsValid() {
 			continue // Config validation reports these; the encoder just ignores them
@@ -138,6 +145,18 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 // set-up records again. Call it whenever the global header is re-sent (a new
 // connection), since the reader starts from scratch.
 func (e *Encoder) Reset() { clear(e.flows) }
+
+// slot is key's entry in the flow table. A table of 65,536 flows in a Go map
+// cost 5 % of serve's CPU with four feeds, probing its groups for every new
+// flow; this is one hash and one comparison.
+func (e *Encoder) slot(key flowKey) *flowSlot {
+	c, v := key.client.Addr().As16(), key.server.Addr().As16()
+	le := binary.LittleEndian
+	h := (le.Uint64(c[:8]) ^ le.Uint64(c[8:])*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
+	h = (h ^ le.Uint64(v[:8]) ^ le.Uint64(v[8:])*0xc4ceb9fe1a85ec53) * 0x9e3779b97f4a7c15
+	h = (h ^ uint64(key.client.Port())<<16 ^ uint64(key.server.Port())) * 0xff51afd7ed558ccd
+	return &e.flows[h>>(64-bits.Len(uint(len(e.flows)-1)))]
+}
 
 // AppendHeader appends the pcap global header to dst.
 func (e *Encoder) AppendHeader(dst []byte) []byte {
@@ -197,12 +216,10 @@ func (e *Encoder) AppendCopy(dst []byte, c *copy.Copy) []byte {
 	ci := scanHeaders(c)
 	client, server := e.endpoints(c, ci)
 	key := flowKey{client, server}
-	fl, seen := e.flows[key]
+	slot := e.slot(key)
+	fl := slot.st
 	ts := c.Timestamp
-	if !seen {
-		if len(e.flows) >= e.maxFlows {
-			clear(e.flows)
-		}
+	if !slot.used || slot.key != key {
 		h := hashAddrPort(hashAddrPort(fnvOffset, client), server)
 		fl = flowState{clientSeq: uint32(h), serverSeq: uint32(h >> 32), nextStream: 1}
 		dst = e.appendSetup(dst, ts, key, &fl)
@@ -225,7 +242,7 @@ func (e *Encoder) AppendCopy(dst []byte, c *copy.Copy) []byte {
 	}
 	e.payload = e.appendFrames(e.payload[:0], c, sid)
 	dst = e.appendSegments(dst, ts, key, &fl, ci.request, e.payload)
-	e.flows[key] = fl
+	*slot = flowSlot{key: key, st: fl, used: true}
 	return dst
 }
 

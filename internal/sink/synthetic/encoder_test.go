@@ -283,14 +283,32 @@ func TestResetResendsSetup(t *testing.T) {
 }
 
 func TestFlowTableBounded(t *testing.T) {
-	e := NewEncoder(EncoderOptions{MaxFlows: 4})
-	for i := 0; i < 20; i++ {
+	e := NewEncoder(EncoderOptions{MaxFlows: 3})
+	if len(e.flows) != 4 {
+		t.Fatalf("flow table of %d slots for MaxFlows 3, want 4", len(e.flows))
+	}
+	setups := 0
+	for i := 0; i < 200; i++ {
 		c := request(i, copy.RequestIngress, nil)
-		c.SourceIP, c.SourcePort = "192.0.2.1", uint16(30000+i)
-		e.AppendCopy(nil, c)
-		if len(e.flows) > 4 {
-			t.Fatalf("flow table grew to %d", len(e.flows))
+		c.SourceIP, c.SourcePort = "192.0.2.1", uint16(30000+i%50)
+		first := len(e.AppendCopy(nil, c))
+		again := len(e.AppendCopy(nil, c))
+		if again >= first { // a flow's second copy right after its first needs no set-up
+			t.Fatalf("copy %d: %d bytes again after %d: flow not kept", i, again, first)
 		}
+		if len(e.flows) != 4 {
+			t.Fatalf("flow table at %d slots", len(e.flows))
+		}
+		setups++
+	}
+	used := 0
+	for _, s := range e.flows {
+		if s.used {
+			used++
+		}
+	}
+	if used < 2 {
+		t.Errorf("%d of 4 slots used after 50 flows: the hash spreads flows badly", used)
 	}
 }
 
@@ -376,6 +394,24 @@ func TestChecksum(t *testing.T) {
 // BenchmarkAppendCopyNewFlows encodes copies whose addresses come from the
 // metadata and change every time, as nfsim's do: each copy opens a flow and
 // is preceded by its set-up records.
+// BenchmarkAppendCopyFlowPairs: as nfsim's copies arrive, each flow has a
+// request and a response copy and is not seen again.
+func BenchmarkAppendCopyFlowPairs(b *testing.B) {
+	e := NewEncoder(EncoderOptions{})
+	c := request(1, copy.RequestIngress, jsonBody(2400))
+	c.SourceIP, c.DestIP, c.DestPort = "10.1.2.3", "10.200.3.4", 8080
+	buf := e.AppendCopy(nil, c)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(c.Body)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f := i / 2
+		c.SourceIP = netip.AddrFrom4([4]byte{10, 1, byte(f >> 24), byte(f >> 16)}).String()
+		c.SourcePort = uint16(f)
+		buf = e.AppendCopy(buf[:0], c)
+	}
+}
+
 func BenchmarkAppendCopyNewFlows(b *testing.B) {
 	e := NewEncoder(EncoderOptions{})
 	c := request(1, copy.RequestIngress, jsonBody(2400))
