@@ -169,7 +169,7 @@ func (p *Probe) Start(ctx context.Context) error {
 		}()
 	} else {
 		if p.tlsc != nil {
-			p.ln = tls.NewListener(ln, p.tlsc)
+			p.ln = tls.NewListener(bufferedListener{ln}, p.tlsc)
 		}
 		p.wg.Add(1)
 		go p.acceptLoop()
@@ -445,3 +445,23 @@ func sortedKeys(m map[string]int64) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// bufferedListener's connections read the socket in large chunks: crypto/tls
+// reads every record (16 KiB at most) with its own Read, and a read syscall
+// per record was 15 % of the probe's CPU at 30K copies/s.
+type bufferedListener struct{ net.Listener }
+
+func (l bufferedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 256<<10)}, nil
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
