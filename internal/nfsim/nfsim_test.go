@@ -432,3 +432,42 @@ func consumeFromStart(t *testing.T, cl *kfake.Cluster) *kgo.Client {
 	t.Cleanup(cons.Close)
 	return cons
 }
+
+// Transactions ride a few long-lived HTTP/2 connections per peer, as SBI
+// clients keep them: connections are reused, each connection's stream ids
+// grow, and the peers' instance ids repeat with their addresses.
+func TestConnectionsPersist(t *testing.T) {
+	g := newGen("SCP", "run", 3)
+	type conn struct {
+		client, server string
+		port           uint16
+	}
+	lastStream := map[conn]uint32{}
+	uses := map[conn]int{}
+	ipOf := map[string]string{} // consumer instance id -> its IP
+	for range 4000 {
+		c := g.nextCopy()
+		if !c.Direction.IsRequest() {
+			continue
+		}
+		k := conn{c.SourceIP, c.DestIP, c.SourcePort}
+		uses[k]++
+		if s := c.StreamID(); s <= lastStream[k] {
+			t.Fatalf("connection %v: stream %d after %d", k, s, lastStream[k])
+		} else {
+			lastStream[k] = s
+		}
+		if c.Direction == cpy.RequestIngress {
+			if ip, ok := ipOf[c.ConsumerID]; ok && ip != c.SourceIP {
+				t.Fatalf("consumer %s at %s and %s", c.ConsumerID, ip, c.SourceIP)
+			}
+			ipOf[c.ConsumerID] = c.SourceIP
+		}
+	}
+	if max := 2 * peerInstances * peerConns; len(uses) > max {
+		t.Errorf("%d connections for 2,000 requests, want at most %d", len(uses), max)
+	}
+	if len(uses) < peerInstances {
+		t.Errorf("only %d connections: peers not spread", len(uses))
+	}
+}

@@ -197,6 +197,9 @@ type gen struct {
 	hop     int64
 	copies  []cpy.Copy // the current transaction's copies, in send order
 	next    int
+	// The NF's peers: the consumers calling it and the producers it calls,
+	// each with its HTTP/2 connections to this NF (client ports).
+	consumers, producers []peer
 	dirs    []cpy.Direction
 	scratch [9][]byte // per-transaction string storage, reused
 	errRate float64
@@ -222,6 +225,7 @@ func newGen(nfType, runID string, seed uint64) *gen {
 	g.nfID = string(g.uuid(nil))
 	g.pod = string(lower) + "1-worker-" + string(g.hex(nil, 10))
 	g.nfIP = string(g.ip(nil))
+	g.consumers, g.producers = g.peers(peerInstances), g.peers(peerInstances)
 	g.copies = make([]cpy.Copy, len(g.dirs))
 	g.next = len(g.dirs)
 	return g
@@ -266,6 +270,33 @@ func (g *gen) ip(b []byte) []byte {
 	return strconv.AppendInt(b, int64(1+g.r.IntN(254)), 10)
 }
 
+// peer is an NF instance on the other side of this NF's SBI connections.
+// SBI clients keep HTTP/2 connections open and multiplex transactions on
+// them as streams (TS 29.500 §5.2.6), so a transaction rides one of a few
+// long-lived connections rather than opening its own: the synthetic stream
+// then has the few long flows of a real capture, not one connection set-up
+// per transaction.
+type peer struct {
+	id, ip string
+	ports  [peerConns]uint16 // client ports of its connections with this NF
+}
+
+const (
+	peerInstances = 32 // consumer and producer instances per NF type
+	peerConns     = 2  // HTTP/2 connections per peer and direction
+)
+
+func (g *gen) peers(n int) []peer {
+	ps := make([]peer, n)
+	for i := range ps {
+		ps[i].id, ps[i].ip = string(g.uuid(nil)), string(g.ip(nil))
+		for j := range ps[i].ports {
+			ps[i].ports[j] = 40000 + uint16(g.r.IntN(20000))
+		}
+	}
+	return ps
+}
+
 // str copies the bytes appended from offset from into a string: one small
 // allocation per transaction field, shared by all its copies.
 func str(b []byte, from int) string { return string(b[from:]) }
@@ -291,10 +322,10 @@ func (g *gen) newTransaction() {
 	corr := str(g.uuid(g.scratch[0]), 0)
 	supi := str(g.supi(g.scratch[8]), 0)
 	path := str(s.path(g, g.scratch[1]), 0)
-	consumerID := str(g.uuid(g.scratch[2]), 0)
-	producerID := str(g.uuid(g.scratch[3]), 0)
-	consumerIP := str(g.ip(g.scratch[4]), 0)
-	producerIP := str(g.ip(g.scratch[5]), 0)
+	cons := &g.consumers[g.r.IntN(len(g.consumers))]
+	prod := &g.producers[g.r.IntN(len(g.producers))]
+	consumerID, consumerIP := cons.id, cons.ip
+	producerID, producerIP := prod.id, prod.ip
 	var reqBody, respBody []byte
 	if s.reqBody != nil {
 		reqBody = s.reqBody(g, g.scratch[6])
@@ -329,7 +360,7 @@ func (g *gen) newTransaction() {
 	inStream := strconv.FormatUint(uint64(g.stream|1), 10)
 	g.stream += 2
 	outStream := strconv.FormatUint(uint64(g.stream|1), 10)
-	inPort, outPort := 40000+uint16(g.r.IntN(20000)), 40000+uint16(g.r.IntN(20000))
+	inPort, outPort := cons.ports[g.r.IntN(peerConns)], prod.ports[g.r.IntN(peerConns)]
 	for i, dir := range g.dirs {
 		c := &g.copies[i]
 		hdrs, body := c.Headers[:0], c.Body[:0]
