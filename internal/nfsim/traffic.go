@@ -184,25 +184,25 @@ var errorCauses = []struct {
 
 // gen generates the transactions of one NF type; not safe for concurrent use.
 type gen struct {
-	nfType  string
-	runID   string
-	r       *rand.Rand
-	svcs    []*service
-	nfFQDN  string
-	nfID    string
-	pod     string
-	nfIP    string
-	seq     int64
-	stream  uint32
-	hop     int64
-	copies  []cpy.Copy // the current transaction's copies, in send order
-	next    int
+	nfType string
+	runID  string
+	r      *rand.Rand
+	svcs   []*service
+	nfFQDN string
+	nfID   string
+	pod    string
+	nfIP   string
+	seq    int64
+	stream uint32
+	hop    int64
+	copies []cpy.Copy // the current transaction's copies, in send order
+	next   int
 	// The NF's peers: the consumers calling it and the producers it calls,
 	// each with its HTTP/2 connections to this NF (client ports).
 	consumers, producers []peer
-	dirs    []cpy.Direction
-	scratch [9][]byte // per-transaction string storage, reused
-	errRate float64
+	dirs                 []cpy.Direction
+	scratch              [9][]byte // per-transaction string storage, reused
+	errRate              float64
 }
 
 func newGen(nfType, runID string, seed uint64) *gen {
