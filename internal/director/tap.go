@@ -518,16 +518,24 @@ func (mem *tapMember) forget(parts map[string][]int32) {
 
 // confirmed notes the marks of a batch the member's sink confirmed, for the
 // next commit.
+// Marks of partitions the tap no longer reads (revoked: another node reads
+// them now) are left out: committing them would move that node's position
+// back.
 func (mem *tapMember) confirmed(marks []*kgo.Record) {
+	mem.nmu.Lock()
+	defer mem.nmu.Unlock()
 	mem.omu.Lock()
+	defer mem.omu.Unlock()
 	for _, r := range marks {
 		k := tp{r.Topic, r.Partition}
+		if _, assigned := mem.next[k]; !assigned {
+			continue
+		}
 		if at, ok := mem.done[k]; !ok || r.Offset+1 > at {
 			mem.done[k] = r.Offset + 1
 		}
+		mem.dirty = true
 	}
-	mem.dirty = true
-	mem.omu.Unlock()
 }
 
 // tapCommitInterval is how often a tap commits its members' offsets, as a
