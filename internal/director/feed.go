@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -803,11 +805,7 @@ func (f *feed) assigned(ctx context.Context, _ *kgo.Client, parts map[string][]i
 		f.log.Warn("feed: fetch committed offsets", "err", err)
 		return
 	}
-	topics := make([]string, 0, len(parts))
-	for t := range parts {
-		topics = append(topics, t)
-	}
-	starts, err := f.m.adm.ListStartOffsets(ctx, topics...)
+	starts, err := f.m.adm.ListStartOffsets(ctx, slices.Collect(maps.Keys(parts))...)
 	if err != nil {
 		f.log.Warn("feed: list start offsets", "err", err)
 		return

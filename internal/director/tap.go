@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -417,11 +418,7 @@ func (sb *sharedBatch) unref() {
 // adjust (kgo.AdjustFetchOffsetsFn) starts each newly assigned partition at
 // the lowest next offset of the members.
 func (t *tap) adjust(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	topics := make([]string, 0, len(offs))
-	for topic := range offs {
-		topics = append(topics, topic)
-	}
-	starts, err := t.m.adm.ListStartOffsets(ctx, topics...)
+	starts, err := t.m.adm.ListStartOffsets(ctx, slices.Collect(maps.Keys(offs))...)
 	if err != nil {
 		t.log.Warn("feed tap: list start offsets", "err", err)
 		return nil, err
