@@ -186,6 +186,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`#feed-form [data-field="name"] input`), "e2e-probe"),
 		chromedp.Click(chromedp.CSS(`#feed-form button[type=submit]`)))
 	b2.poll("feed state shown", `(() => { const r = document.querySelector('#feeds tr[data-feed="e2e-probe"]'); return r && ['starting','connected','disconnected'].includes(r.dataset.state); })()`, 15*time.Second)
+	b2.poll("feed reader shown", `(() => { const r = document.querySelector('#feeds tr[data-feed="e2e-probe"]'); return r && r.textContent.includes('shared reader'); })()`, 15*time.Second)
 	// An xdr feed made through the API appears in the recent-transactions panel.
 	if code, b := apiDo(t, s, "POST", "/api/v1/feeds", `{"name":"e2e-tx","type":"xdr","sources":["SCP"],"topic":"E2E-XDR"}`); code != 201 {
 		t.Fatalf("xdr feed: %d %s", code, b)

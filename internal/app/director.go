@@ -99,7 +99,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 		Client:       d.client,
 		Topics:       specs,
 		CreateTopics: cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
-		SoloReads:    !cfg.FeedSharedReads,
+		SoloReads:    cfg.FeedSoloReads,
 		Registerer:   s.reg,
 		Logger:       s.log,
 	})

@@ -19,7 +19,7 @@ type dirConfig struct {
 	Bin          string        // signalbox binary for the child processes
 	Brokers      string        // external Kafka; "" = serve's embedded broker
 	SplitBroker  bool          // run the embedded broker in a second serve process
-	SoloReads    bool          // serve -feed-shared-reads=false: every feed its own reader
+	SoloReads    bool          // serve -feed-solo-reads: every feed its own reader
 	Duration     time.Duration // measured phase
 	Warmup       time.Duration // traffic before the measured phase, kept out of every figure
 	Feed         string        // synthetic, http2 or kafka
@@ -62,7 +62,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	}
 	fs.StringVar(&c.Bin, "bin", "", "signalbox binary to run the components (default: this executable)")
 	fs.StringVar(&c.Brokers, "brokers", "", "external Kafka brokers (comma-separated) instead of the embedded broker")
-	fs.BoolVar(&c.SoloReads, "solo-reads", false, "give every feed its own Kafka reader (serve -feed-shared-reads=false) instead of one shared by the feeds")
+	fs.BoolVar(&c.SoloReads, "solo-reads", false, "give every feed its own Kafka reader (serve -feed-solo-reads) instead of one shared by the feeds")
 	fs.BoolVar(&c.SplitBroker, "split-broker", false, "run the embedded broker in its own serve process, so the director's CPU is measured alone")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured phase")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "warm-up traffic before the measured phase (excluded from every figure)")

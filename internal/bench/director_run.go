@@ -159,7 +159,7 @@ func (sc *scenario) serveArgs(name string) (args []string, httpAddr string, kafk
 	args = []string{"serve", "-data-dir", filepath.Join(sc.dir, name), "-http-addr", httpAddr, "-admin-token", sc.token,
 		"-curri-addr", fmt.Sprintf("127.0.0.1:%d", ports[2]), "-ingest-addr", "", "-kafka-addr", kafkaAddr, "-log-level", "warn"}
 	if sc.cfg.SoloReads {
-		args = append(args, "-feed-shared-reads=false")
+		args = append(args, "-feed-solo-reads")
 	}
 	return args, httpAddr, kafkaAddr, nil
 }

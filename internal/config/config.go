@@ -56,7 +56,7 @@ type Serve struct {
 	KafkaTLSCA           string
 	KafkaTLSInsecure     bool
 
-	FeedSharedReads bool
+	FeedSoloReads bool
 
 	IngestAddr    string
 	IngestTLSCert string
@@ -110,7 +110,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.KafkaTLSCA, "kafka-tls-ca", "", "PEM CA bundle to verify an external cluster")
 	fs.BoolVar(&c.KafkaTLSInsecure, "kafka-tls-insecure", false, "do not verify the external cluster's certificate (testing only)")
 
-	fs.BoolVar(&c.FeedSharedReads, "feed-shared-reads", true, "copy feeds of the same source topics share one reader (each copy fetched and decoded once); each feed keeps its own sink, pace and consumer-group offsets")
+	fs.BoolVar(&c.FeedSoloReads, "feed-solo-reads", false, "give every feed its own Kafka consumer; by default the copy feeds of the same source topics share one reader (each copy fetched and decoded once), each keeping its own sink, pace and consumer-group offsets")
 
 	fs.StringVar(&c.IngestAddr, "ingest-addr", ":8090", "listen address of the HTTP/2 copy ingest (POST /v1/copies; h2c, or h2 with TLS); empty disables it")
 	fs.StringVar(&c.IngestTLSCert, "ingest-tls-cert", "", "PEM certificate: serve ingest over h2 (TLS)")

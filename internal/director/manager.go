@@ -32,7 +32,7 @@ type Config struct {
 	NewSink func(spec *FeedSpec) (Sink, error)
 
 	// SoloReads gives every feed its own consumer: no tap is shared by
-	// the copy feeds of the same sources (serve -feed-shared-reads=false).
+	// the copy feeds of the same sources (serve -feed-solo-reads).
 	SoloReads bool
 	// TapStall is how long a tap waits for a member feed to take a batch
 	// before it drops the feed to read on its own; default 2s.

@@ -115,7 +115,12 @@ export function render(root, ctx) {
         return h('tr', { dataset: { feed: s.name, state } },
           h('td', {}, s.name), h('td', {}, s.type), h('td', {}, (s.sources || []).join(', ')),
           h('td', { class: 'mono' }, s.endpoint || s.url || s.topic || '', s.tls && s.tls.enabled ? ' (TLS)' : ''),
-          h('td', {}, h('span', { class: 'badge b-' + state.replace(/\s/g, ''), 'data-testid': 'feed-state' }, state)),
+          h('td', {}, h('span', { class: 'badge b-' + state.replace(/\s/g, ''), 'data-testid': 'feed-state' }, state),
+            // Shared: the feed reads through its sources' one reader; own: its own Kafka consumer.
+            w.running && st.reader ? [h('br'), h('small', { class: 'muted', title: st.reader === 'shared'
+              ? 'Reads through the one reader shared by the feeds of these sources'
+              : 'Reads with its own Kafka consumer (xdr feeds, sharing off, or taken off the shared reader until it catches up)' },
+            st.reader + ' reader')] : []),
           h('td', { class: 'num' }, fmtNum(rate(s.name), 1)),
           h('td', { class: 'num' }, fmtNum(st.delivered)), h('td', { class: 'num' }, fmtNum(st.failed)), h('td', { class: 'num' }, fmtNum(st.lag)),
           h('td', {}, st.delivered ? fmtSecs(st.latency_p50) + ' / ' + fmtSecs(st.latency_p99) : '–'),
