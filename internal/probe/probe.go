@@ -287,6 +287,12 @@ func (p *Probe) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	_, err := bp.ReadFrom(io.LimitReader(r.Body, maxRequest+1))
 	body := bp.Bytes()
+	if err != nil && senderGone(r) {
+		// The sender reset the stream or closed the connection mid-body:
+		// nothing was delivered, and nobody reads an answer.
+		p.s.abortedSeen()
+		return
+	}
 	if err != nil {
 		p.s.bad("read_error", err.Error())
 		http.Error(w, "read: "+err.Error(), http.StatusBadRequest)
@@ -444,6 +450,20 @@ func sortedKeys(m map[string]int64) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// senderGone reports whether r's stream ended on the sender's side (reset,
+// or its connection closed). The HTTP/2 server fails the body read a moment
+// before it cancels the request's context, so this waits briefly for it.
+func senderGone(r *http.Request) bool {
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-r.Context().Done():
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // bufferedListener's connections read the socket in large chunks: crypto/tls

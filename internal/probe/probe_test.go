@@ -384,6 +384,51 @@ func TestHTTP2Mode(t *testing.T) {
 	}
 }
 
+// A POST the sender abandons mid-body (it stopped or restarted) is counted
+// as aborted, not as an invalid copy: an at-least-once sender resends it.
+func TestHTTP2AbortedRequest(t *testing.T) {
+	p, err := New(Config{Listen: "127.0.0.1:0", Mode: ModeHTTP2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos}
+	defer tr.CloseIdleConnections()
+	pr, pw := io.Pipe()
+	rctx, abort := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+p.Addr()+"/copies", pr)
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	rec := cpy.AppendJSON(nil, testCopy("SCP", 1, 3000))
+	if _, err := pw.Write(rec[:1000]); err != nil { // part of the copy reaches the probe
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	abort() // the sender resets the stream
+	<-done
+	pw.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Snapshot().Aborted == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := p.Snapshot(); r.Aborted != 1 || r.Invalid != 0 || r.Received != 0 {
+		t.Fatalf("aborted %d, invalid %d %v, received %d; want 1, 0, 0", r.Aborted, r.Invalid, r.InvalidReasons, r.Received)
+	}
+}
+
 func TestRunExpectAndJSON(t *testing.T) {
 	dir := t.TempDir()
 	jsonFile := filepath.Join(dir, "r.json")

@@ -44,9 +44,13 @@ type Report struct {
 	InvalidReasons map[string]int64 `json:"invalid_reasons,omitempty"`
 	FirstErrors    []string         `json:"first_errors,omitempty"`
 	Control        int64            `json:"control_packets"` // preface/SETTINGS-only packets (synthetic)
-	Connections    int64            `json:"connections"`
-	Warmup         int64            `json:"warmup,omitempty"` // copies of Config.IgnoreRun, in no other figure
-	PerNF          map[string]int64 `json:"per_nf"`
+	// Aborted counts HTTP/2 requests the sender abandoned before their body
+	// was complete (it stopped or restarted): not copies, and not invalid,
+	// as an at-least-once sender sends them again.
+	Aborted     int64            `json:"aborted_requests,omitempty"`
+	Connections int64            `json:"connections"`
+	Warmup      int64            `json:"warmup,omitempty"` // copies of Config.IgnoreRun, in no other figure
+	PerNF       map[string]int64 `json:"per_nf"`
 	// Records counts xDR transaction records (an xdr feed over HTTP/2) by
 	// result; Unique and Duplicates then count transactions.
 	Records map[string]int64 `json:"xdr_results,omitempty"`
@@ -164,6 +168,7 @@ type stats struct {
 	reasons  map[string]int64
 	first    []string
 	control  int64
+	aborted  int64
 	conns    int64
 	perNF    map[string]int64
 	seqs     map[string]*seqTrack // "run/nf"
@@ -276,6 +281,12 @@ func (s *stats) controlSeen() {
 	s.mu.Unlock()
 }
 
+func (s *stats) abortedSeen() {
+	s.mu.Lock()
+	s.aborted++
+	s.mu.Unlock()
+}
+
 func (s *stats) connSeen() {
 	s.mu.Lock()
 	s.conns++
@@ -288,7 +299,7 @@ func (s *stats) report(mode string) Report {
 	el := time.Since(s.start).Seconds()
 	r := Report{
 		Mode: mode, Elapsed: el, Received: s.received, Bytes: s.bytes, Body: s.body, Unique: s.unique, Duplicates: s.dups,
-		NoSeq: s.noSeq, Invalid: s.invalid, Control: s.control, Connections: s.conns, Warmup: s.warm,
+		NoSeq: s.noSeq, Invalid: s.invalid, Control: s.control, Aborted: s.aborted, Connections: s.conns, Warmup: s.warm,
 		InvalidReasons: map[string]int64{}, PerNF: map[string]int64{},
 		FirstErrors: append([]string(nil), s.first...),
 	}
