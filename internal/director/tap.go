@@ -69,10 +69,11 @@ type tapMember struct {
 	nmu  sync.Mutex
 	next map[tp]int64 // next offset to hand the member, per partition
 
-	cmu   sync.Mutex // one commit at a time, so they land in order
-	omu   sync.Mutex
-	done  map[tp]int64 // next offset after the member's confirmed copies
-	dirty bool
+	cmu     sync.Mutex // one commit at a time, so they land in order
+	omu     sync.Mutex
+	done    map[tp]int64 // next offset after the member's confirmed copies
+	revoked map[tp]bool  // partitions another node reads now: not committed
+	dirty   bool
 }
 
 // sharedBatch is one poll of a tap, decoded once; the members' batches point
@@ -117,7 +118,7 @@ func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
 	}
 	mem := &tapMember{
 		t: t, f: f, p: p, evicted: make(chan struct{}), gone: make(chan struct{}),
-		next: map[tp]int64{}, done: map[tp]int64{},
+		next: map[tp]int64{}, done: map[tp]int64{}, revoked: map[tp]bool{},
 	}
 	t.mu.Lock()
 	t.members = append(t.members, mem)
@@ -449,11 +450,14 @@ func (mem *tapMember) start(offs map[string]map[int32]kgo.Offset, committed kadm
 	f := mem.f
 	mem.nmu.Lock()
 	defer mem.nmu.Unlock()
+	mem.omu.Lock()
+	defer mem.omu.Unlock()
 	f.expMu.Lock()
 	defer f.expMu.Unlock()
 	for topic, ps := range offs {
 		for p := range ps {
 			k := tp{topic, p}
+			delete(mem.revoked, k) // ours again
 			at, ok := mem.next[k]
 			if !ok {
 				at = -1
@@ -505,6 +509,7 @@ func (mem *tapMember) forget(parts map[string][]int32) {
 			k := tp{topic, p}
 			delete(mem.next, k)
 			delete(mem.done, k)
+			mem.revoked[k] = true
 			delete(mem.f.expect, k)
 		}
 	}
@@ -519,13 +524,11 @@ func (mem *tapMember) forget(parts map[string][]int32) {
 // them now) are left out: committing them would move that node's position
 // back.
 func (mem *tapMember) confirmed(marks []*kgo.Record) {
-	mem.nmu.Lock()
-	defer mem.nmu.Unlock()
 	mem.omu.Lock()
 	defer mem.omu.Unlock()
 	for _, r := range marks {
 		k := tp{r.Topic, r.Partition}
-		if _, assigned := mem.next[k]; !assigned {
+		if mem.revoked[k] {
 			continue
 		}
 		if at, ok := mem.done[k]; !ok || r.Offset+1 > at {

@@ -3,12 +3,14 @@ package director
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Four copy feeds of the same sources read through one tap: each gets every
@@ -162,5 +164,25 @@ func TestTapSpreadsPartitionsAcrossNodes(t *testing.T) {
 	for i, r := range []*receiver{ra, rb} {
 		d, tot := r.counts()
 		t.Logf("feed %d: %d distinct, %d total", i, d, tot)
+	}
+}
+
+// A partition revoked from the tap (another node reads it now) is not
+// committed for its members from confirmations still in their pipelines,
+// until it is assigned to the tap again.
+func TestTapMemberRevokedPartitions(t *testing.T) {
+	f := offlineManager(t).newFeed(FeedSpec{Name: "x", Type: TypeSynthetic})
+	mem := &tapMember{f: f, next: map[tp]int64{}, done: map[tp]int64{}, revoked: map[tp]bool{}}
+	rec := func(p int32, off int64) *kgo.Record { return &kgo.Record{Topic: "SCP", Partition: p, Offset: off} }
+	mem.confirmed([]*kgo.Record{rec(0, 9), rec(1, 4)})
+	mem.forget(map[string][]int32{"SCP": {1}})
+	mem.confirmed([]*kgo.Record{rec(0, 19), rec(1, 14)})
+	if want := map[tp]int64{{"SCP", 0}: 20}; !maps.Equal(mem.done, want) {
+		t.Fatalf("to commit %v, want %v", mem.done, want)
+	}
+	mem.start(map[string]map[int32]kgo.Offset{"SCP": {1: kgo.NewOffset()}}, nil, nil, map[tp]int64{})
+	mem.confirmed([]*kgo.Record{rec(1, 24)})
+	if want := map[tp]int64{{"SCP", 0}: 20, {"SCP", 1}: 25}; !maps.Equal(mem.done, want) {
+		t.Fatalf("to commit %v, want %v", mem.done, want)
 	}
 }
