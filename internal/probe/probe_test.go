@@ -263,16 +263,9 @@ func TestSyntheticOverTCPAndTLS(t *testing.T) {
 			if useTLS {
 				cfg.TLSCert, cfg.TLSKey = certFile, keyFile
 			}
-			p, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if err := p.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
+			p := startProbe(t, cfg)
 			var conn net.Conn
+			var err error
 			if useTLS {
 				conn, err = tls.Dial("tcp", p.Addr(), &tls.Config{RootCAs: pool})
 			} else {
@@ -306,7 +299,6 @@ func TestSyntheticOverTCPAndTLS(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatalf("probe did not see 200 copies: %+v", p.Snapshot())
 			}
-			cancel()
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -384,18 +376,26 @@ func TestHTTP2Mode(t *testing.T) {
 	}
 }
 
-// A POST the sender abandons mid-body (it stopped or restarted) is counted
-// as aborted, not as an invalid copy: an at-least-once sender resends it.
-func TestHTTP2AbortedRequest(t *testing.T) {
-	p, err := New(Config{Listen: "127.0.0.1:0", Mode: ModeHTTP2})
+// startProbe starts a probe that stops with the test.
+func startProbe(t *testing.T, cfg Config) *Probe {
+	t.Helper()
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// A POST the sender abandons mid-body (it stopped or restarted) is counted
+// as aborted, not as an invalid copy: an at-least-once sender resends it.
+func TestHTTP2AbortedRequest(t *testing.T) {
+	p := startProbe(t, Config{Listen: "127.0.0.1:0", Mode: ModeHTTP2})
+	ctx := t.Context()
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &protos}

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"strconv"
 	"testing"
@@ -12,15 +11,7 @@ import (
 // TestXDRRecords: in http2 mode the probe validates transaction records from
 // an xdr feed: counted once per correlation id, by result; bad ones invalid.
 func TestXDRRecords(t *testing.T) {
-	p, err := New(Config{Listen: "127.0.0.1:0", Mode: ModeHTTP2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	p := startProbe(t, Config{Listen: "127.0.0.1:0", Mode: ModeHTTP2})
 	defer p.Close()
 	end := time.Now().Add(-2 * time.Millisecond).UnixNano()
 	rec := func(id, result string) string {
