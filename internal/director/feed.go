@@ -388,10 +388,9 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled, rejoin bool) bo
 		select {
 		case b = <-p.free:
 		case <-p.sent: // the sender stopped: ctx ended
-			return true
+			continue
 		case <-ctx.Done():
-			p.close()
-			return true
+			continue
 		}
 		pctx := ctx
 		var cancel context.CancelFunc
@@ -432,10 +431,13 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled, rejoin bool) bo
 // caughtUp reports whether a feed reading on its own is delivering and
 // close enough to the end of its sources to share its tap's pace again.
 func (f *feed) caughtUp() bool {
+	return f.currentState() == StateConnected && f.lag.Load() <= int64(f.m.cfg.RejoinLag)
+}
+
+func (f *feed) currentState() string {
 	f.mu.Lock()
-	connected := f.state == StateConnected
-	f.mu.Unlock()
-	return connected && f.lag.Load() <= int64(f.m.cfg.RejoinLag)
+	defer f.mu.Unlock()
+	return f.state
 }
 
 // pipelineDepth is how many polled batches a feed holds at once: one being

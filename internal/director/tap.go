@@ -334,7 +334,7 @@ func (t *tap) evict(mem *tapMember) {
 	f := mem.f
 	f.m.m.tapDrops.WithLabelValues(f.spec.Name).Inc()
 	f.log.Warn("feed: took no copies for too long; off the shared reader, reading on its own until it catches up",
-		"waited", t.m.cfg.TapStall, "state", f.status().State)
+		"waited", t.m.cfg.TapStall, "state", f.currentState())
 }
 
 // fill puts into b the copies of sb that mem has not had yet and that pass

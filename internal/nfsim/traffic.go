@@ -201,7 +201,7 @@ type gen struct {
 	// each with its HTTP/2 connections to this NF (client ports).
 	consumers, producers []peer
 	dirs                 []cpy.Direction
-	scratch              [9][]byte // per-transaction string storage, reused
+	scratch              [5][]byte // per-transaction string storage, reused
 	errRate              float64
 }
 
@@ -320,7 +320,7 @@ func (g *gen) newTransaction() {
 		g.scratch[i] = g.scratch[i][:0]
 	}
 	corr := str(g.uuid(g.scratch[0]), 0)
-	supi := str(g.supi(g.scratch[8]), 0)
+	supi := str(g.supi(g.scratch[4]), 0)
 	path := str(s.path(g, g.scratch[1]), 0)
 	cons := &g.consumers[g.r.IntN(len(g.consumers))]
 	prod := &g.producers[g.r.IntN(len(g.producers))]
@@ -328,24 +328,24 @@ func (g *gen) newTransaction() {
 	producerID, producerIP := prod.id, prod.ip
 	var reqBody, respBody []byte
 	if s.reqBody != nil {
-		reqBody = s.reqBody(g, g.scratch[6])
-		g.scratch[6] = reqBody
+		reqBody = s.reqBody(g, g.scratch[2])
+		g.scratch[2] = reqBody
 	}
 	status := s.okStatus
 	if g.r.Float64() < g.errRate {
 		e := errorCauses[g.r.IntN(len(errorCauses))]
 		status = e.status
-		b := append(g.scratch[7], `{"title":"`...)
+		b := append(g.scratch[3], `{"title":"`...)
 		b = append(b, e.cause...)
 		b = append(b, `","status":`...)
 		b = strconv.AppendInt(b, int64(e.status), 10)
 		b = append(b, `,"cause":"`...)
 		b = append(b, e.cause...)
 		respBody = append(b, `"}`...)
-		g.scratch[7] = respBody
+		g.scratch[3] = respBody
 	} else if s.respBody != nil {
-		respBody = s.respBody(g, g.scratch[7])
-		g.scratch[7] = respBody
+		respBody = s.respBody(g, g.scratch[3])
+		g.scratch[3] = respBody
 	}
 	g.hop++
 	hop := strconv.FormatInt(g.hop, 10)

@@ -228,7 +228,7 @@ func (p *Probe) acceptLoop() {
 		p.mu.Lock()
 		p.conns[c] = struct{}{}
 		p.mu.Unlock()
-		p.s.connSeen()
+		p.s.count(&p.s.conns)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -290,7 +290,7 @@ func (p *Probe) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil && senderGone(r) {
 		// The sender reset the stream or closed the connection mid-body:
 		// nothing was delivered, and nobody reads an answer.
-		p.s.abortedSeen()
+		p.s.count(&p.s.aborted)
 		return
 	}
 	if err != nil {

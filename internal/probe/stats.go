@@ -100,14 +100,9 @@ func (s *seqTrack) add(n int64) bool {
 		s.npend++
 		return true
 	}
-	w, bit := int(i>>6), uint64(1)<<(i&63)
-	if w >= len(s.bits) {
-		s.bits = append(s.bits, make([]uint64, w+1-len(s.bits))...)
-	}
-	if s.bits[w]&bit != 0 {
+	if !s.set(i) {
 		return false
 	}
-	s.bits[w] |= bit
 	s.npend++
 	s.advance()
 	return true
@@ -141,14 +136,23 @@ func (s *seqTrack) advance() {
 		for m := range s.far {
 			if j := m - s.base; j < seqWindow {
 				delete(s.far, m)
-				w := int(j >> 6)
-				if w >= len(s.bits) {
-					s.bits = append(s.bits, make([]uint64, w+1-len(s.bits))...)
-				}
-				s.bits[w] |= 1 << (j & 63)
+				s.set(j)
 			}
 		}
 	}
+}
+
+// set sets bit i of the window, growing it; false if it was set already.
+func (s *seqTrack) set(i int64) bool {
+	w, bit := int(i>>6), uint64(1)<<(i&63)
+	if w >= len(s.bits) {
+		s.bits = append(s.bits, make([]uint64, w+1-len(s.bits))...)
+	}
+	if s.bits[w]&bit != 0 {
+		return false
+	}
+	s.bits[w] |= bit
+	return true
 }
 
 func (s *seqTrack) unique() int64  { return s.low + s.npend }
@@ -275,21 +279,10 @@ func (s *stats) bad(reason, detail string) {
 	}
 }
 
-func (s *stats) controlSeen() {
+// count adds one to a counter of s (control, aborted, conns).
+func (s *stats) count(n *int64) {
 	s.mu.Lock()
-	s.control++
-	s.mu.Unlock()
-}
-
-func (s *stats) abortedSeen() {
-	s.mu.Lock()
-	s.aborted++
-	s.mu.Unlock()
-}
-
-func (s *stats) connSeen() {
-	s.mu.Lock()
-	s.conns++
+	*n++
 	s.mu.Unlock()
 }
 

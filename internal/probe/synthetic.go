@@ -60,8 +60,13 @@ func newFlow() *flow {
 	f := &flow{}
 	// Senders encode without a dynamic table, so any fresh decoder works; a
 	// per-flow one also copes with senders that do index.
-	f.dec = hpack.NewDecoder(64<<10, f.emit) // tolerates table size updates up to 64 KiB
+	f.freshDecoder()
 	return f
+}
+
+// freshDecoder gives the flow an HPACK decoder with an empty dynamic table.
+func (f *flow) freshDecoder() {
+	f.dec = hpack.NewDecoder(64<<10, f.emit) // tolerates table size updates up to 64 KiB
 }
 
 func (f *flow) emit(hf hpack.HeaderField) {
@@ -99,7 +104,10 @@ type connDecoder struct {
 // its own synthetic flow (ports from the copy's metadata), so an unbounded
 // table grows by an HPACK decoder per transaction: gigabytes within a
 // minute at 30k copies/s.
-const maxFlows = 4096
+const (
+	flowBits = 12
+	maxFlows = 1 << flowBits
+)
 
 // flowSlot is one entry of the flow table.
 type flowSlot struct {
@@ -117,14 +125,14 @@ func (d *connDecoder) flow(key flowKey) *flow {
 	if d.slots == nil {
 		d.slots = make([]flowSlot, maxFlows)
 	}
-	s := &d.slots[key.hash()&(maxFlows-1)]
+	s := &d.slots[key.hash()]
 	if s.valid && s.key == key {
 		return s.f
 	}
 	if s.f == nil {
 		s.f = newFlow()
 	} else {
-		s.f.dec = hpack.NewDecoder(64<<10, s.f.emit)
+		s.f.freshDecoder()
 	}
 	s.key, s.valid = key, true
 	return s.f
@@ -132,19 +140,20 @@ func (d *connDecoder) flow(key flowKey) *flow {
 
 // drop forgets key's flow, after a bad packet.
 func (d *connDecoder) drop(key flowKey) {
-	if s := &d.slots[key.hash()&(maxFlows-1)]; s.valid && s.key == key {
+	if s := &d.slots[key.hash()]; s.valid && s.key == key {
 		s.valid = false
 	}
 }
 
-// hash mixes the flow's addresses and ports (Fibonacci hashing; the top bits).
+// hash mixes the flow's addresses and ports into a flow table slot
+// (Fibonacci hashing: the top log2(maxFlows) bits).
 func (k *flowKey) hash() uint64 {
 	le := binary.LittleEndian
 	h := le.Uint64(k.src[:8]) ^ le.Uint64(k.src[8:])*0x9e3779b97f4a7c15
 	h = (h ^ le.Uint64(k.dst[:8])) * 0xff51afd7ed558ccd
 	h = (h ^ le.Uint64(k.dst[8:])) * 0xc4ceb9fe1a85ec53
 	h = (h ^ uint64(k.sp)<<16 ^ uint64(k.dp)) * 0x9e3779b97f4a7c15
-	return h >> 52 // 12 bits: maxFlows
+	return h >> (64 - flowBits)
 }
 
 func newConnDecoder(s *stats) *connDecoder {
@@ -360,7 +369,7 @@ func (d *connDecoder) packet(data []byte, ts int64, now time.Time) {
 	case sawCopy:
 		bad("incomplete_copy", "packet ends before END_STREAM")
 	case control:
-		d.s.controlSeen()
+		d.s.count(&d.s.control)
 	default:
 		bad("bad_frame", "packet holds no HTTP/2 frame")
 	}

@@ -94,6 +94,7 @@ type Encoder struct {
 	byFQDN map[string]netip.AddrPort
 	byID   map[string]netip.AddrPort
 	flows  []flowSlot // a power of two of them
+	shift  uint       // 64 - log2(len(flows)): a hash's top bits index flows
 
 	hp      *hpack.Encoder
 	hblock  appendWriter // header block scratch
@@ -118,7 +119,8 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 	if n <= 0 {
 		n = defaultMaxFlows
 	}
-	e.flows = make([]flowSlot, 1<<bits.Len(uint(n-1)))
+	e.shift = 64 - uint(bits.Len(uint(n-1)))
+	e.flows = make([]flowSlot, 1<<(64-e.shift))
 	for _, m := range opts.Mappings {
 		if !m.Addr.Addr().IsValid() {
 			continue // Config validation reports these; the encoder just ignores them
@@ -155,7 +157,7 @@ func (e *Encoder) slot(key flowKey) *flowSlot {
 	h := (le.Uint64(c[:8]) ^ le.Uint64(c[8:])*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
 	h = (h ^ le.Uint64(v[:8]) ^ le.Uint64(v[8:])*0xc4ceb9fe1a85ec53) * 0x9e3779b97f4a7c15
 	h = (h ^ uint64(key.client.Port())<<16 ^ uint64(key.server.Port())) * 0xff51afd7ed558ccd
-	return &e.flows[h>>(64-bits.Len(uint(len(e.flows)-1)))]
+	return &e.flows[h>>e.shift]
 }
 
 // AppendHeader appends the pcap global header to dst.
