@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/signalbox/signalbox/internal/nfsim"
 	"github.com/signalbox/signalbox/internal/probe"
 )
 
@@ -77,7 +78,10 @@ type dirReport struct {
 	SentTotal      int64            `json:"sent_total"`
 	SentRate       float64          `json:"sent_mps"`
 	ProducerErrors int64            `json:"producer_errors"`
-	Results        []feedResult     `json:"feeds_results"`
+	// ProducerAck: nfsim's copy-made-to-acknowledged times, the producing
+	// side's share of the end-to-end latency (absent from older nfsims).
+	ProducerAck *nfsim.AckLatency `json:"producer_ack_ms,omitempty"`
+	Results     []feedResult      `json:"feeds_results"`
 
 	Serve        usage   `json:"serve"`
 	BrokerProc   *usage  `json:"broker_process,omitempty"`
@@ -240,6 +244,9 @@ func (r *dirReport) writeTable(out io.Writer) {
 		fmt.Fprintf(w, "  not pinned: every process may run on every CPU\n")
 	}
 	fmt.Fprintf(w, "  sent %d (%.0f MPS), producer errors %d\n", r.SentTotal, r.SentRate, r.ProducerErrors)
+	if a := r.ProducerAck; a != nil {
+		fmt.Fprintf(w, "  produce ack ms (copy made to Kafka's ack): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", a.P50, a.P99, a.P999, a.Max)
+	}
 	nfs := make([]string, 0, len(r.Sent))
 	for k := range r.Sent {
 		nfs = append(nfs, k)

@@ -118,6 +118,9 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	after := sc.sampleAll()
 	r.Elapsed = st.Elapsed.Seconds()
 	r.Sent, r.SentTotal, r.ProducerErrors = st.Sent, st.Total(), st.Errors
+	if st.Ack.N > 0 {
+		r.ProducerAck = &st.Ack
+	}
 	r.SentRate = float64(r.SentTotal) / r.Elapsed
 	if err := sc.drain(ctx, warmDelivered+st.Prewarm+r.SentTotal); err != nil {
 		r.DrainCutOff = err.Error()
@@ -476,6 +479,17 @@ func parseNFSimSummary(out string) (nfsim.Stats, error) {
 		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "prewarm "); ok && st.Elapsed > 0 {
 			n, _ := strconv.ParseInt(strings.Fields(e)[0], 10, 64)
 			st.Prewarm = n
+			continue
+		}
+		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "ack latency ms: "); ok && st.Elapsed > 0 {
+			// "p50 X  p99 X  p99.9 X  max X  (n=N; ...)"
+			f := strings.Fields(e)
+			if len(f) >= 9 {
+				num := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
+				st.Ack = nfsim.AckLatency{P50: num(f[1]), P99: num(f[3]), P999: num(f[5]), Max: num(f[7])}
+				n, _ := strings.CutPrefix(strings.TrimRight(f[8], ";)"), "(n=")
+				st.Ack.N, _ = strconv.ParseInt(n, 10, 64)
+			}
 			continue
 		}
 		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "errors "); ok && st.Elapsed > 0 {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/signalbox/signalbox/internal/nfsim"
 )
 
 // TestRunDirector runs the scenario briefly at 2,000 MPS, with separate
@@ -94,12 +96,14 @@ func TestParseProc(t *testing.T) {
 func TestParseNFSimSummary(t *testing.T) {
 	out := "nfsim m1: sent 10 (5/s), errors 0\nnfsim m1: done in 3.001s\n  NF               sent\n  NRF               833\n" +
 		"  SCP              2667\n  SEPP             1500\n  total            5000\n  errors 2, oversize 0, size 3000 B, achieved 1666 copies/s (target 2000)\n" +
+		"  ack latency ms: p50 0.812  p99 4.100  p99.9 9.000  max 12.500  (n=5000; copy made to acknowledged)\n" +
 		"  prewarm 600 copies under run id w1\n"
 	st, err := parseNFSimSummary(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Total() != 5000 || st.Sent["SCP"] != 2667 || st.Errors != 2 || st.Elapsed != 3001*time.Millisecond || st.Prewarm != 600 {
+	if st.Total() != 5000 || st.Sent["SCP"] != 2667 || st.Errors != 2 || st.Elapsed != 3001*time.Millisecond || st.Prewarm != 600 ||
+		st.Ack != (nfsim.AckLatency{N: 5000, P50: 0.812, P99: 4.1, P999: 9, Max: 12.5}) {
 		t.Fatalf("parsed %+v", st)
 	}
 	if _, err := parseNFSimSummary("nfsim: broker down\n"); err == nil {

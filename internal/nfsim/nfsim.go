@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -171,6 +172,17 @@ type Stats struct {
 	Prewarm  int64   // -prewarm copies acknowledged (not in Sent)
 	Rate     float64 // achieved copies per second
 	FirstErr string
+	// Ack is the time from making a copy (its timestamp) to Kafka's (or
+	// the ingest's) acknowledgement, over the run's copies (not the
+	// first or -prewarm copies): the producing side's share of the
+	// end-to-end latency.
+	Ack AckLatency
+}
+
+// AckLatency summarises acknowledgement times in milliseconds.
+type AckLatency struct {
+	N                   int64
+	P50, P99, P999, Max float64
 }
 
 // Total is the number of copies delivered.
@@ -323,11 +335,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	var firstErr atomic.Pointer[string]
 	var oversize int64
 	pool := sync.Pool{New: func() any { b := make([]byte, 0, cfg.Size+256); return &b }}
+	var measuring atomic.Bool // the run's own copies: their acks are timed
+	var ackMu sync.Mutex
+	ackHist := hdrhistogram.New(1, 60_000_000, 2) // µs, up to a minute
 
 	produce := func(nf *nfState) {
 		c := nf.gen.nextCopy()
 		bp := pool.Get().(*[]byte)
-		rec, over := nf.gen.appendRecord((*bp)[:0], c, time.Now().UnixNano(), cfg.Size)
+		made := time.Now()
+		timed := measuring.Load()
+		rec, over := nf.gen.appendRecord((*bp)[:0], c, made.UnixNano(), cfg.Size)
 		if over {
 			oversize++
 		}
@@ -342,6 +359,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 				}
 			} else {
 				nf.sent.Add(1)
+				if timed {
+					us := time.Since(made).Microseconds()
+					ackMu.Lock()
+					_ = ackHist.RecordValue(min(max(1, us), 60_000_000)) // in range: never an error
+					ackMu.Unlock()
+				}
 			}
 			pool.Put(bp)
 		})
@@ -389,6 +412,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
+	measuring.Store(true)
 	start := time.Now()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -455,6 +479,11 @@ loop:
 	if p := firstErr.Load(); p != nil {
 		st.FirstErr = *p
 	}
+	ackMu.Lock()
+	st.Ack = AckLatency{N: ackHist.TotalCount(), P50: float64(ackHist.ValueAtQuantile(50)) / 1000,
+		P99: float64(ackHist.ValueAtQuantile(99)) / 1000, P999: float64(ackHist.ValueAtQuantile(99.9)) / 1000,
+		Max: float64(ackHist.Max()) / 1000}
+	ackMu.Unlock()
 	if secs := st.Elapsed.Seconds(); secs > 0 {
 		st.Rate = float64(st.Total()) / secs
 	}
@@ -508,6 +537,10 @@ func printSummary(out io.Writer, cfg Config, st Stats) {
 	}
 	fmt.Fprintf(out, "  %-8s %12d\n  errors %d, oversize %d, size %d B, achieved %.0f copies/s (target %.0f)\n",
 		"total", st.Total(), st.Errors, st.Oversize, cfg.Size, st.Rate, cfg.Rate)
+	if st.Ack.N > 0 {
+		fmt.Fprintf(out, "  ack latency ms: p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (n=%d; copy made to acknowledged)\n",
+			st.Ack.P50, st.Ack.P99, st.Ack.P999, st.Ack.Max, st.Ack.N)
+	}
 	if st.Prewarm > 0 {
 		fmt.Fprintf(out, "  prewarm %d copies under run id %s\n", st.Prewarm, cfg.PrewarmRunID)
 	}

@@ -150,6 +150,14 @@ func testRunKafka(t *testing.T, key string) {
 	if st.Oversize != 0 || st.Errors != 0 {
 		t.Errorf("oversize %d errors %d", st.Oversize, st.Errors)
 	}
+	// Every paced copy's acknowledgement is timed; the first copy of each
+	// NF, sent alone before the clock starts, is not.
+	if a := st.Ack; a.N != st.Total()-int64(len(want)) || !(a.P50 > 0 && a.P50 <= a.P99 && a.P99 <= a.Max) {
+		t.Errorf("ack latency %+v over %d copies", a, st.Total())
+	}
+	if !strings.Contains(out.String(), "ack latency ms: p50 ") {
+		t.Errorf("summary does not report the ack latency: %s", out.String())
+	}
 	// 1200 copies at 4000/s take about 0.3 s: the pacing must hold them back.
 	if st.Elapsed < 250*time.Millisecond {
 		t.Errorf("run took %s: not paced", st.Elapsed)
@@ -377,6 +385,9 @@ func TestRunPrewarm(t *testing.T) {
 	}
 	if st.Total() != 400 || st.Prewarm < 1 || st.Prewarm > 440 { // 400 when paced on time
 		t.Fatalf("sent %d, prewarm %d; want 400 and up to 400", st.Total(), st.Prewarm)
+	}
+	if st.Ack.N != st.Total()-3 { // neither the prewarm nor the three first copies
+		t.Errorf("ack latency over %d copies, want %d", st.Ack.N, st.Total()-3)
 	}
 	if !strings.Contains(out.String(), "prewarm "+strconv.FormatInt(st.Prewarm, 10)+" copies under run id w1") {
 		t.Errorf("summary does not report the prewarm: %s", out.String())
