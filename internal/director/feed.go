@@ -220,35 +220,28 @@ func (f *feed) run(ctx context.Context) {
 	defer p.close()
 
 	// A copy feed reads through its sources' tap, shared with the other
-	// copy feeds of the same sources (tap.go), unless sharing is off or
-	// the tap dropped it for falling behind; then it reads on its own
-	// until it has caught up and can rejoin.
-	share := pooled && !f.m.cfg.SoloReads
-	for ctx.Err() == nil {
-		if share {
-			mem := f.m.joinTap(f, p)
+	// copy feeds of the same sources (tap.go), unless sharing is off. When
+	// the tap detaches it for falling behind, it reads this node's
+	// partitions on its own until it has caught up and is attached again.
+	if pooled && !f.m.cfg.SoloReads {
+		mem := f.m.joinTap(f, p)
+		for ctx.Err() == nil {
 			f.setReader(ReaderShared)
 			select {
-			case <-mem.evicted:
+			case <-mem.t.evictedCh(mem):
 			case <-ctx.Done():
+				continue
 			}
-			mem.t.leave(mem)
 			f.setReader(ReaderOwn)
-			if ctx.Err() == nil {
-				p.drain(ctx) // the tap's batches confirmed and marked before the feed's own reader starts
-			} else {
-				p.close() // the sender is done with every batch
-			}
-			mem.finalCommit()
-			if ctx.Err() != nil {
-				return
-			}
+			mem.catchUp(ctx)
 		}
-		f.setReader(ReaderOwn) // xdr feeds and sharing off start here
-		if f.runSolo(ctx, p, pooled, share) {
-			return
-		}
+		mem.t.leave(mem)
+		p.close() // the sender is done with every batch
+		mem.finalCommit()
+		return
 	}
+	f.setReader(ReaderOwn) // xdr feeds and sharing off
+	f.runSolo(ctx, p, pooled)
 }
 
 // startPipeline starts the feed's sender: two stages, so that the next
@@ -304,34 +297,10 @@ func (p *pipeline) close() {
 	<-p.sent
 }
 
-// drain waits until every batch is back in free, so that everything queued
-// was delivered and marked; false if the sender stopped (ctx ended) first.
-func (p *pipeline) drain(ctx context.Context) bool {
-	got := make([]*pollBatch, 0, pipelineDepth)
-	defer func() {
-		for _, b := range got {
-			p.free <- b
-		}
-	}()
-	for len(got) < pipelineDepth {
-		select {
-		case b := <-p.free:
-			got = append(got, b)
-		case <-p.sent:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
-}
-
 // runSolo reads the feed's sources with its own consumer group until ctx
-// ends (true) or, with rejoin, until the feed has caught up and may go back
-// to its tap (false, once everything it read is delivered and committed).
-// It is also true when the client cannot be built: the feed then stays in
-// the error state.
-func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled, rejoin bool) bool {
+// ends, or until the client cannot be built: the feed then stays in the
+// error state.
+func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 	var pools []kgo.Opt
 	if pooled {
 		pools = append(pools, kgo.WithPools(newDecompressPool(), newRecordPool()))
@@ -360,7 +329,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled, rejoin bool) bo
 		f.setErr(err)
 		f.setState(StateError)
 		f.log.Error("feed: kafka client", "err", err)
-		return true
+		return
 	}
 	f.cl = cl
 	defer func() {
@@ -372,16 +341,8 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled, rejoin bool) bo
 		cl.Close()
 	}()
 
-	started := time.Now()
 	var lastFetchErr time.Time
 	for ctx.Err() == nil {
-		if rejoin && time.Since(started) > f.m.cfg.RejoinAfter && f.caughtUp() {
-			if p.drain(ctx) {
-				f.log.Info("feed: caught up, back on the shared reader")
-				return false
-			}
-			break
-		}
 		// A free slot first, then the poll: while the sender is busy,
 		// copies gather in the client into one larger batch.
 		var b *pollBatch
@@ -392,15 +353,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled, rejoin bool) bo
 		case <-ctx.Done():
 			continue
 		}
-		pctx := ctx
-		var cancel context.CancelFunc
-		if rejoin {
-			pctx, cancel = context.WithTimeout(ctx, time.Second) // look at caughtUp now and then
-		}
-		fs := cl.PollRecords(pctx, f.m.cfg.MaxBatch)
-		if cancel != nil {
-			cancel()
-		}
+		fs := cl.PollRecords(ctx, f.m.cfg.MaxBatch)
 		if ctx.Err() != nil {
 			p.free <- b
 			break
@@ -425,7 +378,6 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled, rejoin bool) bo
 	// ctx ended: the sender stops with the batch in hand; nothing after it
 	// is marked, and the marks so far are committed as the client closes.
 	p.close()
-	return true
 }
 
 // caughtUp reports whether a feed reading on its own is delivering and
@@ -512,6 +464,7 @@ func (b *pollBatch) release() {
 		b.shared, b.mem = nil, nil
 		return
 	}
+	b.mem = nil // a detached member's own read (tapMember.catchUp)
 	for _, c := range b.arena[:b.used] {
 		unpin(c)
 	}

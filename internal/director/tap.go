@@ -29,8 +29,13 @@ import (
 // within its pipeline, and its offsets in its own consumer group, which the
 // tap commits (the group has no member while its feed is on the tap). A
 // member that takes no batch for Config.TapStall (its consumer is down or
-// slow) is dropped and reads on its own (feed.runSolo), so it holds the
-// others back for at most that long; it rejoins once it has caught up.
+// slow) is detached, so it holds the others back for at most that long: it
+// then reads on its own (tapMember.catchUp), but only the partitions this
+// node's tap holds, from where the tap left it, committing as the tap does,
+// and is attached again once it has caught up. A detached member stays a
+// member: the tap keeps its partitions for it (and stops polling when no
+// member is attached), so other nodes' taps and their commits for the same
+// feed are not disturbed while it catches up.
 //
 // The tap's own consumer group (GroupPrefix + "tap." + the sorted sources)
 // only spreads partitions over signalbox nodes and commits nothing. Where a
@@ -49,6 +54,8 @@ type tap struct {
 	members []*tapMember
 	joined  time.Time          // last join, to let a burst of joins settle
 	restart context.CancelFunc // ends the running reader (a join, or the last leave)
+	parts   map[tp]bool        // the partitions the running reader holds on this node
+	partsCh chan struct{}      // closed (and replaced) when parts change
 
 	pool chan *sharedBatch
 }
@@ -59,12 +66,13 @@ const tapSettle = 50 * time.Millisecond
 
 // tapMember is one feed on a tap.
 type tapMember struct {
-	t       *tap
-	f       *feed
-	p       *pipeline
-	evicted chan struct{} // closed when the tap drops the member for stalling
-	gone    chan struct{} // closed when the member is off the tap (left or dropped)
-	hmu     sync.Mutex    // held while the tap hands the member a batch
+	t        *tap
+	f        *feed
+	p        *pipeline
+	detached bool          // under t.mu: dropped for stalling, catching up on its own
+	evicted  chan struct{} // under t.mu: closed when the tap detaches the member (a new one on attach)
+	gone     chan struct{} // closed when the member is off the tap (it left)
+	hmu      sync.Mutex    // held while the tap hands the member a batch
 
 	nmu  sync.Mutex
 	next map[tp]int64 // next offset to hand the member, per partition
@@ -110,8 +118,9 @@ func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
 	if t == nil {
 		t = &tap{
 			m: m, key: key, sources: sources, group: m.cfg.GroupPrefix + "tap." + strings.Join(sources, "+"),
-			log:  m.log.With("tap", key),
-			pool: make(chan *sharedBatch, 2*pipelineDepth),
+			log:   m.log.With("tap", key),
+			pool:  make(chan *sharedBatch, 2*pipelineDepth),
+			parts: map[tp]bool{}, partsCh: make(chan struct{}),
 		}
 		m.taps[key] = t
 		go t.run()
@@ -130,8 +139,29 @@ func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
 	return mem
 }
 
-// leave takes mem off the tap (if the tap did not drop it already) and
-// returns once the tap no longer hands it anything.
+// attach puts a detached member back on the tap's pace. The reader
+// restarts, as for a join, so that it starts each partition where the
+// lowest attached member is.
+func (t *tap) attach(mem *tapMember) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	mem.detached = false
+	mem.evicted = make(chan struct{})
+	t.joined = time.Now()
+	if t.restart != nil {
+		t.restart()
+	}
+}
+
+// evictedCh is the channel closed when mem is next detached.
+func (t *tap) evictedCh(mem *tapMember) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return mem.evicted
+}
+
+// leave takes mem off the tap and returns once the tap no longer hands it
+// anything.
 func (t *tap) leave(mem *tapMember) {
 	t.mu.Lock()
 	t.remove(mem)
@@ -154,10 +184,57 @@ func (t *tap) remove(mem *tapMember) bool {
 	return true
 }
 
+// snapshot is every member, attached or detached: both commit and both
+// forget revoked partitions.
 func (t *tap) snapshot() []*tapMember {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.members)
+}
+
+// attached is the members the tap hands batches to.
+func (t *tap) attached() []*tapMember {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*tapMember
+	for _, mem := range t.members {
+		if !mem.detached {
+			out = append(out, mem)
+		}
+	}
+	return out
+}
+
+// assignment is the partitions the tap holds now, and a channel closed when
+// that changes.
+func (t *tap) assignment() (map[tp]bool, <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.parts), t.partsCh
+}
+
+// setParts applies a change to the tap's partitions and tells the
+// detached members' readers; clear drops them all (the reader stopped).
+func (t *tap) setParts(parts map[string][]int32, add, clearAll bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if clearAll {
+		if len(t.parts) == 0 {
+			return
+		}
+		clear(t.parts)
+	}
+	for topic, ps := range parts {
+		for _, p := range ps {
+			if add {
+				t.parts[tp{topic, p}] = true
+			} else {
+				delete(t.parts, tp{topic, p})
+			}
+		}
+	}
+	close(t.partsCh)
+	t.partsCh = make(chan struct{})
 }
 
 // run reads for the members until none is left.
@@ -208,6 +285,7 @@ func (t *tap) consume(ctx context.Context) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.AdjustFetchOffsetsFn(t.adjust),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) { t.setParts(parts, true, false) }),
 		kgo.OnPartitionsRevoked(t.revoked(ctx)),
 		kgo.OnPartitionsLost(t.revoked(ctx)),
 		kgo.FetchMaxWait(500*time.Millisecond),
@@ -222,11 +300,20 @@ func (t *tap) consume(ctx context.Context) {
 		sleepCtx(ctx, t.m.cfg.BackoffMax)
 		return
 	}
-	defer cl.Close()
+	defer func() {
+		cl.Close()
+		t.setParts(nil, false, true) // no longer held here
+	}()
 	stall := time.NewTimer(time.Hour)
 	defer stall.Stop()
 	var lastFetchErr time.Time
 	for ctx.Err() == nil {
+		if len(t.attached()) == 0 {
+			// Every member is catching up on its own: hold the partitions
+			// for them without reading; an attach restarts the reader.
+			<-ctx.Done()
+			return
+		}
 		fs := cl.PollRecords(ctx, t.m.cfg.MaxBatch)
 		if ctx.Err() != nil {
 			return
@@ -288,7 +375,7 @@ func (t *tap) decode(fs kgo.Fetches) *sharedBatch {
 // hand gives every member its share of sb, waiting for each to have a free
 // batch; a member that has none for TapStall is dropped.
 func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer) {
-	for _, mem := range t.snapshot() {
+	for _, mem := range t.attached() {
 		var b *pollBatch
 		select {
 		case b = <-mem.p.free:
@@ -322,18 +409,19 @@ func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer) {
 	}
 }
 
-// evict drops a member that took no batch for TapStall.
+// evict detaches a member that took no batch for TapStall.
 func (t *tap) evict(mem *tapMember) {
 	t.mu.Lock()
-	dropped := t.remove(mem)
-	t.mu.Unlock()
-	if !dropped {
+	if mem.detached || !slices.Contains(t.members, mem) {
+		t.mu.Unlock()
 		return
 	}
+	mem.detached = true
 	close(mem.evicted)
+	t.mu.Unlock()
 	f := mem.f
 	f.m.m.tapDrops.WithLabelValues(f.spec.Name).Inc()
-	f.log.Warn("feed: took no copies for too long; off the shared reader, reading on its own until it catches up",
+	f.log.Warn("feed: took no copies for too long; off the shared reader, reading this node's partitions on its own until it catches up",
 		"waited", t.m.cfg.TapStall, "state", f.currentState())
 }
 
@@ -382,7 +470,7 @@ func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) b
 			b.batch = append(b.batch, c)
 		}
 		b.marks = append(b.marks, last)
-		mem.next[k] = last.Offset + 1
+		mem.advance(k, last.Offset+1)
 	}
 	if len(b.marks) == 0 {
 		return false
@@ -390,6 +478,145 @@ func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) b
 	b.mem, b.shared = mem, sb
 	sb.refs.Add(1)
 	return true
+}
+
+// advance notes next as where mem continues in k; mem.nmu is held. Not for
+// a partition revoked meanwhile (another node reads it now): where it
+// resumes if it comes back is its group's commit, not a position whose
+// copies were never confirmed.
+func (mem *tapMember) advance(k tp, next int64) {
+	mem.omu.Lock()
+	gone := mem.revoked[k]
+	mem.omu.Unlock()
+	if !gone {
+		mem.next[k] = next
+	}
+}
+
+// catchUp reads, for a detached member, the partitions the tap holds on
+// this node, from where the tap left it (else its group's commit), into
+// its pipeline; the tap commits what it confirms. It follows the tap's
+// partitions as they change, and once the feed has read on its own for
+// Config.RejoinAfter and is connected and at most Config.RejoinLag copies
+// behind, it attaches the member again and returns; also when ctx ends.
+// It never joins the feed's consumer group: other nodes' taps keep
+// reading and committing their partitions for the same feed.
+func (mem *tapMember) catchUp(ctx context.Context) {
+	f, t := mem.f, mem.t
+	started := time.Now()
+	for ctx.Err() == nil {
+		parts, changed := t.assignment()
+		if len(parts) == 0 {
+			select {
+			case <-changed:
+			case <-ctx.Done():
+			case <-time.After(time.Second): // look at caughtUp now and then
+				if time.Since(started) > t.m.cfg.RejoinAfter && f.caughtUp() {
+					t.attach(mem)
+					return
+				}
+			}
+			continue
+		}
+		if mem.readParts(ctx, parts, changed, started) {
+			return
+		}
+	}
+}
+
+// readParts is catchUp over one set of partitions: true once the member
+// is attached again, false when the set changed or ctx ended.
+func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed <-chan struct{}, started time.Time) bool {
+	f, t, p := mem.f, mem.t, mem.p
+	offs := map[string]map[int32]kgo.Offset{}
+	for k := range parts {
+		if offs[k.topic] == nil {
+			offs[k.topic] = map[int32]kgo.Offset{}
+		}
+		offs[k.topic][k.partition] = kgo.NewOffset().AtStart()
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	committed, err := t.m.adm.FetchOffsets(lctx, f.group)
+	var starts kadm.ListedOffsets
+	if err == nil {
+		starts, err = t.m.adm.ListStartOffsets(lctx, slices.Collect(maps.Keys(offs))...)
+	}
+	cancel()
+	if err != nil {
+		f.setErr(fmt.Errorf("catch up: %w", err))
+		sleepCtx(ctx, time.Second)
+		return false
+	}
+	mem.start(offs, committed, starts, map[tp]int64{})
+	mem.nmu.Lock()
+	for topic, ps := range offs {
+		for part := range ps {
+			if at, ok := mem.next[tp{topic, part}]; ok {
+				ps[part] = kgo.NewOffset().At(at).WithEpoch(-1)
+			}
+		}
+	}
+	mem.nmu.Unlock()
+	cl, err := t.m.cfg.Client.NewClient(
+		kgo.WithPools(newDecompressPool(), newRecordPool()),
+		kgo.ConsumePartitions(offs),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxBytes(4<<20), // as the tap and a feed's own reader
+	)
+	if err != nil {
+		f.setErr(err)
+		f.log.Error("feed: kafka client", "err", err)
+		sleepCtx(ctx, t.m.cfg.BackoffMax)
+		return false
+	}
+	defer cl.Close()
+	var lastFetchErr time.Time
+	for ctx.Err() == nil {
+		select {
+		case <-changed:
+			return false
+		default:
+		}
+		if time.Since(started) > t.m.cfg.RejoinAfter && f.caughtUp() {
+			f.log.Info("feed: caught up, back on the shared reader")
+			t.attach(mem)
+			return true
+		}
+		var b *pollBatch
+		select {
+		case b = <-p.free:
+		case <-changed:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second) // look at changed and caughtUp now and then
+		fs := cl.PollRecords(pctx, t.m.cfg.MaxBatch)
+		pcancel()
+		fs.EachError(func(topic string, part int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			f.setErr(err)
+			if time.Since(lastFetchErr) > 10*time.Second { // one line per burst, not per poll
+				lastFetchErr = time.Now()
+				f.log.Warn("feed: fetch", "topic", topic, "partition", part, "err", err)
+			}
+		})
+		if ctx.Err() != nil || !f.decode(ctx, fs, b) {
+			b.release()
+			p.free <- b
+			continue
+		}
+		mem.nmu.Lock()
+		for _, r := range b.marks {
+			mem.advance(tp{r.Topic, r.Partition}, r.Offset+1)
+		}
+		mem.nmu.Unlock()
+		b.mem = mem // its confirmations are the member's, which the tap commits
+		p.work <- b // never blocks: b came from free
+	}
+	return false
 }
 
 // unref drops one reference; the last recycles the batch and its records.
@@ -425,7 +652,7 @@ func (t *tap) adjust(ctx context.Context, offs map[string]map[int32]kgo.Offset) 
 		return nil, err
 	}
 	low := map[tp]int64{}
-	for _, mem := range t.snapshot() {
+	for _, mem := range t.attached() {
 		committed, err := t.m.adm.FetchOffsets(ctx, mem.f.group)
 		if err != nil {
 			t.log.Warn("feed tap: fetch committed offsets", "feed", mem.f.spec.Name, "err", err)
@@ -493,6 +720,7 @@ func (t *tap) revoked(ctx context.Context) func(context.Context, *kgo.Client, ma
 		if ctx.Err() != nil {
 			return
 		}
+		t.setParts(parts, false, false)
 		for _, mem := range t.snapshot() {
 			_ = mem.commit(cbctx)
 			mem.forget(parts)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,6 +166,75 @@ func TestTapSpreadsPartitionsAcrossNodes(t *testing.T) {
 		d, tot := r.counts()
 		t.Logf("feed %d: %d distinct, %d total", i, d, tot)
 	}
+}
+
+// Two nodes run one feed, each node's copy of it to its own consumer. When
+// node 1's consumer is down, its tap detaches the feed there, and node 1
+// reads on its own only the partitions its tap holds: node 2 keeps
+// delivering and committing its own partitions, and no copy reaches both
+// consumers (a feed reading with its own consumer group there would have
+// taken every partition, as that group's only member).
+func TestTapDetachedFeedKeepsToItsNode(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	pcl := producer(t, b)
+	r1, r2 := newReceiver(t), newReceiver(t)
+	cfg := func(c *Config) { c.TapStall, c.RejoinAfter = 300*time.Millisecond, time.Hour }
+	n1 := newHarness(t, b, cfg)
+	n1.apply(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r1.addr})
+	n2 := newHarness(t, b, cfg)
+	n2.apply(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r2.addr})
+	time.Sleep(time.Second) // the second node's tap joins the group
+	produce(t, pcl, "w", 0, 300, 0)
+	waitFor(t, 20*time.Second, "both nodes to deliver", func() bool {
+		return n1.status("a").Delivered > 0 && n2.status("a").Delivered > 0 && len(missingFromBoth(r1, r2, "w", 300)) == 0
+	})
+
+	r1.stop()
+	const n = 3000
+	produce(t, pcl, "c", 0, n, 10*time.Millisecond)
+	waitFor(t, 10*time.Second, "node 1's feed detached", func() bool { return n1.status("a").Reader == ReaderOwn })
+	if st := n2.status("a"); st.Reader != ReaderShared {
+		t.Errorf("node 2's feed reader = %q", st.Reader)
+	}
+	r1.restart()
+	waitFor(t, 30*time.Second, "every copy at one of the consumers", func() bool { return len(missingFromBoth(r1, r2, "c", n)) == 0 })
+	time.Sleep(500 * time.Millisecond)
+	r1.mu.Lock()
+	r2.mu.Lock()
+	both := 0
+	for id := range r1.seen {
+		if strings.HasPrefix(id, "c-") && r2.seen[id] > 0 {
+			both++
+		}
+	}
+	r2.mu.Unlock()
+	r1.mu.Unlock()
+	if both > 0 {
+		t.Errorf("%d copies reached both nodes' consumers: node 1 read node 2's partitions", both)
+	}
+	if st := n2.status("a"); strings.Contains(st.LastError, "commit") {
+		t.Errorf("node 2's commits failed: %s", st.LastError)
+	}
+	if got := n1.status("a").Reader; got != ReaderOwn {
+		t.Errorf("node 1's feed reader = %q, want own until RejoinAfter", got)
+	}
+	waitFor(t, 15*time.Second, "the feed's lag to reach 0 (both nodes' commits land)", func() bool {
+		return n1.status("a").Lag == 0 && n2.status("a").Lag == 0
+	})
+}
+
+func missingFromBoth(r1, r2 *receiver, prefix string, n int) []string {
+	m2 := map[string]bool{}
+	for _, id := range r2.missing(prefix, n) {
+		m2[id] = true
+	}
+	var out []string
+	for _, id := range r1.missing(prefix, n) {
+		if m2[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // A partition revoked from the tap (another node reads it now) is not
