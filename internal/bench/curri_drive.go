@@ -98,6 +98,9 @@ func (t *tally) merge(o *tally) {
 type swapWindow struct {
 	start     time.Time
 	end       atomic.Int64 // unix nanos when the window closed; 0 while open
+	quiet     bool         // a control window: no replacement runs in it (quietWindow)
+	swapStart time.Time    // a control window's swap's start
+	control   *swapWindow  // this swap's control window, if one fitted before the next swap
 	mu        sync.Mutex
 	hist      *hdrhistogram.Histogram
 	calls     int64
@@ -145,6 +148,37 @@ func (w *swapWindow) record(lat time.Duration, resp response, err error) {
 	}
 	w.calls++
 	recordUs(w.hist, lat)
+}
+
+// fillQuiet copies a control window's tallies into the reload result of
+// the swap it stands beside.
+func (w *swapWindow) fillQuiet(rr *reloadResult) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rr.QuietCalls = w.calls
+	rr.QuietErrors = w.transport + w.non200 + w.indet
+	rr.QuietAtS = rr.AtS + w.start.Sub(w.swapStart).Seconds()
+	if w.calls > 0 {
+		rr.QuietP99Us = w.hist.ValueAtQuantile(99)
+		rr.QuietMaxUs = w.hist.Max()
+	}
+}
+
+// quietWindow is a control window for the swap window w that just closed:
+// as long as w, starting halfway to the next swap, when no replacement
+// runs; nil if it would not end before next (the next swap, or the end of
+// the run). What the calls of the control window show is what this box
+// gives without a swap (the generator shares its cores), against which the
+// swap window's tail is to be read.
+func quietWindow(w *swapWindow, every time.Duration, next time.Time) *swapWindow {
+	length := time.Duration(w.end.Load() - w.start.UnixNano())
+	qs := w.start.Add(every / 2)
+	if length <= 0 || !qs.Add(length).Before(next) {
+		return nil
+	}
+	q := &swapWindow{start: qs, quiet: true, swapStart: w.start, hist: newHist()}
+	q.end.Store(qs.Add(length).UnixNano())
+	return q
 }
 
 // swapTail is how long after going live a swap window keeps collecting:
@@ -260,10 +294,18 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	// Every call has been accounted now, including those due in a swap
 	// window that were answered after it closed.
 	if ws := windows.Load(); ws != nil {
-		for i, w := range *ws {
+		i := 0
+		for _, w := range *ws {
+			if w.quiet {
+				continue
+			}
 			if i < len(res.reloads) {
 				w.fill(&res.reloads[i])
+				if w.control != nil {
+					w.control.fillQuiet(&res.reloads[i])
+				}
 			}
+			i++
 		}
 	}
 	total := newTally()
@@ -472,6 +514,15 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 		case <-time.After(swapTail):
 		}
 		w.end.Store(time.Now().UnixNano())
+		next := start.Add(time.Duration(gen+1) * cfg.reloadEvery)
+		if gen == len(bodies) || next.After(end) {
+			next = end
+		}
+		if q := quietWindow(w, cfg.reloadEvery, next); q != nil {
+			w.control = q
+			list := append(append([]*swapWindow(nil), *windows.Load()...), q)
+			windows.Store(&list)
+		}
 		out = append(out, rr)
 	}
 	return out

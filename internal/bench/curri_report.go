@@ -105,6 +105,13 @@ type reloadResult struct {
 	Non200          int64   `json:"non_200"`
 	Indeterminate   int64   `json:"indeterminate"`
 	Error           string  `json:"error,omitempty"`
+	// The control window: as long as the swap window, halfway to the next
+	// swap, when no replacement runs (absent if none fitted).
+	QuietAtS    float64 `json:"quiet_at_s,omitempty"`
+	QuietCalls  int64   `json:"quiet_calls,omitempty"`
+	QuietP99Us  int64   `json:"quiet_p99_us,omitempty"`
+	QuietMaxUs  int64   `json:"quiet_max_us,omitempty"`
+	QuietErrors int64   `json:"quiet_errors,omitempty"`
 }
 
 // referenceFigs are the reference appliance's published numbers
@@ -251,6 +258,10 @@ func (r *curriReport) writeTable(w io.Writer) error {
 			line += "; " + rr.Error
 		}
 		p(fmt.Sprintf("reload %d", rr.Generation), "%s", line)
+		if rr.QuietCalls > 0 {
+			p("", "  no swap, same length at %.1fs: %d calls, p99 %s, max %s, errors %d", rr.QuietAtS, rr.QuietCalls,
+				msOf(rr.QuietP99Us), msOf(rr.QuietMaxUs), rr.QuietErrors)
+		}
 	}
 	ref := r.Reference
 	p("reference", "Call Telemetry: ~%.0f calls/s per vCPU at P95 %s ms; %.0f calls/s per core with %s at P95 %.0f ms",

@@ -51,3 +51,37 @@ func TestSwapWindowCountsLateAnswers(t *testing.T) {
 		t.Errorf("p99 %d µs, max %d µs: the late 900 ms call is missing", rr.P99Us, rr.MaxUs)
 	}
 }
+
+// TestQuietWindow: a swap's control window has the swap window's length,
+// starts halfway to the next swap, holds only calls due inside it, and is
+// left out when it would reach the next swap.
+func TestQuietWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := &swapWindow{start: t0, hist: newHist()}
+	w.end.Store(t0.Add(1500 * time.Millisecond).UnixNano())
+	q := quietWindow(w, 15*time.Second, t0.Add(15*time.Second))
+	if q == nil {
+		t.Fatal("no control window between swaps 15 s apart")
+	}
+	if !q.start.Equal(t0.Add(7500*time.Millisecond)) || q.end.Load() != t0.Add(9*time.Second).UnixNano() {
+		t.Fatalf("control window %v..%v after the swap, want 7.5 s..9 s", q.start.Sub(t0), time.Duration(q.end.Load()-t0.UnixNano()))
+	}
+	for _, c := range []struct {
+		due  time.Duration
+		want bool
+	}{{1 * time.Second, false}, {7499 * time.Millisecond, false}, {7500 * time.Millisecond, true}, {8 * time.Second, true}, {9 * time.Second, false}} {
+		if got := q.holds(t0.Add(c.due)); got != c.want {
+			t.Errorf("holds(%v) = %v, want %v", c.due, got, c.want)
+		}
+	}
+	q.record(2*time.Millisecond, response{status: 200}, nil)
+	q.record(time.Millisecond, response{status: 500}, nil)
+	rr := reloadResult{AtS: 20}
+	q.fillQuiet(&rr)
+	if rr.QuietCalls != 2 || rr.QuietErrors != 1 || rr.QuietAtS != 27.5 || rr.QuietMaxUs < 1990 {
+		t.Errorf("control tallies %+v", rr)
+	}
+	if quietWindow(w, 15*time.Second, t0.Add(8*time.Second)) != nil {
+		t.Error("a control window reaching past the next swap (or the run's end)")
+	}
+}
