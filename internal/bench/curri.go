@@ -82,7 +82,7 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	rate := fs.String("rate", "1000", "calls per second on an open-loop schedule, or 'max' for closed loop")
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "measured window")
 	fs.DurationVar(&c.warmup, "warmup", 5*time.Second, "load before the measured window, excluded from the stats")
-	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap (0 = never)")
+	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap beside a control window of the same length without one (0 = never)")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "per-call timeout; a call without an answer by then is a transport error")
 	fs.IntVar(&c.pool, "pool", 4096, "distinct pre-rendered requests, cycled")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the number draws")
