@@ -358,16 +358,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 			p.free <- b
 			break
 		}
-		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return
-			}
-			f.setErr(err)
-			if time.Since(lastFetchErr) > 10*time.Second { // one line per burst, not per poll
-				lastFetchErr = time.Now()
-				f.log.Warn("feed: fetch", "topic", t, "partition", p, "err", err)
-			}
-		})
+		f.fetchErrors(fs, &lastFetchErr)
 		b.cl = cl
 		if !f.decode(ctx, fs, b) {
 			p.free <- b
@@ -378,6 +369,22 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 	// ctx ended: the sender stops with the batch in hand; nothing after it
 	// is marked, and the marks so far are committed as the client closes.
 	p.close()
+}
+
+// fetchErrors notes a poll's fetch errors on the feed, logging one line
+// per burst (last is when the last was logged), not one per poll; a
+// cancelled or timed-out poll is no error.
+func (f *feed) fetchErrors(fs kgo.Fetches, last *time.Time) {
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		f.setErr(err)
+		if time.Since(*last) > 10*time.Second {
+			*last = time.Now()
+			f.log.Warn("feed: fetch", "topic", t, "partition", p, "err", err)
+		}
+	})
 }
 
 // caughtUp reports whether a feed reading on its own is delivering and

@@ -593,16 +593,7 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		pctx, pcancel := context.WithTimeout(ctx, time.Second) // look at changed and caughtUp now and then
 		fs := cl.PollRecords(pctx, t.m.cfg.MaxBatch)
 		pcancel()
-		fs.EachError(func(topic string, part int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return
-			}
-			f.setErr(err)
-			if time.Since(lastFetchErr) > 10*time.Second { // one line per burst, not per poll
-				lastFetchErr = time.Now()
-				f.log.Warn("feed: fetch", "topic", topic, "partition", part, "err", err)
-			}
-		})
+		f.fetchErrors(fs, &lastFetchErr)
 		if ctx.Err() != nil || !f.decode(ctx, fs, b) {
 			b.release()
 			p.free <- b
