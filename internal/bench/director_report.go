@@ -81,7 +81,10 @@ type dirReport struct {
 	// ProducerAck: nfsim's copy-made-to-acknowledged times, the producing
 	// side's share of the end-to-end latency (absent from older nfsims).
 	ProducerAck *nfsim.AckLatency `json:"producer_ack_ms,omitempty"`
-	Results     []feedResult      `json:"feeds_results"`
+	// ProduceRTT: nfsim's produce requests, written to response read (N
+	// counts requests).
+	ProduceRTT *nfsim.AckLatency `json:"produce_rtt_ms,omitempty"`
+	Results    []feedResult      `json:"feeds_results"`
 
 	Serve        usage   `json:"serve"`
 	BrokerProc   *usage  `json:"broker_process,omitempty"`
@@ -246,6 +249,9 @@ func (r *dirReport) writeTable(out io.Writer) {
 	fmt.Fprintf(w, "  sent %d (%.0f MPS), producer errors %d\n", r.SentTotal, r.SentRate, r.ProducerErrors)
 	if a := r.ProducerAck; a != nil {
 		fmt.Fprintf(w, "  produce ack ms (copy made to Kafka's ack): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", a.P50, a.P99, a.P999, a.Max)
+	}
+	if a := r.ProduceRTT; a != nil {
+		fmt.Fprintf(w, "  produce request round trip ms: p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (%d requests)\n", a.P50, a.P99, a.P999, a.Max, a.N)
 	}
 	nfs := make([]string, 0, len(r.Sent))
 	for k := range r.Sent {

@@ -121,6 +121,9 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	if st.Ack.N > 0 {
 		r.ProducerAck = &st.Ack
 	}
+	if st.ProduceRTT.N > 0 {
+		r.ProduceRTT = &st.ProduceRTT
+	}
 	r.SentRate = float64(r.SentTotal) / r.Elapsed
 	if err := sc.drain(ctx, warmDelivered+st.Prewarm+r.SentTotal); err != nil {
 		r.DrainCutOff = err.Error()
@@ -460,6 +463,19 @@ func (sc *scenario) produce(ctx context.Context, id, prewarmID string, rate floa
 	return st, usage{Name: "nfsim", CPUSeconds: s.CPU.Seconds(), Cores: s.CPU.Seconds() / wall, PeakRSSMiB: float64(s.HWMKiB) / 1024}, nil
 }
 
+// parseLatencyLine reads nfsim's "p50 X  p99 X  p99.9 X  max X  (n=N; ...)".
+func parseLatencyLine(e string) nfsim.AckLatency {
+	f := strings.Fields(e)
+	if len(f) < 9 {
+		return nfsim.AckLatency{}
+	}
+	num := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
+	l := nfsim.AckLatency{P50: num(f[1]), P99: num(f[3]), P999: num(f[5]), Max: num(f[7])}
+	n, _ := strings.CutPrefix(strings.TrimRight(f[8], ";)"), "(n=")
+	l.N, _ = strconv.ParseInt(n, 10, 64)
+	return l
+}
+
 // parseNFSimSummary reads nfsim's closing table: "done in D", then
 // "  NF sent" rows up to "total".
 func parseNFSimSummary(out string) (nfsim.Stats, error) {
@@ -482,14 +498,11 @@ func parseNFSimSummary(out string) (nfsim.Stats, error) {
 			continue
 		}
 		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "ack latency ms: "); ok && st.Elapsed > 0 {
-			// "p50 X  p99 X  p99.9 X  max X  (n=N; ...)"
-			f := strings.Fields(e)
-			if len(f) >= 9 {
-				num := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
-				st.Ack = nfsim.AckLatency{P50: num(f[1]), P99: num(f[3]), P999: num(f[5]), Max: num(f[7])}
-				n, _ := strings.CutPrefix(strings.TrimRight(f[8], ";)"), "(n=")
-				st.Ack.N, _ = strconv.ParseInt(n, 10, 64)
-			}
+			st.Ack = parseLatencyLine(e)
+			continue
+		}
+		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "produce round trip ms: "); ok && st.Elapsed > 0 {
+			st.ProduceRTT = parseLatencyLine(e)
 			continue
 		}
 		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "errors "); ok && st.Elapsed > 0 {

@@ -97,13 +97,15 @@ func TestParseNFSimSummary(t *testing.T) {
 	out := "nfsim m1: sent 10 (5/s), errors 0\nnfsim m1: done in 3.001s\n  NF               sent\n  NRF               833\n" +
 		"  SCP              2667\n  SEPP             1500\n  total            5000\n  errors 2, oversize 0, size 3000 B, achieved 1666 copies/s (target 2000)\n" +
 		"  ack latency ms: p50 0.812  p99 4.100  p99.9 9.000  max 12.500  (n=5000; copy made to acknowledged)\n" +
+		"  produce round trip ms: p50 0.300  p99 2.000  p99.9 3.000  max 4.000  (n=40 requests; written to response read)\n" +
 		"  prewarm 600 copies under run id w1\n"
 	st, err := parseNFSimSummary(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Total() != 5000 || st.Sent["SCP"] != 2667 || st.Errors != 2 || st.Elapsed != 3001*time.Millisecond || st.Prewarm != 600 ||
-		st.Ack != (nfsim.AckLatency{N: 5000, P50: 0.812, P99: 4.1, P999: 9, Max: 12.5}) {
+		st.Ack != (nfsim.AckLatency{N: 5000, P50: 0.812, P99: 4.1, P999: 9, Max: 12.5}) ||
+		st.ProduceRTT != (nfsim.AckLatency{N: 40, P50: 0.3, P99: 2, P999: 3, Max: 4}) {
 		t.Fatalf("parsed %+v", st)
 	}
 	if _, err := parseNFSimSummary("nfsim: broker down\n"); err == nil {

@@ -177,6 +177,9 @@ type Stats struct {
 	// first or -prewarm copies): the producing side's share of the
 	// end-to-end latency.
 	Ack AckLatency
+	// ProduceRTT is the produce requests' round trips over the same
+	// span (Kafka only; N counts requests, not copies).
+	ProduceRTT AckLatency
 }
 
 // AckLatency summarises acknowledgement times in milliseconds.
@@ -413,6 +416,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 		defer cancel()
 	}
 	measuring.Store(true)
+	if ks, ok := snd.(*kafkaSender); ok {
+		ks.rtt.timing.Store(true)
+	}
 	start := time.Now()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -480,10 +486,11 @@ loop:
 		st.FirstErr = *p
 	}
 	ackMu.Lock()
-	st.Ack = AckLatency{N: ackHist.TotalCount(), P50: float64(ackHist.ValueAtQuantile(50)) / 1000,
-		P99: float64(ackHist.ValueAtQuantile(99)) / 1000, P999: float64(ackHist.ValueAtQuantile(99.9)) / 1000,
-		Max: float64(ackHist.Max()) / 1000}
+	st.Ack = summarise(ackHist)
 	ackMu.Unlock()
+	if ks, ok := snd.(*kafkaSender); ok {
+		st.ProduceRTT = ks.rtt.summary()
+	}
 	if secs := st.Elapsed.Seconds(); secs > 0 {
 		st.Rate = float64(st.Total()) / secs
 	}
@@ -541,6 +548,10 @@ func printSummary(out io.Writer, cfg Config, st Stats) {
 		fmt.Fprintf(out, "  ack latency ms: p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (n=%d; copy made to acknowledged)\n",
 			st.Ack.P50, st.Ack.P99, st.Ack.P999, st.Ack.Max, st.Ack.N)
 	}
+	if r := st.ProduceRTT; r.N > 0 {
+		fmt.Fprintf(out, "  produce round trip ms: p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (n=%d requests; written to response read)\n",
+			r.P50, r.P99, r.P999, r.Max, r.N)
+	}
 	if st.Prewarm > 0 {
 		fmt.Fprintf(out, "  prewarm %d copies under run id %s\n", st.Prewarm, cfg.PrewarmRunID)
 	}
@@ -570,6 +581,41 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 type kafkaSender struct {
 	cl    *kgo.Client
 	keyed bool
+	rtt   *rttHook
+}
+
+// rttHook times produce requests on the wire (written to response read,
+// kgo.BrokerE2E.DurationE2E) once timing is on: with the ack latency, it
+// tells the broker's share (the round trip) from the records' wait in the
+// producer for a request to carry them (franz-go keeps one produce request
+// in flight per broker with idempotence).
+type rttHook struct {
+	timing atomic.Bool
+	mu     sync.Mutex
+	h      *hdrhistogram.Histogram // µs
+}
+
+func (r *rttHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key != 0 || e2e.Err() != nil || !r.timing.Load() { // 0: Produce
+		return
+	}
+	us := min(max(1, e2e.DurationE2E().Microseconds()), 60_000_000)
+	r.mu.Lock()
+	_ = r.h.RecordValue(us) // in range: never an error
+	r.mu.Unlock()
+}
+
+func (r *rttHook) summary() AckLatency {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return summarise(r.h)
+}
+
+// summarise is h (µs) in milliseconds.
+func summarise(h *hdrhistogram.Histogram) AckLatency {
+	return AckLatency{N: h.TotalCount(), P50: float64(h.ValueAtQuantile(50)) / 1000,
+		P99: float64(h.ValueAtQuantile(99)) / 1000, P999: float64(h.ValueAtQuantile(99.9)) / 1000,
+		Max: float64(h.Max()) / 1000}
 }
 
 // compressionCodec maps a -compression name to the producer codec.
@@ -624,11 +670,13 @@ func newKafkaSender(cfg Config) (*kafkaSender, error) {
 		}
 		opts = append(opts, kgo.SASL(m))
 	}
+	rtt := &rttHook{h: hdrhistogram.New(1, 60_000_000, 2)}
+	opts = append(opts, kgo.WithHooks(rtt))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("nfsim: kafka client: %w", err)
 	}
-	return &kafkaSender{cl: cl, keyed: cfg.Key == "correlation"}, nil
+	return &kafkaSender{cl: cl, keyed: cfg.Key == "correlation", rtt: rtt}, nil
 }
 
 func (k *kafkaSender) send(ctx context.Context, nf *nfState, key string, rec []byte, done func(error)) {

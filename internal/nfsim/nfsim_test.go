@@ -155,7 +155,10 @@ func testRunKafka(t *testing.T, key string) {
 	if a := st.Ack; a.N != st.Total()-int64(len(want)) || !(a.P50 > 0 && a.P50 <= a.P99 && a.P99 <= a.Max) {
 		t.Errorf("ack latency %+v over %d copies", a, st.Total())
 	}
-	if !strings.Contains(out.String(), "ack latency ms: p50 ") {
+	if r := st.ProduceRTT; r.N == 0 || r.N > st.Ack.N || !(r.P50 > 0 && r.P50 <= r.Max) {
+		t.Errorf("produce round trips %+v", r)
+	}
+	if !strings.Contains(out.String(), "ack latency ms: p50 ") || !strings.Contains(out.String(), "produce round trip ms: p50 ") {
 		t.Errorf("summary does not report the ack latency: %s", out.String())
 	}
 	// 1200 copies at 4000/s take about 0.3 s: the pacing must hold them back.
