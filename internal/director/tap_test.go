@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +222,96 @@ func TestTapDetachedFeedKeepsToItsNode(t *testing.T) {
 	waitFor(t, 15*time.Second, "the feed's lag to reach 0 (both nodes' commits land)", func() bool {
 		return n1.status("a").Lag == 0 && n2.status("a").Lag == 0
 	})
+}
+
+// A detached feed follows its node's partitions as they move: when a third
+// node joins, node 1's catch-up reader gives up the partitions its tap lost,
+// so copies produced after the move reach exactly one node's consumer, and
+// none is lost across the move.
+func TestTapDetachedFeedFollowsItsPartitions(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	pcl := producer(t, b)
+	rs := []*receiver{newReceiver(t), newReceiver(t), newReceiver(t)}
+	cfg := func(c *Config) { c.TapStall, c.RejoinAfter = 300*time.Millisecond, time.Hour }
+	spec := func(r *receiver) FeedSpec {
+		return FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
+	}
+	nodes := []*harness{newHarness(t, b, cfg), newHarness(t, b, cfg)}
+	nodes[0].apply(spec(rs[0]))
+	nodes[1].apply(spec(rs[1]))
+	time.Sleep(time.Second) // the second node's tap joins the group
+
+	rs[0].stop()
+	const n = 2000
+	produce(t, pcl, "c", 0, n, 10*time.Millisecond)
+	waitFor(t, 10*time.Second, "node 1's feed detached", func() bool { return nodes[0].status("a").Reader == ReaderOwn })
+
+	nodes = append(nodes, newHarness(t, b, cfg))
+	nodes[2].apply(spec(rs[2]))
+	waitFor(t, 20*time.Second, "the three taps to split the 6 partitions", func() bool {
+		seen := map[tp]int{}
+		for _, h := range nodes {
+			h.m.tmu.Lock()
+			for _, tap := range h.m.taps {
+				parts, _ := tap.assignment()
+				if len(parts) == 0 {
+					h.m.tmu.Unlock()
+					return false
+				}
+				for k := range parts {
+					seen[k]++
+				}
+			}
+			h.m.tmu.Unlock()
+		}
+		for _, c := range seen {
+			if c != 1 {
+				return false
+			}
+		}
+		return len(seen) == 6
+	})
+	produce(t, pcl, "d", 0, n, 0)
+	rs[0].restart()
+	for _, prefix := range []string{"c", "d"} {
+		waitFor(t, 30*time.Second, "every "+prefix+" copy at one of the consumers", func() bool {
+			for i := range n {
+				id := prefix + "-" + strconv.Itoa(i)
+				got := false
+				for _, r := range rs {
+					r.mu.Lock()
+					got = got || r.seen[id] > 0
+					r.mu.Unlock()
+				}
+				if !got {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	twice := 0
+	for i := range n {
+		id := "d-" + strconv.Itoa(i)
+		at := 0
+		for _, r := range rs {
+			r.mu.Lock()
+			if r.seen[id] > 0 {
+				at++
+			}
+			r.mu.Unlock()
+		}
+		if at > 1 {
+			twice++
+		}
+	}
+	if twice > 0 {
+		t.Errorf("%d copies produced after the partitions moved reached two nodes' consumers", twice)
+	}
+	if got := nodes[0].status("a").Reader; got != ReaderOwn {
+		t.Errorf("node 1's feed reader = %q, want own until RejoinAfter", got)
+	}
 }
 
 func missingFromBoth(r1, r2 *receiver, prefix string, n int) []string {
