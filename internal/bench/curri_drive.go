@@ -98,8 +98,7 @@ func (t *tally) merge(o *tally) {
 type swapWindow struct {
 	start     time.Time
 	end       atomic.Int64 // unix nanos when the window closed; 0 while open
-	quiet     bool         // a control window: no replacement runs in it (quietWindow)
-	swapStart time.Time    // a control window's swap's start
+	swapStart time.Time    // a control window's (quietWindow): its swap's start; zero for a swap window
 	control   *swapWindow  // this swap's control window, if one fitted before the next swap
 	mu        sync.Mutex
 	hist      *hdrhistogram.Histogram
@@ -176,7 +175,7 @@ func quietWindow(w *swapWindow, every time.Duration, next time.Time) *swapWindow
 	if length <= 0 || !qs.Add(length).Before(next) {
 		return nil
 	}
-	q := &swapWindow{start: qs, quiet: true, swapStart: w.start, hist: newHist()}
+	q := &swapWindow{start: qs, swapStart: w.start, hist: newHist()}
 	q.end.Store(qs.Add(length).UnixNano())
 	return q
 }
@@ -296,8 +295,8 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	if ws := windows.Load(); ws != nil {
 		i := 0
 		for _, w := range *ws {
-			if w.quiet {
-				continue
+			if !w.swapStart.IsZero() {
+				continue // a control window, filled beside its swap's
 			}
 			if i < len(res.reloads) {
 				w.fill(&res.reloads[i])

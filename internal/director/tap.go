@@ -131,26 +131,29 @@ func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
 	}
 	t.mu.Lock()
 	t.members = append(t.members, mem)
-	t.joined = time.Now()
-	if t.restart != nil {
-		t.restart()
-	}
+	t.restartReader()
 	t.mu.Unlock()
 	return mem
 }
 
-// attach puts a detached member back on the tap's pace. The reader
-// restarts, as for a join, so that it starts each partition where the
-// lowest attached member is.
+// restartReader has the running reader start over, after tapSettle, so
+// that it starts each partition where the lowest attached member is (a
+// join or an attach); t.mu is held.
+func (t *tap) restartReader() {
+	t.joined = time.Now()
+	if t.restart != nil {
+		t.restart()
+	}
+}
+
+// attach puts a detached member back on the tap's pace; the reader
+// restarts, as for a join.
 func (t *tap) attach(mem *tapMember) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	mem.detached = false
 	mem.evicted = make(chan struct{})
-	t.joined = time.Now()
-	if t.restart != nil {
-		t.restart()
-	}
+	t.restartReader()
 }
 
 // evictedCh is the channel closed when mem is next detached.
@@ -192,6 +195,13 @@ func (t *tap) snapshot() []*tapMember {
 	return slices.Clone(t.members)
 }
 
+// anyAttached reports whether the tap hands batches to any member.
+func (t *tap) anyAttached() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.ContainsFunc(t.members, func(mem *tapMember) bool { return !mem.detached })
+}
+
 // attached is the members the tap hands batches to.
 func (t *tap) attached() []*tapMember {
 	t.mu.Lock()
@@ -213,17 +223,11 @@ func (t *tap) assignment() (map[tp]bool, <-chan struct{}) {
 	return maps.Clone(t.parts), t.partsCh
 }
 
-// setParts applies a change to the tap's partitions and tells the
-// detached members' readers; clear drops them all (the reader stopped).
-func (t *tap) setParts(parts map[string][]int32, add, clearAll bool) {
+// setParts adds (or, with add false, drops) partitions of the tap's and
+// tells the detached members' readers.
+func (t *tap) setParts(parts map[string][]int32, add bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if clearAll {
-		if len(t.parts) == 0 {
-			return
-		}
-		clear(t.parts)
-	}
 	for topic, ps := range parts {
 		for _, p := range ps {
 			if add {
@@ -233,6 +237,21 @@ func (t *tap) setParts(parts map[string][]int32, add, clearAll bool) {
 			}
 		}
 	}
+	t.partsChanged()
+}
+
+// clearParts drops every partition: the reader stopped.
+func (t *tap) clearParts() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.parts) > 0 {
+		clear(t.parts)
+		t.partsChanged()
+	}
+}
+
+// partsChanged wakes the readers waiting on partsCh; t.mu is held.
+func (t *tap) partsChanged() {
 	close(t.partsCh)
 	t.partsCh = make(chan struct{})
 }
@@ -285,7 +304,7 @@ func (t *tap) consume(ctx context.Context) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.AdjustFetchOffsetsFn(t.adjust),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) { t.setParts(parts, true, false) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) { t.setParts(parts, true) }),
 		kgo.OnPartitionsRevoked(t.revoked(ctx)),
 		kgo.OnPartitionsLost(t.revoked(ctx)),
 		kgo.FetchMaxWait(500*time.Millisecond),
@@ -302,13 +321,13 @@ func (t *tap) consume(ctx context.Context) {
 	}
 	defer func() {
 		cl.Close()
-		t.setParts(nil, false, true) // no longer held here
+		t.clearParts() // no longer held here
 	}()
 	stall := time.NewTimer(time.Hour)
 	defer stall.Stop()
 	var lastFetchErr time.Time
 	for ctx.Err() == nil {
-		if len(t.attached()) == 0 {
+		if !t.anyAttached() {
 			// Every member is catching up on its own: hold the partitions
 			// for them without reading; an attach restarts the reader.
 			<-ctx.Done()
@@ -502,7 +521,7 @@ func (mem *tapMember) advance(k tp, next int64) {
 // It never joins the feed's consumer group: other nodes' taps keep
 // reading and committing their partitions for the same feed.
 func (mem *tapMember) catchUp(ctx context.Context) {
-	f, t := mem.f, mem.t
+	t := mem.t
 	started := time.Now()
 	for ctx.Err() == nil {
 		parts, changed := t.assignment()
@@ -511,8 +530,7 @@ func (mem *tapMember) catchUp(ctx context.Context) {
 			case <-changed:
 			case <-ctx.Done():
 			case <-time.After(time.Second): // look at caughtUp now and then
-				if time.Since(started) > t.m.cfg.RejoinAfter && f.caughtUp() {
-					t.attach(mem)
+				if mem.rejoin(started) {
 					return
 				}
 			}
@@ -522,6 +540,17 @@ func (mem *tapMember) catchUp(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// rejoin attaches mem again if its feed has read on its own since started
+// for Config.RejoinAfter and has caught up.
+func (mem *tapMember) rejoin(started time.Time) bool {
+	if time.Since(started) <= mem.t.m.cfg.RejoinAfter || !mem.f.caughtUp() {
+		return false
+	}
+	mem.f.log.Info("feed: caught up, back on the shared reader")
+	mem.t.attach(mem)
+	return true
 }
 
 // readParts is catchUp over one set of partitions: true once the member
@@ -577,9 +606,7 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 			return false
 		default:
 		}
-		if time.Since(started) > t.m.cfg.RejoinAfter && f.caughtUp() {
-			f.log.Info("feed: caught up, back on the shared reader")
-			t.attach(mem)
+		if mem.rejoin(started) {
 			return true
 		}
 		var b *pollBatch
@@ -711,7 +738,7 @@ func (t *tap) revoked(ctx context.Context) func(context.Context, *kgo.Client, ma
 		if ctx.Err() != nil {
 			return
 		}
-		t.setParts(parts, false, false)
+		t.setParts(parts, false)
 		for _, mem := range t.snapshot() {
 			_ = mem.commit(cbctx)
 			mem.forget(parts)

@@ -339,8 +339,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	var oversize int64
 	pool := sync.Pool{New: func() any { b := make([]byte, 0, cfg.Size+256); return &b }}
 	var measuring atomic.Bool // the run's own copies: their acks are timed
-	var ackMu sync.Mutex
-	ackHist := hdrhistogram.New(1, 60_000_000, 2) // µs, up to a minute
+	ack := newLatencyHist()
 
 	produce := func(nf *nfState) {
 		c := nf.gen.nextCopy()
@@ -363,10 +362,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 			} else {
 				nf.sent.Add(1)
 				if timed {
-					us := time.Since(made).Microseconds()
-					ackMu.Lock()
-					_ = ackHist.RecordValue(min(max(1, us), 60_000_000)) // in range: never an error
-					ackMu.Unlock()
+					ack.record(time.Since(made))
 				}
 			}
 			pool.Put(bp)
@@ -485,11 +481,9 @@ loop:
 	if p := firstErr.Load(); p != nil {
 		st.FirstErr = *p
 	}
-	ackMu.Lock()
-	st.Ack = summarise(ackHist)
-	ackMu.Unlock()
+	st.Ack = ack.summary()
 	if ks, ok := snd.(*kafkaSender); ok {
-		st.ProduceRTT = ks.rtt.summary()
+		st.ProduceRTT = ks.rtt.h.summary()
 	}
 	if secs := st.Elapsed.Seconds(); secs > 0 {
 		st.Rate = float64(st.Total()) / secs
@@ -544,19 +538,21 @@ func printSummary(out io.Writer, cfg Config, st Stats) {
 	}
 	fmt.Fprintf(out, "  %-8s %12d\n  errors %d, oversize %d, size %d B, achieved %.0f copies/s (target %.0f)\n",
 		"total", st.Total(), st.Errors, st.Oversize, cfg.Size, st.Rate, cfg.Rate)
-	if st.Ack.N > 0 {
-		fmt.Fprintf(out, "  ack latency ms: p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (n=%d; copy made to acknowledged)\n",
-			st.Ack.P50, st.Ack.P99, st.Ack.P999, st.Ack.Max, st.Ack.N)
-	}
-	if r := st.ProduceRTT; r.N > 0 {
-		fmt.Fprintf(out, "  produce round trip ms: p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (n=%d requests; written to response read)\n",
-			r.P50, r.P99, r.P999, r.Max, r.N)
-	}
+	printLatency(out, "ack latency", st.Ack, "; copy made to acknowledged")
+	printLatency(out, "produce round trip", st.ProduceRTT, " requests; written to response read")
 	if st.Prewarm > 0 {
 		fmt.Fprintf(out, "  prewarm %d copies under run id %s\n", st.Prewarm, cfg.PrewarmRunID)
 	}
 	if st.FirstErr != "" {
 		fmt.Fprintf(out, "  first error: %s\n", st.FirstErr)
+	}
+}
+
+// printLatency writes "  LABEL ms: p50 X  p99 X  p99.9 X  max X  (n=N...)",
+// the line bench director reads back; nothing when l is empty.
+func printLatency(out io.Writer, label string, l AckLatency, note string) {
+	if l.N > 0 {
+		fmt.Fprintf(out, "  %s ms: p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (n=%d%s)\n", label, l.P50, l.P99, l.P999, l.Max, l.N, note)
 	}
 }
 
@@ -591,28 +587,38 @@ type kafkaSender struct {
 // in flight per broker with idempotence).
 type rttHook struct {
 	timing atomic.Bool
-	mu     sync.Mutex
-	h      *hdrhistogram.Histogram // µs
+	h      *latencyHist
 }
 
 func (r *rttHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
-	if key != 0 || e2e.Err() != nil || !r.timing.Load() { // 0: Produce
-		return
+	if key == 0 && e2e.Err() == nil && r.timing.Load() { // 0: Produce
+		r.h.record(e2e.DurationE2E())
 	}
-	us := min(max(1, e2e.DurationE2E().Microseconds()), 60_000_000)
-	r.mu.Lock()
-	_ = r.h.RecordValue(us) // in range: never an error
-	r.mu.Unlock()
 }
 
-func (r *rttHook) summary() AckLatency {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return summarise(r.h)
+// latencyHist is a histogram of durations (µs, up to a minute) that any
+// goroutine may record into.
+type latencyHist struct {
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram
 }
 
-// summarise is h (µs) in milliseconds.
-func summarise(h *hdrhistogram.Histogram) AckLatency {
+func newLatencyHist() *latencyHist {
+	return &latencyHist{h: hdrhistogram.New(1, 60_000_000, 2)}
+}
+
+func (l *latencyHist) record(d time.Duration) {
+	us := min(max(1, d.Microseconds()), 60_000_000)
+	l.mu.Lock()
+	_ = l.h.RecordValue(us) // in range: never an error
+	l.mu.Unlock()
+}
+
+// summary is the histogram in milliseconds.
+func (l *latencyHist) summary() AckLatency {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.h
 	return AckLatency{N: h.TotalCount(), P50: float64(h.ValueAtQuantile(50)) / 1000,
 		P99: float64(h.ValueAtQuantile(99)) / 1000, P999: float64(h.ValueAtQuantile(99.9)) / 1000,
 		Max: float64(h.Max()) / 1000}
@@ -670,7 +676,7 @@ func newKafkaSender(cfg Config) (*kafkaSender, error) {
 		}
 		opts = append(opts, kgo.SASL(m))
 	}
-	rtt := &rttHook{h: hdrhistogram.New(1, 60_000_000, 2)}
+	rtt := &rttHook{h: newLatencyHist()}
 	opts = append(opts, kgo.WithHooks(rtt))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
