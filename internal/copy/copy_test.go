@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -245,6 +246,35 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeHeaderPad decodes a record with no body whose size is made
+// by one long header value, as nfsim pads a bodiless message (a GET, a 204).
+func BenchmarkDecodeHeaderPad(b *testing.B) {
+	c := &Copy{
+		Timestamp: 1678705695995010066, Direction: RequestIngress, NFType: "SCP",
+		NFFQDN: "scp901xwp.5gc.mnc030.mcc234.3gppnetwork.org", CorrelationID: "ff561bdb-5a3c-4c1e-9d2a-0c6b7e3f1a21",
+		Headers: []Header{
+			{":method", []string{"GET"}}, {":scheme", []string{"http"}}, {":authority", []string{"10.251.11.99:8000"}},
+			{":path", []string{"/nudm-sdm/v2/imsi-234300000000001/am-data"}}, {"accept", []string{"application/json"}},
+			{"x-http2-stream-id", []string{"5"}}, {"x-signalbox-pad", []string{""}},
+		},
+	}
+	n := len(AppendJSON(nil, c))
+	c.Headers[len(c.Headers)-1].Values[0] = strings.Repeat("0123456789abcdef", 200)[:3000-n]
+	raw := AppendJSON(nil, c)
+	if len(raw) != 3000 {
+		b.Fatalf("record is %d bytes", len(raw))
+	}
+	var d Copy
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	defer reportCPU(b, cpuTime())
+	for b.Loop() {
+		if err := Decode(raw, &d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkAppendJSON(b *testing.B) {
 	raw := benchRecord(3000)
 	var c Copy
@@ -464,6 +494,61 @@ func TestHasSpecial(t *testing.T) {
 			w[lane] = byte(c)
 			if got := hasSpecial(binary.LittleEndian.Uint64(w[:])); got != special[c] {
 				t.Fatalf("byte %#x in lane %d: hasSpecial %v, table %v", c, lane, got, special[c])
+			}
+		}
+	}
+}
+
+// TestPlainEnd steps a runScanner through strings of every length up to 200
+// made of plain bytes with special ones (quote, backslash, control,
+// non-ASCII) at random places, and checks every stop against the byte table.
+func TestPlainEnd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	specials := []byte{'"', '\\', 0, 0x1f, 0x80, 0xff, 0xc3}
+	plains := []byte{' ', 'a', '~', 0x7f, '0', '{'}
+	for n := 0; n <= 200; n++ {
+		for trial := 0; trial < 40; trial++ {
+			b := make([]byte, n)
+			density := rng.IntN(40) + 1
+			for i := range b {
+				if rng.IntN(density) == 0 {
+					b[i] = specials[rng.IntN(len(specials))]
+				} else {
+					b[i] = plains[rng.IntN(len(plains))]
+				}
+			}
+			rs := newRunScanner()
+			for i := rng.IntN(3); i <= n; i++ {
+				want := i
+				for want < n && !special[b[want]] {
+					want++
+				}
+				got := rs.plainEnd(b, i)
+				if got != want {
+					t.Fatalf("%q from %d: plainEnd %d, table %d", b, i, got, want)
+				}
+				i = got
+			}
+		}
+	}
+}
+
+// TestCtlOrHigh checks the word test for control and non-ASCII bytes with
+// every byte value at every position of a 40-byte run (both loops and the
+// tail), against the byte test.
+func TestCtlOrHigh(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 40} {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				b := bytes.Repeat([]byte{'x'}, n)
+				b[pos] = byte(c)
+				want := n
+				if c < 0x20 || c >= 0x80 {
+					want = pos
+				}
+				if got := ctlOrHigh(b); got != want {
+					t.Fatalf("byte %#x at %d of %d: ctlOrHigh %d, want %d", c, pos, n, got, want)
+				}
 			}
 		}
 	}

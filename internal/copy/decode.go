@@ -1,7 +1,9 @@
 package copy
 
 import (
+	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -497,13 +499,9 @@ func (d *decoder) appendASCIIString(dst []byte) (_ []byte, ok bool) {
 	n0 := len(dst)
 	i := d.i + 1
 	run := i // start of the plain bytes not yet appended
+	rs := newRunScanner()
 	for {
-		for i+8 <= len(b) && !hasSpecial(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		for i < len(b) && !special[b[i]] {
-			i++
-		}
+		i = rs.plainEnd(b, i)
 		if i >= len(b) {
 			return dst[:n0], false
 		}
@@ -603,20 +601,15 @@ func (d *decoder) scanString(field string) (end int, clean bool, err error) {
 	i := d.i + 1
 	clean = true
 	utf := false
+	rs := newRunScanner()
 	for i < len(b) {
-		// Eight plain bytes at a time: string content is most of a record
-		// (the body), and a byte-wise table scan was the decoder's top cost.
-		for i+8 <= len(b) && !hasSpecial(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
+		// String content is most of a record (a padded header, the body),
+		// and a byte-wise table scan was the decoder's top cost.
+		i = rs.plainEnd(b, i)
 		if i >= len(b) {
 			break
 		}
 		ch := b[i]
-		if !special[ch] {
-			i++
-			continue
-		}
 		if ch == '"' {
 			if utf && clean && !utf8.Valid(b[d.i+1:i]) {
 				clean = false
@@ -670,6 +663,86 @@ func hasSpecial(w uint64) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
 	return (w&highs)|((w-0x20*ones)&^w&highs)|zero(w^('"'*ones))|zero(w^('\\'*ones)) != 0
+}
+
+// firstSpecial is the index of the first special byte of w, which
+// hasSpecial reported: each test's lowest set bit is exact (a borrow only
+// carries upward, from a byte that is itself flagged).
+func firstSpecial(w uint64) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
+	m := (w & highs) | ((w - 0x20*ones) &^ w & highs) | zero(w^('"'*ones)) | zero(w^('\\'*ones))
+	return bits.TrailingZeros64(m) / 8
+}
+
+// runScanner finds where a run of plain string bytes (none special) ends.
+// The short runs between a JSON body's escapes take one or two word tests.
+// Longer runs — a padded header value, a body's long fields, most of a
+// record — are searched with bytes.IndexByte (vectorised) for the next quote
+// and backslash, and then a three-operation word test for control and
+// non-ASCII bytes, instead of the four tests of hasSpecial on every word.
+// Each IndexByte result is kept until the scan passes it, so one string is
+// searched in linear time whatever its escapes.
+type runScanner struct{ quote, backslash int }
+
+func newRunScanner() runScanner { return runScanner{-1, -1} }
+
+// plainEnd returns the index of the first special byte of b at or after i,
+// or len(b).
+func (r *runScanner) plainEnd(b []byte, i int) int {
+	if i+16 > len(b) {
+		for i < len(b) && !special[b[i]] {
+			i++
+		}
+		return i
+	}
+	if w := binary.LittleEndian.Uint64(b[i:]); hasSpecial(w) {
+		return i + firstSpecial(w)
+	}
+	if w := binary.LittleEndian.Uint64(b[i+8:]); hasSpecial(w) {
+		return i + 8 + firstSpecial(w)
+	}
+	i += 16
+	if r.quote < i {
+		r.quote = len(b)
+		if k := bytes.IndexByte(b[i:], '"'); k >= 0 {
+			r.quote = i + k
+		}
+	}
+	if r.backslash < i {
+		r.backslash = r.quote
+		if k := bytes.IndexByte(b[i:r.quote], '\\'); k >= 0 {
+			r.backslash = i + k
+		}
+	}
+	stop := min(r.quote, r.backslash)
+	return i + ctlOrHigh(b[i:stop])
+}
+
+// ctlOrHigh is the index of the first byte of b below 0x20 or above 0x7f, or
+// len(b). A byte b sets its lane's high bit in (b-0x20)|b exactly when it is
+// one of those; a borrow only carries upward from such a byte, so the lowest
+// flagged lane is exact.
+func ctlOrHigh(b []byte) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	le := binary.LittleEndian
+	i := 0
+	for ; i+32 <= len(b); i += 32 {
+		w0, w1, w2, w3 := le.Uint64(b[i:]), le.Uint64(b[i+8:]), le.Uint64(b[i+16:]), le.Uint64(b[i+24:])
+		if ((w0-0x20*ones)|w0|(w1-0x20*ones)|w1|(w2-0x20*ones)|w2|(w3-0x20*ones)|w3)&highs != 0 {
+			break
+		}
+	}
+	for ; i+8 <= len(b); i += 8 {
+		w := le.Uint64(b[i:])
+		if m := ((w - 0x20*ones) | w) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && b[i] >= 0x20 && b[i] < 0x80 {
+		i++
+	}
+	return i
 }
 
 // special marks the bytes a string scan must look at: quote, backslash,
