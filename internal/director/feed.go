@@ -497,7 +497,7 @@ func unpin(c *copy.Copy) {
 	c.Version, c.CorrelationID, c.ProducerID, c.ProducerFQDN = "", "", "", ""
 	c.ConsumerID, c.ConsumerFQDN, c.HopByHopID, c.NFType = "", "", "", ""
 	c.NFFQDN, c.NFInstanceID, c.PodInstanceID, c.SourceIP, c.DestIP = "", "", "", "", ""
-	c.Raw = nil
+	c.Raw, c.Encoded = nil, nil
 }
 
 // highDelivered is the highest offset of the partition this feed delivered

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/sink/synthetic"
 )
 
 // Sink delivers batches of copies to one third-party endpoint. Sinks live in
@@ -38,6 +39,16 @@ type PipelinedSink interface {
 	// error means it never will be: every batch written since the last
 	// confirmed one must be written again, in order.
 	Confirmed(t uint64) (bool, error)
+}
+
+// SharedEncoder is a sink part of whose encoding of a copy does not depend
+// on its connection, so that a tap has that part made once for all its
+// members' sinks of one ShareKey (sharedBatch.share) and marks each copy with
+// it (copy.Copy.Encoded) before handing it out; the sink uses it, and
+// encodes the copy itself when it is absent or of another key.
+type SharedEncoder interface {
+	ShareKey() any
+	NewShared() *synthetic.Shared
 }
 
 // SinkStatus is optionally implemented by sinks to report their connection.

@@ -1,16 +1,23 @@
 package director
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
+	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/sink/synthetic"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -345,5 +352,149 @@ func TestTapMemberRevokedPartitions(t *testing.T) {
 	mem.confirmed([]*kgo.Record{rec(1, 24)})
 	if want := map[tp]int64{{"SCP", 0}: 20, {"SCP", 1}: 25}; !maps.Equal(mem.done, want) {
 		t.Fatalf("to commit %v, want %v", mem.done, want)
+	}
+}
+
+// rawReceiver keeps every byte a consumer is sent, on one connection.
+type rawReceiver struct {
+	addr  string
+	mu    sync.Mutex
+	buf   []byte
+	conns int
+}
+
+func newRawReceiver(t *testing.T) *rawReceiver {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	r := &rawReceiver{addr: ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r.mu.Lock()
+			r.conns++
+			r.mu.Unlock()
+			go func() {
+				defer c.Close()
+				b := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(b)
+					r.mu.Lock()
+					r.buf = append(r.buf, b[:n]...)
+					r.mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return r
+}
+
+func (r *rawReceiver) bytes() ([]byte, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.buf), r.conns
+}
+
+// Synthetic feeds on one tap with the same address mappings share each
+// copy's connection-independent encoding; each stream is byte for byte what
+// a synthetic encoder of its own makes of the partition's copies, in order,
+// and a feed with other mappings gets its own encoding.
+func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
+	topics := []broker.TopicSpec{{Name: "SCP", Partitions: 1}, {Name: "NRF", Partitions: 1},
+		{Name: broker.DLQTopic, Partitions: 1}, {Name: "probe.out", Partitions: 1}}
+	b := startBroker(t, broker.Config{Topics: topics})
+	h := newHarness(t, b, func(c *Config) { c.NewSink = nil; c.Topics = topics[:3] }) // the real synthetic sink
+	pcl := producer(t, b)
+	mapped := []AddrMapping{{NFFQDN: "scp1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: "10.7.7.7:8443"}}
+	var rcvs []*rawReceiver
+	var specs []FeedSpec
+	for i := range 4 {
+		r := newRawReceiver(t)
+		rcvs = append(rcvs, r)
+		s := FeedSpec{Name: fmt.Sprintf("probe-%d", i), Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: r.addr}
+		if i == 3 {
+			s.Mappings = mapped
+		}
+		specs = append(specs, s)
+	}
+	h.apply(specs...)
+	waitFor(t, 10*time.Second, "the feeds to run on the tap", func() bool {
+		for _, s := range specs {
+			if h.status(s.Name).Reader != ReaderShared {
+				return false
+			}
+		}
+		return true
+	})
+	const n, scp = 600, 400
+	produce(t, pcl, "s", 0, n, 0) // two copies in three are SCP's
+	for _, s := range specs {
+		waitFor(t, 30*time.Second, s.Name+" to deliver every SCP copy", func() bool { return h.status(s.Name).Delivered >= scp })
+	}
+
+	// What an encoder of its own makes of the partition, in order.
+	cl, err := b.ClientConfig().NewClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"SCP": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var copies []*copy.Copy
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for len(copies) < scp && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			var c copy.Copy
+			if err := copy.Decode(r.Value, &c); err != nil {
+				t.Fatal(err)
+			}
+			copies = append(copies, c.Clone())
+		})
+	}
+	encode := func(maps []synthetic.Mapping) []byte {
+		e := synthetic.NewEncoder(synthetic.EncoderOptions{Mappings: maps})
+		out := e.AppendHeader(nil)
+		for _, c := range copies {
+			out = e.AppendCopy(out, c)
+		}
+		return out
+	}
+	want := encode(nil)
+	wantMapped := encode([]synthetic.Mapping{{NFFQDN: "scp1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: netip.MustParseAddrPort("10.7.7.7:8443")}})
+	if bytes.Equal(want, wantMapped) {
+		t.Fatal("the mapping changes nothing: the test cannot tell the keys apart")
+	}
+	for i, r := range rcvs {
+		w := want
+		if i == 3 {
+			w = wantMapped
+		}
+		waitFor(t, 10*time.Second, fmt.Sprintf("receiver %d to read %d bytes", i, len(w)), func() bool {
+			got, _ := r.bytes()
+			return len(got) >= len(w)
+		})
+		got, conns := r.bytes()
+		if conns != 1 {
+			t.Fatalf("receiver %d: %d connections; the test needs one", i, conns)
+		}
+		if !bytes.Equal(got, w) {
+			t.Errorf("receiver %d: %d bytes differ from its own encoder's %d", i, len(got), len(w))
+		}
+	}
+	h.m.tmu.Lock()
+	var shared int64
+	for _, tp := range h.m.taps {
+		shared += tp.sharedEncodings.Load()
+	}
+	h.m.tmu.Unlock()
+	if shared < scp {
+		t.Errorf("%d copies encoded once for several sinks, want at least %d", shared, scp)
 	}
 }

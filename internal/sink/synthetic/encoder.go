@@ -99,6 +99,8 @@ type Encoder struct {
 	hp      *hpack.Encoder
 	hblock  appendWriter // header block scratch
 	payload []byte       // HTTP/2 frames scratch
+
+	key *shareKey // encoders of one key encode alike (their mappings)
 }
 
 type appendWriter struct{ b []byte }
@@ -121,6 +123,7 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 	}
 	e.shift = 64 - uint(bits.Len(uint(n-1)))
 	e.flows = make([]flowSlot, 1<<(64-e.shift))
+	e.key = internKey(opts.Mappings)
 	for _, m := range opts.Mappings {
 		if !m.Addr.Addr().IsValid() {
 			continue // Config validation reports these; the encoder just ignores them
@@ -214,38 +217,64 @@ func scanHeaders(c *copy.Copy) copyInfo {
 // records the first time the flow is seen, then the copy's HEADERS (+
 // CONTINUATION) and DATA frames in one TCP segment, or several when they
 // exceed what one IP packet holds.
+//
+// A copy whose Encoded is a shared encoding of this encoder's key
+// (Shared.Encode) has its frames, addresses and payload checksum taken from
+// there; the bytes are the same either way.
 func (e *Encoder) AppendCopy(dst []byte, c *copy.Copy) []byte {
+	if p, ok := c.Encoded.(*precoded); ok && p.key == e.key {
+		key := flowKey{p.client, p.server}
+		slot, fl, dst := e.flow(dst, c.Timestamp, key)
+		dst = e.appendSegments(dst, c.Timestamp, key, &fl, p.request, p.payload, p.sum)
+		*slot = flowSlot{key: key, st: fl, used: true}
+		return dst
+	}
 	ci := scanHeaders(c)
 	client, server := e.endpoints(c, ci)
 	key := flowKey{client, server}
-	slot := e.slot(key)
-	fl := slot.st
-	ts := c.Timestamp
-	if !slot.used || slot.key != key {
-		h := hashAddrPort(hashAddrPort(fnvOffset, client), server)
-		fl = flowState{clientSeq: uint32(h), serverSeq: uint32(h >> 32), nextStream: 1}
-		dst = e.appendSetup(dst, ts, key, &fl)
-	}
-	sid := ci.streamID
-	if sid == 0 {
-		if c.CorrelationID != "" {
-			// Stable odd (client-initiated) id so the request and
-			// response copies of one transaction share a stream.
-			sid = uint32(hashString(fnvOffset, c.CorrelationID)&0x3fffffff)*2 + 1
-		} else {
-			sid = fl.nextStream
-			if ci.request {
-				fl.nextStream += 2
-				if fl.nextStream > 0x7fffffff {
-					fl.nextStream = 1
-				}
+	slot, fl, dst := e.flow(dst, c.Timestamp, key)
+	sid, ok := streamID(c, ci)
+	if !ok {
+		sid = fl.nextStream
+		if ci.request {
+			fl.nextStream += 2
+			if fl.nextStream > 0x7fffffff {
+				fl.nextStream = 1
 			}
 		}
 	}
 	e.payload = e.appendFrames(e.payload[:0], c, sid)
-	dst = e.appendSegments(dst, ts, key, &fl, ci.request, e.payload)
+	dst = e.appendSegments(dst, c.Timestamp, key, &fl, ci.request, e.payload, noSum)
 	*slot = flowSlot{key: key, st: fl, used: true}
 	return dst
+}
+
+// flow returns key's slot and state, appending the flow's set-up records
+// to dst first when the slot holds another flow (or none).
+func (e *Encoder) flow(dst []byte, ts int64, key flowKey) (*flowSlot, flowState, []byte) {
+	slot := e.slot(key)
+	fl := slot.st
+	if !slot.used || slot.key != key {
+		h := hashAddrPort(hashAddrPort(fnvOffset, key.client), key.server)
+		fl = flowState{clientSeq: uint32(h), serverSeq: uint32(h >> 32), nextStream: 1}
+		dst = e.appendSetup(dst, ts, key, &fl)
+	}
+	return slot, fl, dst
+}
+
+// streamID is the HTTP/2 stream of c when the copy alone tells it: its
+// x-http2-stream-id, else one derived from its correlation id; ok=false
+// means the flow numbers it (the next client stream).
+func streamID(c *copy.Copy, ci copyInfo) (uint32, bool) {
+	switch {
+	case ci.streamID != 0:
+		return ci.streamID, true
+	case c.CorrelationID != "":
+		// Stable odd (client-initiated) id so the request and response
+		// copies of one transaction share a stream.
+		return uint32(hashString(fnvOffset, c.CorrelationID)&0x3fffffff)*2 + 1, true
+	}
+	return 0, false
 }
 
 // appendSetup emits the client's preface+SETTINGS and the server's SETTINGS.
@@ -258,14 +287,14 @@ func (e *Encoder) appendSetup(dst []byte, ts int64, key flowKey, fl *flowState) 
 	p = appendSetting(p, 0x2, 0) // ENABLE_PUSH off
 	p = appendFrameHeader(p, 4, frameWindowUpdate, 0, 0)
 	p = binary.BigEndian.AppendUint32(p, windowIncrement)
-	dst = e.appendSegments(dst, ts, key, fl, true, p)
+	dst = e.appendSegments(dst, ts, key, fl, true, p, noSum)
 
 	p = appendFrameHeader(p[:0], 6, frameSettings, 0, 0)
 	p = appendSetting(p, 0x3, 1000) // MAX_CONCURRENT_STREAMS
 	p = appendFrameHeader(p, 0, frameSettings, flagAck, 0)
 	p = appendFrameHeader(p, 4, frameWindowUpdate, 0, 0)
 	p = binary.BigEndian.AppendUint32(p, windowIncrement)
-	dst = e.appendSegments(dst, ts, key, fl, false, p)
+	dst = e.appendSegments(dst, ts, key, fl, false, p, noSum)
 	e.payload = p
 	return dst
 }
@@ -378,8 +407,11 @@ func hasUpper(s string) bool {
 // flow, client→server when fromClient, advancing that direction's sequence.
 // Each record is written in place: pcap record header, Ethernet, IPv4 or IPv6
 // and TCP headers (no options), the payload, then the checksums over what is
-// already in dst. The payload is copied once.
-func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowState, fromClient bool, payload []byte) []byte {
+// already in dst. The payload is copied once. psum, unless it is noSum, is
+// the payload's one's-complement sum (onesSum), known beforehand; it is
+// used when the payload fits one segment, and the checksum then reads only
+// the TCP header.
+func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowState, fromClient bool, payload []byte, psum uint64) []byte {
 	src, dstAP := key.server, key.client
 	seq, ack := &fl.serverSeq, fl.clientSeq
 	if fromClient {
@@ -395,6 +427,7 @@ func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowStat
 	if ts < 0 {
 		ts = 0
 	}
+	whole := len(payload)
 	for {
 		n := min(len(payload), maxSeg)
 		pktLen := ethHeaderLen + ipLen + tcpHeaderLen + n
@@ -435,7 +468,11 @@ func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowStat
 		dst = binary.BigEndian.AppendUint32(dst, ack)
 		dst = append(dst, 5<<4, 0x18, 0xff, 0xff, 0, 0, 0, 0) // data offset 5, PSH|ACK, window 65535, checksum, urgent
 		dst = append(dst, payload[:n]...)
-		binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:], pseudo))
+		if psum != noSum && n == whole { // the only segment
+			binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:tcp+tcpHeaderLen], pseudo+psum))
+		} else {
+			binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:], pseudo))
+		}
 		*seq += uint32(n)
 		payload = payload[n:]
 		if len(payload) == 0 {
@@ -463,13 +500,20 @@ func sum16(b []byte, sum uint64) uint64 {
 	return sum
 }
 
+// noSum tells appendSegments that the payload's sum is not known.
+const noSum = ^uint64(0)
+
 // checksum is the Internet checksum of b with initial (unfolded) sum init.
-// It adds b as little-endian 32-bit words into four 64-bit accumulators (no
+func checksum(b []byte, init uint64) uint16 { return ^uint16(onesSum(b, init)) }
+
+// onesSum is the one's-complement sum of b as big-endian 16-bit words (an
+// odd last byte padded with zero) plus init, folded to 16 bits. Sums of
+// parts at even offsets add up to the sum of the whole. It adds b as little-endian 32-bit words into four 64-bit accumulators (no
 // carry chain between them, and no overflow below 2^32 words): a
 // one's-complement sum does not depend on byte order as long as every word
 // is read the same way (RFC 1071 §2(B)), so the folded sum is byte-swapped
 // once at the end.
-func checksum(b []byte, init uint64) uint16 {
+func onesSum(b []byte, init uint64) uint64 {
 	var a0, a1, a2, a3 uint64
 	for len(b) >= 16 {
 		a0 += uint64(binary.LittleEndian.Uint32(b))
@@ -501,7 +545,7 @@ func checksum(b []byte, init uint64) uint16 {
 	for sum > 0xffff {
 		sum = sum>>16 + sum&0xffff
 	}
-	return ^uint16(sum)
+	return sum
 }
 
 // macFor derives a stable locally-administered unicast MAC from an address.

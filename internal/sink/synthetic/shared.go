@@ -1,0 +1,122 @@
+package synthetic
+
+import (
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/signalbox/signalbox/internal/copy"
+)
+
+// Shared makes, once per copy, the part of a copy's records that does not
+// depend on the connection a feed writes to: the copy's HTTP/2 frames, its
+// flow's addresses and the frames' checksum sum. The director hands one
+// decoded copy to every feed of a stream (its shared reader); when several of
+// them are synthetic feeds of one key (the same address mappings), it has
+// the copies encoded this way once, and each feed's encoder adds only what
+// its own connection decides: the set-up records of a flow it has not seen,
+// the sequence numbers, the headers below HTTP/2 and the checksums. With
+// four such feeds that part was most of each sink's encoding, and 15 % of
+// serve's CPU.
+//
+// A copy whose stream id only the flow can give (no x-http2-stream-id and no
+// correlation id: the flow's next stream) is left to each encoder. Encode
+// points each copy's Encoded at its encoding; the copies must not be
+// encoded by a sink after Reset, which the caller does once none of them
+// is in use (clearing their Encoded).
+type Shared struct {
+	enc   *Encoder
+	buf   []byte // every copy's frames, end to end
+	pre   []precoded
+	ends  []int // end of each precoded's frames in buf
+	which []int // index in the copies of each precoded
+}
+
+// precoded is one copy's shared encoding.
+type precoded struct {
+	key            *shareKey
+	client, server netip.AddrPort
+	request        bool
+	payload        []byte // its HTTP/2 frames
+	sum            uint64 // onesSum of payload
+}
+
+// NewShared returns a Shared for the encoders of s's key.
+func (s *Sink) NewShared() *Shared { return newShared(s.cfg.Mappings) }
+
+// ShareKey is equal for sinks whose encoders share encodings (Shared).
+func (s *Sink) ShareKey() any { return s.enc.key }
+
+func newShared(maps []Mapping) *Shared {
+	return &Shared{enc: NewEncoder(EncoderOptions{Mappings: maps, MaxFlows: 1})}
+}
+
+// maxKeptShared bounds the frames buffer a Shared keeps between batches.
+const maxKeptShared = 16 << 20
+
+// Encode encodes the copies that tell their own stream id and sets their
+// Encoded.
+func (s *Shared) Encode(cs []*copy.Copy) {
+	s.buf, s.ends, s.which = s.buf[:0], s.ends[:0], s.which[:0]
+	if cap(s.pre) < len(cs) {
+		s.pre = make([]precoded, 0, len(cs))
+	}
+	s.pre = s.pre[:0]
+	e := s.enc
+	for i, c := range cs {
+		ci := scanHeaders(c)
+		sid, ok := streamID(c, ci)
+		if !ok {
+			continue
+		}
+		client, server := e.endpoints(c, ci)
+		start := len(s.buf)
+		s.buf = e.appendFrames(s.buf, c, sid)
+		s.pre = append(s.pre, precoded{key: e.key, client: client, server: server, request: ci.request,
+			sum: onesSum(s.buf[start:], 0)})
+		s.ends = append(s.ends, len(s.buf))
+		s.which = append(s.which, i)
+	}
+	// The buffer has stopped growing: slice each copy's frames from it.
+	start := 0
+	for k := range s.pre {
+		p := &s.pre[k]
+		p.payload = s.buf[start:s.ends[k]:s.ends[k]]
+		start = s.ends[k]
+		cs[s.which[k]].Encoded = p
+	}
+}
+
+// Reset forgets the last Encode's encodings, keeping the buffers.
+func (s *Shared) Reset() {
+	clear(s.pre)
+	s.pre = s.pre[:0]
+	if cap(s.buf) > maxKeptShared {
+		s.buf = nil
+	}
+	s.buf = s.buf[:0]
+}
+
+// shareKey identifies encoders that encode alike: their mappings.
+type shareKey struct{ mappings string }
+
+var shareKeys sync.Map // the mappings, written out → *shareKey
+
+// internKey returns the one shareKey of maps (in order: a later mapping of
+// the same name wins).
+func internKey(maps []Mapping) *shareKey {
+	var b strings.Builder
+	for _, m := range maps {
+		if !m.Addr.Addr().IsValid() {
+			continue
+		}
+		b.WriteString(asciiLower(m.NFFQDN))
+		b.WriteByte(0)
+		b.WriteString(m.NFInstanceID)
+		b.WriteByte(0)
+		b.WriteString(m.Addr.String())
+		b.WriteByte('\n')
+	}
+	k, _ := shareKeys.LoadOrStore(b.String(), &shareKey{mappings: b.String()})
+	return k.(*shareKey)
+}

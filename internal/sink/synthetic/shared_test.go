@@ -1,0 +1,103 @@
+package synthetic
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+
+	"github.com/signalbox/signalbox/internal/copy"
+)
+
+// sharedCopies is sampleCopies with odd cases added: a message too big for one
+// segment, and one whose stream only its flow can number.
+func sharedCopies() []*copy.Copy {
+	cs := sampleCopies()
+	big := request(20, copy.RequestIngress, jsonBody(150_000))
+	anon := request(21, copy.RequestIngress, jsonBody(30))
+	anon.CorrelationID = ""
+	anon.Headers = anon.Headers[:5] // no x-http2-stream-id
+	return append(cs, big, anon, response(anon, copy.ResponseEgress, "200", nil))
+}
+
+// TestSharedEncodingSameBytes: encoders given the copies' shared encodings
+// write exactly the bytes they write without them, through flow set-ups, a
+// reconnect (Reset) in the middle, copies left to the flow, and a second
+// round of the same copies with the shared buffers reused.
+func TestSharedEncodingSameBytes(t *testing.T) {
+	maps := []Mapping{{NFFQDN: "UDM1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: netip.MustParseAddrPort("10.9.9.9:8443")}}
+	for _, opts := range []EncoderOptions{{}, {Mappings: maps}} {
+		cs := sharedCopies()
+		plain, withShared := NewEncoder(opts), NewEncoder(opts)
+		sh := newShared(opts.Mappings)
+		var want, got []byte
+		for round := 0; round < 2; round++ {
+			sh.Encode(cs)
+			shared := 0
+			for _, c := range cs {
+				if c.Encoded != nil {
+					shared++
+				}
+			}
+			if shared != len(cs)-2 {
+				t.Fatalf("%d of %d copies have a shared encoding, want all but the two the flow numbers", shared, len(cs))
+			}
+			for i, c := range cs {
+				if i == 4 {
+					plain.Reset()
+					withShared.Reset()
+				}
+				enc := c.Encoded
+				c.Encoded = nil
+				want = plain.AppendCopy(want[:0], c)
+				c.Encoded = enc
+				got = withShared.AppendCopy(got[:0], c)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("round %d, copy %d: %d bytes with the shared encoding, %d without; they differ", round, i, len(got), len(want))
+				}
+			}
+			for _, c := range cs {
+				c.Encoded = nil
+			}
+			sh.Reset()
+		}
+	}
+}
+
+// TestSharedEncodingKeyed: an encoder with other mappings ignores a shared
+// encoding made for another key and encodes the copy itself.
+func TestSharedEncodingKeyed(t *testing.T) {
+	maps := []Mapping{{NFFQDN: "udm1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: netip.MustParseAddrPort("10.9.9.9:8443")}}
+	if internKey(maps) != internKey(append([]Mapping(nil), maps...)) {
+		t.Fatal("equal mappings give different keys")
+	}
+	if internKey(maps) == internKey(nil) {
+		t.Fatal("different mappings give one key")
+	}
+	c := sampleCopies()[0]
+	sh := newShared(nil)
+	sh.Encode([]*copy.Copy{c})
+	if c.Encoded == nil {
+		t.Fatal("no shared encoding")
+	}
+	mapped := NewEncoder(EncoderOptions{Mappings: maps})
+	got := mapped.AppendCopy(nil, c)
+	c.Encoded = nil
+	want := NewEncoder(EncoderOptions{Mappings: maps}).AppendCopy(nil, c)
+	if !bytes.Equal(got, want) {
+		t.Fatal("an encoder of another key used the shared encoding")
+	}
+}
+
+// BenchmarkAppendCopyShared is BenchmarkAppendCopy for a copy encoded once
+// for every feed: what each further feed pays.
+func BenchmarkAppendCopyShared(b *testing.B) {
+	e := NewEncoder(EncoderOptions{})
+	c := request(1, copy.RequestIngress, jsonBody(3000))
+	newShared(nil).Encode([]*copy.Copy{c})
+	buf := e.AppendCopy(nil, c)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(c.Body)))
+	for b.Loop() {
+		buf = e.AppendCopy(buf[:0], c)
+	}
+}
