@@ -630,7 +630,7 @@ func TestFlowTable(t *testing.T) {
 		k.src[0] = byte(i >> 8)
 		return k
 	}
-	decoders := map[*hpack.Decoder]bool{}
+	decoders := map[*hpackDecoder]bool{}
 	for i := range 3*maxFlows + 100 {
 		k := key(i)
 		f := d.flow(k)

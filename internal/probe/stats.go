@@ -174,7 +174,7 @@ type stats struct {
 	control  int64
 	aborted  int64
 	conns    int64
-	perNF    map[string]int64
+	perNF    map[string]*int64    // the map is only read with a key that may alias a buffer: an assignment would store that key
 	seqs     map[string]*seqTrack // "run/nf"
 	hist     *hdrhistogram.Histogram
 	expect   int64
@@ -188,7 +188,7 @@ type stats struct {
 
 func newStats(expect int64, ignoreRun string) *stats {
 	return &stats{
-		start: time.Now(), reasons: map[string]int64{}, perNF: map[string]int64{}, seqs: map[string]*seqTrack{},
+		start: time.Now(), reasons: map[string]int64{}, perNF: map[string]*int64{}, seqs: map[string]*seqTrack{},
 		// 1 µs to 1 hour at 3 significant figures.
 		hist: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3), expect: expect, ignore: ignoreRun, done: make(chan struct{}),
 	}
@@ -243,10 +243,12 @@ func (s *stats) copySeen(seq, nfType string, size, body int, sent int64, now tim
 }
 
 func (s *stats) countNF(nfType string) {
-	if _, ok := s.perNF[nfType]; !ok {
-		nfType = strings.Clone(nfType) // it may alias a reused buffer
+	if n := s.perNF[nfType]; n != nil {
+		*n++
+		return
 	}
-	s.perNF[nfType]++
+	n := int64(1)
+	s.perNF[strings.Clone(nfType)] = &n // nfType may alias a reused buffer
 }
 
 func (s *stats) checkDone() {
@@ -309,7 +311,7 @@ func (s *stats) report(mode string) Report {
 		}
 	}
 	for k, v := range s.perNF {
-		r.PerNF[k] = v
+		r.PerNF[k] = *v
 	}
 	for _, tr := range s.seqs {
 		r.Missing += tr.missing()

@@ -14,7 +14,6 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // The synthetic stream (written by internal/sink/synthetic): per TCP
@@ -42,18 +41,20 @@ type flowKey struct {
 
 // flow is the HTTP/2 decoding state of one synthetic flow.
 type flow struct {
-	dec    *hpack.Decoder
+	dec    *hpackDecoder
 	fields copyFields
+	seq    []byte // the current copy's x-signalbox-seq
 }
 
 // copyFields are what the probe extracts from one copy's headers.
 type copyFields struct {
-	seq, path, status string
-	stream            uint32
-	data              int
-	headersDone       bool
-	endStream         bool // HEADERS had END_STREAM; the block ends in CONTINUATION
-	err               error
+	seq          string // aliases flow.seq
+	path, status bool   // the copy has :path, :status
+	stream       uint32
+	data         int
+	headersDone  bool
+	endStream    bool // HEADERS had END_STREAM; the block ends in CONTINUATION
+	err          error
 }
 
 func newFlow() *flow {
@@ -66,17 +67,20 @@ func newFlow() *flow {
 
 // freshDecoder gives the flow an HPACK decoder with an empty dynamic table.
 func (f *flow) freshDecoder() {
-	f.dec = hpack.NewDecoder(64<<10, f.emit) // tolerates table size updates up to 64 KiB
+	f.dec = newHPACKDecoder(64 << 10) // tolerates table size updates up to 64 KiB
 }
 
-func (f *flow) emit(hf hpack.HeaderField) {
-	switch hf.Name {
+// field takes one header field of the copy; name and value may alias a
+// buffer that is reused after it returns.
+func (f *flow) field(name, value string) {
+	switch name {
 	case "x-signalbox-seq":
-		f.fields.seq = hf.Value
+		f.seq = append(f.seq[:0], value...)
+		f.fields.seq = unsafeString(f.seq)
 	case ":path":
-		f.fields.path = hf.Value
+		f.fields.path = value != ""
 	case ":status":
-		f.fields.status = hf.Value
+		f.fields.status = value != ""
 	}
 }
 
@@ -376,18 +380,14 @@ func (d *connDecoder) packet(data []byte, ts int64, now time.Time) {
 }
 
 func (f *flow) headerBlock(frag []byte, end bool) error {
-	if _, err := f.dec.Write(frag); err != nil {
-		return err
-	}
 	if end {
 		f.fields.headersDone = true
-		return f.dec.Close()
 	}
-	return nil
+	return f.dec.fragment(frag, end, f)
 }
 
 func (d *connDecoder) finish(f *flow, size int, ts int64, now time.Time) {
-	if f.fields.path == "" && f.fields.status == "" {
+	if !f.fields.path && !f.fields.status {
 		d.s.bad("missing_pseudo_header", "copy has neither :path nor :status")
 		return
 	}
