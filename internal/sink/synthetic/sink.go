@@ -296,18 +296,21 @@ func (s *Sink) updateAcked() error {
 		return errors.New("connection closed by the consumer before it acknowledged the batch")
 	default:
 	}
-	unacked, alive, ok := ackState(s.raw)
+	unacked, ok := unackedBytes(s.raw)
 	if !ok {
 		s.acked = s.connBase + s.gather.written()
 		s.out = s.out[:0]
 		return nil
 	}
-	if !alive {
+	a := s.connBase + s.gather.written() - uint64(unacked)
+	if a <= s.acked {
+		return nil // nothing new: one syscall for the polls that wait
+	}
+	// The queue shrank: acknowledged, unless a reset emptied it.
+	if !connAlive(s.raw) {
 		return errors.New("connection reset by the consumer before it acknowledged the batch")
 	}
-	if a := s.connBase + s.gather.written() - uint64(unacked); a > s.acked {
-		s.acked = a
-	}
+	s.acked = a
 	n := 0
 	for n < len(s.out) && s.out[n].end <= s.acked {
 		n++
