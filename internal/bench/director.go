@@ -30,6 +30,7 @@ type dirConfig struct {
 	Compression  string        // nfsim's Kafka batch compression
 	Linger       time.Duration // nfsim's producer linger
 	Key          string        // nfsim's record key: none or correlation
+	SharedProd   bool          // nfsim: one Kafka client for every NF type
 	HarnessProcs int           // GOMAXPROCS of the nfsim and probe children (0: Go's default)
 	ServeProcs   int           // GOMAXPROCS of serve (0: Go's default); 1 from the flag
 	Pin          bool          // serve on its own ServeProcs CPUs, the harness on the others
@@ -73,6 +74,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.StringVar(&c.Mix, "mix", c.Mix, "NF mix as TYPE=weight,...")
 	fs.StringVar(&c.Compression, "compression", "snappy", "the NFs' (nfsim's) Kafka batch compression: snappy, lz4, zstd, gzip or none")
 	fs.DurationVar(&c.Linger, "linger", 0, "the NFs' (nfsim's) Kafka producer linger (0: send at once)")
+	fs.BoolVar(&c.SharedProd, "shared-producer", false, "nfsim sends every NF type's copies through one Kafka client (default: one per NF type, as separate NFs have)")
 	fs.StringVar(&c.Key, "key", "none", "the NFs' (nfsim's) Kafka record key: none (sticky partitioning, the reference's round-robin ordering) or correlation (correlation id)")
 	fs.IntVar(&c.HarnessProcs, "harness-procs", 1, "GOMAXPROCS of the nfsim and probe child processes (0: Go's default, one per CPU)")
 	fs.IntVar(&c.ServeProcs, "serve-procs", 1, "GOMAXPROCS of serve (director and embedded broker), as a deployment that gives the director N cores (the targets' budget is one); 0: Go's default, one per CPU or the container's CPU limit")

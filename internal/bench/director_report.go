@@ -51,27 +51,28 @@ type feedResult struct {
 
 // dirReport is the result of one run.
 type dirReport struct {
-	Date         string  `json:"date"`
-	CPUs         int     `json:"cpus"`
-	LoadStart    string  `json:"loadavg_start"`
-	LoadEnd      string  `json:"loadavg_end"`
-	Feed         string  `json:"feed"`
-	TLS          bool    `json:"tls"`
-	Size         int     `json:"size"`
-	Compression  string  `json:"compression"`
-	Linger       string  `json:"linger"`
-	Key          string  `json:"key"`
-	HarnessProcs int     `json:"harness_gomaxprocs"`
-	ServeProcs   int     `json:"serve_gomaxprocs,omitempty"`
-	ServeCPUs    string  `json:"serve_cpus,omitempty"`   // -pin: serve's CPUs
-	HarnessCPUs  string  `json:"harness_cpus,omitempty"` // -pin: nfsim's, the probes' and a split broker's
-	TargetRate   float64 `json:"target_rate"`
-	Mix          string  `json:"mix"`
-	Feeds        int     `json:"feeds"`
-	Duration     float64 `json:"duration_s"`
-	Warmup       float64 `json:"warmup_s"`
-	InProcess    bool    `json:"inprocess"`
-	Broker       string  `json:"broker"`
+	Date           string  `json:"date"`
+	CPUs           int     `json:"cpus"`
+	LoadStart      string  `json:"loadavg_start"`
+	LoadEnd        string  `json:"loadavg_end"`
+	Feed           string  `json:"feed"`
+	TLS            bool    `json:"tls"`
+	Size           int     `json:"size"`
+	Compression    string  `json:"compression"`
+	Linger         string  `json:"linger"`
+	SharedProducer bool    `json:"shared_producer,omitempty"` // nfsim: one Kafka client for every NF type
+	Key            string  `json:"key"`
+	HarnessProcs   int     `json:"harness_gomaxprocs"`
+	ServeProcs     int     `json:"serve_gomaxprocs,omitempty"`
+	ServeCPUs      string  `json:"serve_cpus,omitempty"`   // -pin: serve's CPUs
+	HarnessCPUs    string  `json:"harness_cpus,omitempty"` // -pin: nfsim's, the probes' and a split broker's
+	TargetRate     float64 `json:"target_rate"`
+	Mix            string  `json:"mix"`
+	Feeds          int     `json:"feeds"`
+	Duration       float64 `json:"duration_s"`
+	Warmup         float64 `json:"warmup_s"`
+	InProcess      bool    `json:"inprocess"`
+	Broker         string  `json:"broker"`
 
 	Elapsed        float64          `json:"elapsed_s"`
 	Sent           map[string]int64 `json:"sent"`
@@ -235,6 +236,11 @@ func (r *dirReport) writeTable(out io.Writer) {
 	fmt.Fprintf(w, "bench director  %s  %d CPUs  load %s -> %s\n", r.Date, r.CPUs, r.LoadStart, r.LoadEnd)
 	fmt.Fprintf(w, "  %s feed (%s), %d B (%s, linger %s, key %s), mix %s, %d feed(s), target %.0f MPS, %.0fs measured after %.0fs warm-up, broker %s%s\n",
 		r.Feed, tls, r.Size, r.Compression, r.Linger, r.Key, r.Mix, r.Feeds, r.TargetRate, r.Elapsed, r.Warmup, r.Broker, map[bool]string{true: ", in-process"}[r.InProcess])
+	if r.SharedProducer {
+		fmt.Fprintf(w, "  nfsim: one Kafka producer for every NF type\n")
+	} else {
+		fmt.Fprintf(w, "  nfsim: one Kafka producer per NF type\n")
+	}
 	if r.HarnessProcs > 0 {
 		fmt.Fprintf(w, "  nfsim and probe with GOMAXPROCS=%d\n", r.HarnessProcs)
 	}

@@ -75,7 +75,7 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	warmID, mainID := "w"+runID, "m"+runID
 
 	r = &dirReport{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), LoadStart: loadAvg(),
-		Feed: cfg.Feed, TLS: cfg.TLS, Compression: cfg.Compression, Linger: cfg.Linger.String(), Key: cfg.Key, HarnessProcs: cfg.HarnessProcs, ServeProcs: cfg.ServeProcs, Size: cfg.Size, TargetRate: rate, Mix: cfg.Mix, Feeds: cfg.Feeds,
+		Feed: cfg.Feed, TLS: cfg.TLS, Compression: cfg.Compression, Linger: cfg.Linger.String(), Key: cfg.Key, SharedProducer: cfg.SharedProd, HarnessProcs: cfg.HarnessProcs, ServeProcs: cfg.ServeProcs, Size: cfg.Size, TargetRate: rate, Mix: cfg.Mix, Feeds: cfg.Feeds,
 		Duration: dur.Seconds(), Warmup: cfg.Warmup.Seconds(), InProcess: cfg.InProcess, Broker: brokerMode(cfg)}
 	if cfg.InProcess {
 		r.HarnessProcs = 0 // nfsim and the probes run inside the bench
@@ -436,7 +436,7 @@ func (sc *scenario) produce(ctx context.Context, id, prewarmID string, rate floa
 		mix, _ := nfsim.ParseMix(sc.cfg.Mix)
 		st, err := nfsim.Run(ctx, nfsim.Config{Brokers: strings.Split(sc.brokers, ","), Rate: rate, Mix: mix, Size: sc.cfg.Size,
 			Duration: dur, RunID: id, Progress: time.Hour, Compression: sc.cfg.Compression, Linger: sc.cfg.Linger, Key: sc.cfg.Key,
-			Prewarm: prewarm, PrewarmRunID: prewarmID}, io.Discard)
+			Prewarm: prewarm, PrewarmRunID: prewarmID, SharedProducer: sc.cfg.SharedProd}, io.Discard)
 		return st, usage{Name: "nfsim (in bench)"}, err
 	}
 	args := []string{"nfsim", "-brokers", sc.brokers, "-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-mix", sc.cfg.Mix,
@@ -444,6 +444,9 @@ func (sc *scenario) produce(ctx context.Context, id, prewarmID string, rate floa
 		"-linger", sc.cfg.Linger.String(), "-key", sc.cfg.Key}
 	if prewarm > 0 {
 		args = append(args, "-prewarm", prewarm.String(), "-prewarm-run-id", prewarmID)
+	}
+	if sc.cfg.SharedProd {
+		args = append(args, "-shared-producer")
 	}
 	start := time.Now()
 	p, err := startProcEnv(ctx, "nfsim", sc.cfg.Bin, args, sc.harnessEnv(), sc.harnessCPUs, sc.echo)

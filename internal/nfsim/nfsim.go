@@ -56,6 +56,11 @@ type Config struct {
 	// Compression of produced batches: snappy (default, kgo's own), lz4,
 	// zstd, gzip or none.
 	Compression string
+	// SharedProducer sends every NF type's copies through one Kafka
+	// client; by default each NF type has its own, as each is its own
+	// network function with its own producer (and its own produce request
+	// in flight: franz-go keeps one per broker connection when idempotent).
+	SharedProducer bool
 	// Linger is how long the producer waits for more copies of a partition
 	// before sending its batch; 0 sends at once (the client still batches
 	// whatever arrives while its requests are in flight), which is what a
@@ -106,6 +111,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.RunID, "run-id", c.RunID, "run id in x-signalbox-seq (default random)")
 	fs.StringVar(&c.Compression, "compression", c.Compression, "Kafka batch compression: snappy (default), lz4, zstd, gzip or none")
+	fs.BoolVar(&c.SharedProducer, "shared-producer", c.SharedProducer, "one Kafka client for every NF type (default: one per NF type, as separate NFs have)")
 	fs.DurationVar(&c.Linger, "linger", c.Linger, "Kafka producer linger per partition (0: send at once, batching only what queues behind in-flight requests)")
 	fs.StringVar(&c.Key, "key", c.Key, "Kafka record key: none (default; the producer's sticky partitioning) or correlation (correlation id: a transaction stays in one partition)")
 	fs.DurationVar(&c.Prewarm, "prewarm", c.Prewarm, "send paced copies under -prewarm-run-id for this long before the run starts (Kafka only)")
@@ -249,6 +255,14 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // sender delivers encoded records; done is called once per record with its
 // outcome, from any goroutine.
+// nfTopic is the topic of an NF type's copies.
+func nfTopic(cfg Config, name string) string {
+	if t := cfg.Topics[name]; t != "" {
+		return t
+	}
+	return name
+}
+
 type sender interface {
 	send(ctx context.Context, nf *nfState, key string, rec []byte, done func(error))
 	endTick(ctx context.Context) // the records of one tick are all handed over
@@ -307,7 +321,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	if cfg.Ingest != "" {
 		snd, err = newHTTPSender(cfg)
 	} else {
-		snd, err = newKafkaSender(cfg)
+		var topics []string
+		for _, name := range sortedKeys(cfg.Mix) {
+			topics = append(topics, nfTopic(cfg, name))
+		}
+		snd, err = newKafkaSender(cfg, topics)
 	}
 	if err != nil {
 		return Stats{}, err
@@ -326,11 +344,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	_, _ = rand.Read(seed[:])
 	var nfs []*nfState
 	for i, name := range sortedKeys(cfg.Mix) {
-		topic := cfg.Topics[name]
-		if topic == "" {
-			topic = name
-		}
-		nfs = append(nfs, &nfState{name: name, topic: topic, rate: cfg.Rate * cfg.Mix[name] / sum,
+		nfs = append(nfs, &nfState{name: name, topic: nfTopic(cfg, name), rate: cfg.Rate * cfg.Mix[name] / sum,
 			quota: quotas[name], gen: newGen(name, cfg.RunID, binary.LittleEndian.Uint64(seed[:])+uint64(i))})
 	}
 
@@ -381,7 +395,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 			}
 		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := ks.cl.Flush(wctx)
+		err := ks.flush(wctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			return Stats{}, fmt.Errorf("nfsim: first copies: %w", err)
@@ -398,7 +412,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 			return Stats{}, err
 		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := snd.(*kafkaSender).cl.Flush(wctx)
+		err := snd.flush(wctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			return Stats{}, fmt.Errorf("nfsim: prewarm: %w", err)
@@ -575,9 +589,10 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 // kafkaSender produces to the NF type's topic, unkeyed or keyed by
 // correlation id (Config.Key).
 type kafkaSender struct {
-	cl    *kgo.Client
-	keyed bool
-	rtt   *rttHook
+	byTopic map[string]*kgo.Client // one per NF type's topic, or one for all (SharedProducer)
+	all     []*kgo.Client
+	keyed   bool
+	rtt     *rttHook
 }
 
 // rttHook times produce requests on the wire (written to response read,
@@ -641,7 +656,7 @@ func compressionCodec(name string) (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, fmt.Errorf("nfsim: compression %q: want snappy, lz4, zstd, gzip or none", name)
 }
 
-func newKafkaSender(cfg Config) (*kafkaSender, error) {
+func newKafkaSender(cfg Config, topics []string) (*kafkaSender, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ProducerLinger(cfg.Linger),
@@ -678,11 +693,24 @@ func newKafkaSender(cfg Config) (*kafkaSender, error) {
 	}
 	rtt := &rttHook{h: newLatencyHist()}
 	opts = append(opts, kgo.WithHooks(rtt))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("nfsim: kafka client: %w", err)
+	k := &kafkaSender{keyed: cfg.Key == "correlation", rtt: rtt, byTopic: map[string]*kgo.Client{}}
+	for _, topic := range topics {
+		if k.byTopic[topic] != nil {
+			continue
+		}
+		if cfg.SharedProducer && len(k.all) > 0 {
+			k.byTopic[topic] = k.all[0]
+			continue
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			k.close()
+			return nil, fmt.Errorf("nfsim: kafka client: %w", err)
+		}
+		k.byTopic[topic] = cl
+		k.all = append(k.all, cl)
 	}
-	return &kafkaSender{cl: cl, keyed: cfg.Key == "correlation", rtt: rtt}, nil
+	return k, nil
 }
 
 func (k *kafkaSender) send(ctx context.Context, nf *nfState, key string, rec []byte, done func(error)) {
@@ -690,13 +718,25 @@ func (k *kafkaSender) send(ctx context.Context, nf *nfState, key string, rec []b
 	if k.keyed {
 		r.Key = []byte(key)
 	}
-	k.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { done(err) })
+	k.byTopic[nf.topic].Produce(ctx, r, func(_ *kgo.Record, err error) { done(err) })
 }
 
 func (k *kafkaSender) endTick(context.Context) {} // kgo lingers and batches itself
 
-func (k *kafkaSender) flush(ctx context.Context) error { return k.cl.Flush(ctx) }
-func (k *kafkaSender) close()                          { k.cl.Close() }
+func (k *kafkaSender) flush(ctx context.Context) error {
+	for _, cl := range k.all {
+		if err := cl.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (k *kafkaSender) close() {
+	for _, cl := range k.all {
+		cl.Close()
+	}
+}
 
 // httpSender POSTs batches of records as application/x-ndjson over HTTP/2.
 // Records are gathered per tick and handed to a few workers, not one

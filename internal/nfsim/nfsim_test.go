@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"encoding/json"
 	"flag"
 	"io"
@@ -483,5 +484,52 @@ func TestConnectionsPersist(t *testing.T) {
 	}
 	if len(uses) < peerInstances {
 		t.Errorf("only %d connections: peers not spread", len(uses))
+	}
+}
+
+// TestProducerPerNF: each NF type produces through a Kafka client of its
+// own (a producer id per topic), as separate NFs do; -shared-producer puts
+// them all on one.
+func TestProducerPerNF(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			cl := nfCluster(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cfg := Config{Brokers: cl.ListenAddrs(), Rate: 3000, Count: 300, RunID: "pp", SharedProducer: shared}
+			var out bytes.Buffer
+			if _, err := Run(ctx, cfg, &out); err != nil {
+				t.Fatalf("run: %v\n%s", err, out.String())
+			}
+			cons := consumeFromStart(t, cl)
+			ids := map[string]map[int64]bool{}
+			all := map[int64]bool{}
+			for got := 0; got < 300; {
+				fs := cons.PollFetches(ctx)
+				if err := ctx.Err(); err != nil {
+					t.Fatalf("consumed %d of 300: %v", got, err)
+				}
+				fs.EachRecord(func(r *kgo.Record) {
+					got++
+					if ids[r.Topic] == nil {
+						ids[r.Topic] = map[int64]bool{}
+					}
+					ids[r.Topic][r.ProducerID] = true
+					all[r.ProducerID] = true
+				})
+			}
+			for topic, ps := range ids {
+				if len(ps) != 1 {
+					t.Errorf("%s: %d producer ids, want 1", topic, len(ps))
+				}
+			}
+			want := len(ids)
+			if shared {
+				want = 1
+			}
+			if len(ids) != 3 || len(all) != want {
+				t.Errorf("%d topics, %d producer ids in all; want 3 topics, %d ids", len(ids), len(all), want)
+			}
+		})
 	}
 }
