@@ -216,7 +216,9 @@ func (s *stats) copySeen(seq, nfType string, size, body int, sent int64, now tim
 	s.bytes += int64(size)
 	s.body += int64(body)
 	if lat >= 0 {
-		_ = s.hist.RecordValue(max(lat, 1))
+		// Clamped: a copy older than the histogram's hour is its
+		// slowest, not dropped (RecordValue refuses it, making an error).
+		_ = s.hist.RecordValue(min(max(lat, 1), s.hist.HighestTrackableValue()))
 	}
 	if !okSeq {
 		s.noSeq++
