@@ -2,7 +2,6 @@ package probe
 
 import (
 	"bytes"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -43,17 +42,8 @@ func BenchmarkSyntheticDecodeSignalbox(b *testing.B) {
 		if r.Len() == 0 {
 			r.Reset(recs)
 		}
-		if _, err := io.ReadFull(r, d.hdr[:]); err != nil {
-			b.Fatal(err)
-		}
-		l := int(d.order.Uint32(d.hdr[8:]))
-		if cap(d.buf) < l {
-			d.buf = make([]byte, l)
-		}
-		d.buf = d.buf[:l]
-		_, _ = io.ReadFull(r, d.buf)
 		now := time.Now()
-		d.packet(d.buf, now.UnixNano()-int64(time.Millisecond), now)
+		feedRecord(b, d, r, now.UnixNano()-int64(time.Millisecond), now)
 	}
 	b.StopTimer()
 	if rep := s.report(ModeSynthetic); rep.Invalid != 0 || rep.Received == 0 {

@@ -552,22 +552,31 @@ func benchSyntheticDecode(b *testing.B, newFlows bool) {
 		r.Reset(recs.Bytes())
 		m := min(n, b.N-i)
 		for j := 0; j < m; j++ {
-			if _, err := io.ReadFull(r, d.hdr[:]); err != nil {
-				b.Fatal(err)
-			}
-			l := int(d.order.Uint32(d.hdr[8:]))
-			if cap(d.buf) < l {
-				d.buf = make([]byte, l)
-			}
-			d.buf = d.buf[:l]
-			_, _ = io.ReadFull(r, d.buf)
-			d.packet(d.buf, 1, time.Now())
+			now := time.Now()
+			feedRecord(b, d, r, now.UnixNano()-int64(time.Millisecond), now)
 		}
 	}
 	b.StopTimer()
 	if rep := s.report(ModeSynthetic); rep.Invalid != 0 {
 		b.Fatalf("invalid copies: %+v", rep)
 	}
+}
+
+// feedRecord reads one pcap record from r and hands its packet to d, sent
+// at ts and seen now.
+func feedRecord(tb testing.TB, d *connDecoder, r io.Reader, ts int64, now time.Time) {
+	if _, err := io.ReadFull(r, d.hdr[:]); err != nil {
+		tb.Fatal(err)
+	}
+	l := int(d.order.Uint32(d.hdr[8:]))
+	if cap(d.buf) < l {
+		d.buf = make([]byte, l)
+	}
+	d.buf = d.buf[:l]
+	if _, err := io.ReadFull(r, d.buf); err != nil {
+		tb.Fatal(err)
+	}
+	d.packet(d.buf, ts, now)
 }
 
 // BenchmarkHTTP2Decode measures the per-copy cost of the HTTP/2 mode's
