@@ -253,8 +253,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// sender delivers encoded records; done is called once per record with its
-// outcome, from any goroutine.
 // nfTopic is the topic of an NF type's copies.
 func nfTopic(cfg Config, name string) string {
 	if t := cfg.Topics[name]; t != "" {
@@ -263,6 +261,8 @@ func nfTopic(cfg Config, name string) string {
 	return name
 }
 
+// sender delivers encoded records; done is called once per record with its
+// outcome, from any goroutine.
 type sender interface {
 	send(ctx context.Context, nf *nfState, key string, rec []byte, done func(error))
 	endTick(ctx context.Context) // the records of one tick are all handed over

@@ -174,7 +174,7 @@ type stats struct {
 	control  int64
 	aborted  int64
 	conns    int64
-	perNF    map[string]*int64    // the map is only read with a key that may alias a buffer: an assignment would store that key
+	perNF    map[string]*int64    // pointers: counting a known NF never assigns, which would store its (maybe aliasing) key anew
 	seqs     map[string]*seqTrack // "run/nf"
 	hist     *hdrhistogram.Histogram
 	expect   int64
