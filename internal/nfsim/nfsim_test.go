@@ -321,6 +321,25 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 }
 
+// TestGenerateReusesStorage: once warm, making a copy's record allocates
+// nothing: the transaction's strings live in storage reused by the next
+// transaction, once its copies are sent.
+func TestGenerateReusesStorage(t *testing.T) {
+	g := newGen("SCP", "alloc", 7)
+	buf := make([]byte, 0, 4096)
+	for range 1000 {
+		buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000)
+	}
+	if n := testing.AllocsPerRun(2000, func() { buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000) }); n > 0.01 {
+		t.Errorf("%.2f allocations per record, want 0", n)
+	}
+	var c cpy.Copy
+	want := fmt.Sprintf("alloc/SCP/%d", g.seq)
+	if err := cpy.Decode(buf, &c); err != nil || c.Header("x-signalbox-seq") != want || c.Header("x-http2-stream-id") == "" {
+		t.Fatalf("last record: %v, seq %q (want %q)", err, c.Header("x-signalbox-seq"), want)
+	}
+}
+
 func TestCompressionCodec(t *testing.T) {
 	for _, tt := range []struct {
 		name string
