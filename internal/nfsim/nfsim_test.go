@@ -330,7 +330,11 @@ func TestGenerateReusesStorage(t *testing.T) {
 	for range 1000 {
 		buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000)
 	}
-	if n := testing.AllocsPerRun(2000, func() { buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000) }); n > 0.01 {
+	limit := 0.01
+	if raceEnabled {
+		limit = 1.01 // the race detector's one; 14 per record before this storage
+	}
+	if n := testing.AllocsPerRun(2000, func() { buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000) }); n > limit {
 		t.Errorf("%.2f allocations per record, want 0", n)
 	}
 	var c cpy.Copy

@@ -1,0 +1,5 @@
+//go:build !race
+
+package nfsim
+
+const raceEnabled = false
