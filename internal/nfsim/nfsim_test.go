@@ -332,7 +332,7 @@ func TestGenerateReusesStorage(t *testing.T) {
 	}
 	limit := 0.01
 	if raceEnabled {
-		limit = 1.01 // the race detector's one; 14 per record before this storage
+		limit = 3 // the race detector allocates too; 14 per record before this storage would still show
 	}
 	if n := testing.AllocsPerRun(2000, func() { buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000) }); n > limit {
 		t.Errorf("%.2f allocations per record, want 0", n)
