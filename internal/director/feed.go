@@ -301,11 +301,7 @@ func (p *pipeline) close() {
 // ends, or until the client cannot be built: the feed then stays in the
 // error state.
 func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
-	var pools []kgo.Opt
-	if pooled {
-		pools = append(pools, kgo.WithPools(newDecompressPool(), newRecordPool()))
-	}
-	cl, err := f.m.cfg.Client.NewClient(append(pools,
+	cl, err := f.m.cfg.Client.NewClient(readerOpts(pooled,
 		kgo.ConsumerGroup(f.group),
 		kgo.ConsumeTopics(f.spec.Sources...),
 		// Deleted-by-retention offsets restart at the log start; the
@@ -316,14 +312,6 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		kgo.OnPartitionsAssigned(f.assigned),
 		kgo.OnPartitionsRevoked(f.revoked),
 		kgo.OnPartitionsLost(f.revoked),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		// A feed that is behind always has a full fetch buffered besides
-		// the batches in its pipeline. NF copies compress 2.5x (one per
-		// producer batch) to 11x (snappy, 3 KB records), so at the 50 MB
-		// default a lagging feed held ~0.5 GB; 4 MB is 1,300-15,000
-		// copies, more than a batch, and a lagging feed catches up in
-		// few fetches.
-		kgo.FetchMaxBytes(4<<20),
 	)...)
 	if err != nil {
 		f.setErr(err)
@@ -371,6 +359,22 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 	p.close()
 }
 
+// readerOpts are the fetch options of every reader of copies (a tap, a
+// feed's own reader, a detached member's catch-up) followed by opts; pooled
+// takes decompressed batches and records from pools (pollBatch.release).
+// A reader that is behind always has a full fetch buffered besides the
+// batches in its pipeline. NF copies compress 2.5x (one per producer batch)
+// to 11x (snappy, 3 KB records), so at the 50 MB default a lagging feed
+// held ~0.5 GB; 4 MB is 1,300-15,000 copies, more than a batch, and a
+// lagging feed catches up in few fetches.
+func readerOpts(pooled bool, opts ...kgo.Opt) []kgo.Opt {
+	base := []kgo.Opt{kgo.FetchMaxWait(500 * time.Millisecond), kgo.FetchMaxBytes(4 << 20)}
+	if pooled {
+		base = append(base, kgo.WithPools(newDecompressPool(), newRecordPool()))
+	}
+	return append(base, opts...)
+}
+
 // fetchErrors notes a poll's fetch errors on the feed, logging one line
 // per burst (last is when the last was logged), not one per poll; a
 // cancelled or timed-out poll is no error.
@@ -393,6 +397,7 @@ func (f *feed) caughtUp() bool {
 	return f.currentState() == StateConnected && f.lag.Load() <= int64(f.m.cfg.RejoinLag)
 }
 
+// currentState is the feed's state (FeedStatus.State).
 func (f *feed) currentState() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -305,8 +305,7 @@ func (t *tap) run() {
 
 // consume reads and hands out batches until ctx ends.
 func (t *tap) consume(ctx context.Context) {
-	cl, err := t.m.cfg.Client.NewClient(
-		kgo.WithPools(newDecompressPool(), newRecordPool()),
+	cl, err := t.m.cfg.Client.NewClient(readerOpts(true,
 		kgo.ConsumerGroup(t.group),
 		kgo.ConsumeTopics(t.sources...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -315,9 +314,7 @@ func (t *tap) consume(ctx context.Context) {
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) { t.setParts(parts, true) }),
 		kgo.OnPartitionsRevoked(t.revoked(ctx)),
 		kgo.OnPartitionsLost(t.revoked(ctx)),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.FetchMaxBytes(4<<20), // as a feed's own reader (runSolo)
-	)
+	)...)
 	if err != nil {
 		t.log.Error("feed tap: kafka client", "err", err)
 		for _, mem := range t.snapshot() {
@@ -444,8 +441,8 @@ func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer) {
 // with four synthetic feeds it was ~15 % of serve's CPU, made four times.
 // Other sinks ignore it.
 func (sb *sharedBatch) share(mems []*tapMember) {
-	var key any
-	best := 1
+	var best SharedEncoder // of the key most members' sinks have, if two or more
+	most := 1
 	for i, a := range mems {
 		se, ok := a.f.sink.(SharedEncoder)
 		if !ok {
@@ -457,15 +454,15 @@ func (sb *sharedBatch) share(mems []*tapMember) {
 				n++
 			}
 		}
-		if n > best {
-			key, best = k, n
-			if sb.encKey != k {
-				sb.enc, sb.encKey = se.NewShared(), k
-			}
+		if n > most {
+			best, most = se, n
 		}
 	}
-	if key == nil {
+	if best == nil {
 		return
+	}
+	if k := best.ShareKey(); sb.encKey != k {
+		sb.enc, sb.encKey = best.NewShared(), k
 	}
 	sb.good = sb.good[:0]
 	for i, c := range sb.arena[:sb.used] {
@@ -636,12 +633,7 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		}
 	}
 	mem.nmu.Unlock()
-	cl, err := t.m.cfg.Client.NewClient(
-		kgo.WithPools(newDecompressPool(), newRecordPool()),
-		kgo.ConsumePartitions(offs),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.FetchMaxBytes(4<<20), // as the tap and a feed's own reader
-	)
+	cl, err := t.m.cfg.Client.NewClient(readerOpts(true, kgo.ConsumePartitions(offs))...)
 	if err != nil {
 		f.setErr(err)
 		f.log.Error("feed: kafka client", "err", err)
@@ -818,8 +810,7 @@ func (mem *tapMember) forget(parts map[string][]int32) {
 }
 
 // confirmed notes the marks of a batch the member's sink confirmed, for the
-// next commit.
-// Marks of partitions the tap no longer reads (revoked: another node reads
+// next commit. Marks of partitions the tap no longer reads (revoked: another node reads
 // them now) are left out: committing them would move that node's position
 // back.
 func (mem *tapMember) confirmed(marks []*kgo.Record) {

@@ -253,14 +253,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// nfTopic is the topic of an NF type's copies.
-func nfTopic(cfg Config, name string) string {
-	if t := cfg.Topics[name]; t != "" {
-		return t
-	}
-	return name
-}
-
 // sender delivers encoded records; done is called once per record with its
 // outcome, from any goroutine.
 type sender interface {
@@ -316,22 +308,6 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 		return Stats{}, fmt.Errorf("nfsim: run id %q must not contain '/'", cfg.RunID)
 	}
 
-	var snd sender
-	var err error
-	if cfg.Ingest != "" {
-		snd, err = newHTTPSender(cfg)
-	} else {
-		var topics []string
-		for _, name := range sortedKeys(cfg.Mix) {
-			topics = append(topics, nfTopic(cfg, name))
-		}
-		snd, err = newKafkaSender(cfg, topics)
-	}
-	if err != nil {
-		return Stats{}, err
-	}
-	defer snd.close()
-
 	var quotas map[string]int64
 	if cfg.Count > 0 {
 		quotas = Quotas(cfg.Mix, cfg.Count)
@@ -344,9 +320,25 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	_, _ = rand.Read(seed[:])
 	var nfs []*nfState
 	for i, name := range sortedKeys(cfg.Mix) {
-		nfs = append(nfs, &nfState{name: name, topic: nfTopic(cfg, name), rate: cfg.Rate * cfg.Mix[name] / sum,
+		topic := cfg.Topics[name]
+		if topic == "" {
+			topic = name
+		}
+		nfs = append(nfs, &nfState{name: name, topic: topic, rate: cfg.Rate * cfg.Mix[name] / sum,
 			quota: quotas[name], gen: newGen(name, cfg.RunID, binary.LittleEndian.Uint64(seed[:])+uint64(i))})
 	}
+
+	var snd sender
+	var err error
+	if cfg.Ingest != "" {
+		snd, err = newHTTPSender(cfg)
+	} else {
+		snd, err = newKafkaSender(cfg, nfs)
+	}
+	if err != nil {
+		return Stats{}, err
+	}
+	defer snd.close()
 
 	var errs atomic.Int64
 	var firstErr atomic.Pointer[string]
@@ -656,7 +648,7 @@ func compressionCodec(name string) (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, fmt.Errorf("nfsim: compression %q: want snappy, lz4, zstd, gzip or none", name)
 }
 
-func newKafkaSender(cfg Config, topics []string) (*kafkaSender, error) {
+func newKafkaSender(cfg Config, nfs []*nfState) (*kafkaSender, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ProducerLinger(cfg.Linger),
@@ -694,7 +686,8 @@ func newKafkaSender(cfg Config, topics []string) (*kafkaSender, error) {
 	rtt := &rttHook{h: newLatencyHist()}
 	opts = append(opts, kgo.WithHooks(rtt))
 	k := &kafkaSender{keyed: cfg.Key == "correlation", rtt: rtt, byTopic: map[string]*kgo.Client{}}
-	for _, topic := range topics {
+	for _, nf := range nfs {
+		topic := nf.topic
 		if k.byTopic[topic] != nil {
 			continue
 		}
