@@ -153,11 +153,7 @@ func TestTapSpreadsPartitionsAcrossNodes(t *testing.T) {
 	n1 := newHarness(t, b)
 	n1.apply(specs...)
 	n2 := newHarness(t, b)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := n2.m.Apply(ctx, specs); err != nil {
-		t.Fatal(err)
-	}
+	n2.run(specs...)
 	time.Sleep(time.Second) // the second node's tap joins the group
 	const n = 3000
 	produce(t, pcl, "c", 0, n, 0)
@@ -190,7 +186,7 @@ func TestTapDetachedFeedKeepsToItsNode(t *testing.T) {
 	n1 := newHarness(t, b, cfg)
 	n1.apply(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r1.addr})
 	n2 := newHarness(t, b, cfg)
-	n2.apply(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r2.addr})
+	n2.run(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r2.addr})
 	time.Sleep(time.Second) // the second node's tap joins the group
 	produce(t, pcl, "w", 0, 300, 0)
 	waitFor(t, 20*time.Second, "both nodes to deliver", func() bool {
@@ -245,7 +241,7 @@ func TestTapDetachedFeedFollowsItsPartitions(t *testing.T) {
 	}
 	nodes := []*harness{newHarness(t, b, cfg), newHarness(t, b, cfg)}
 	nodes[0].apply(spec(rs[0]))
-	nodes[1].apply(spec(rs[1]))
+	nodes[1].run(spec(rs[1]))
 	time.Sleep(time.Second) // the second node's tap joins the group
 
 	rs[0].stop()
@@ -254,7 +250,7 @@ func TestTapDetachedFeedFollowsItsPartitions(t *testing.T) {
 	waitFor(t, 10*time.Second, "node 1's feed detached", func() bool { return nodes[0].status("a").Reader == ReaderOwn })
 
 	nodes = append(nodes, newHarness(t, b, cfg))
-	nodes[2].apply(spec(rs[2]))
+	nodes[2].run(spec(rs[2]))
 	waitFor(t, 20*time.Second, "the three taps to split the 6 partitions", func() bool {
 		seen := map[tp]int{}
 		for _, h := range nodes {
