@@ -27,7 +27,8 @@ type curriConfig struct {
 	shape RuleShape
 
 	conns       int
-	rate        int // calls/s; 0 = max (closed loop)
+	rate        int    // calls/s; 0 = max (closed loop)
+	pace        string // open loop: pacePrecise or paceRuntime, resolved
 	duration    time.Duration
 	warmup      time.Duration
 	reloadEvery time.Duration
@@ -80,6 +81,7 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.IntVar(&c.shape.Block, "block", 100, "block-list entries (calling numbers)")
 	fs.IntVar(&c.conns, "conns", 32, "keep-alive connections, as CUCM nodes hold them")
 	rate := fs.String("rate", "1000", "calls per second on an open-loop schedule, or 'max' for closed loop")
+	pace := fs.String("pace", paceAuto, "how the open loop waits for a call's due time: precise (a timerfd per connection, Linux), runtime (Go timers: cheaper, but up to ~1 ms late when the generator is idle) or auto (precise below 10000 calls/s)")
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "measured window")
 	fs.DurationVar(&c.warmup, "warmup", 5*time.Second, "load before the measured window, excluded from the stats")
 	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap beside a control window of the same length without one (0 = never)")
@@ -125,6 +127,9 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 			return c, fmt.Errorf("bench curri: -rate %q: want a number of calls per second (1..10000000) or 'max'", *rate)
 		}
 		c.rate = n
+		if c.pace, err = resolvePace(*pace, n); err != nil {
+			return c, fmt.Errorf("bench curri: %w", err)
+		}
 	}
 	switch {
 	case c.conns < 1 || c.conns > 10000:
@@ -249,6 +254,7 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Target:    cfg.target,
 		Conns:     cfg.conns,
 		Rate:      cfg.rate,
+		Pace:      cfg.pace,
 		DurationS: cfg.duration.Seconds(),
 		WarmupS:   cfg.warmup.Seconds(),
 		Pool:      cfg.pool,
@@ -280,6 +286,7 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		pool:        pool,
 		conns:       cfg.conns,
 		rate:        cfg.rate,
+		pace:        cfg.pace,
 		warmup:      cfg.warmup,
 		duration:    cfg.duration,
 		timeout:     cfg.timeout,

@@ -235,11 +235,17 @@ func testPool(addr string, n int) []pooled {
 }
 
 func TestDriveOpenLoop(t *testing.T) {
+	for _, pace := range testPaces() {
+		t.Run(pace, func(t *testing.T) { driveOpenLoop(t, pace) })
+	}
+}
+
+func driveOpenLoop(t *testing.T, pace string) {
 	f, addr := startFake(t)
 	const rate, conns = 400, 4
 	res, err := drive(context.Background(), driveConfig{
 		addr: addr, head: renderHead(addr, "/curri/default"), pool: testPool(addr, 500),
-		conns: conns, rate: rate, warmup: 200 * time.Millisecond, duration: time.Second, timeout: 2 * time.Second,
+		conns: conns, rate: rate, pace: pace, warmup: 200 * time.Millisecond, duration: time.Second, timeout: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

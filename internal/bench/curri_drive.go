@@ -43,7 +43,8 @@ type driveConfig struct {
 	head        []byte
 	pool        []pooled
 	conns       int
-	rate        int // 0 = closed loop
+	rate        int    // 0 = closed loop
+	pace        string // open loop: pacePrecise or paceRuntime
 	warmup      time.Duration
 	duration    time.Duration
 	timeout     time.Duration
@@ -249,18 +250,36 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	var windows atomic.Pointer[[]*swapWindow]
 	var next atomic.Int64
 	tallies := make([]*tally, cfg.conns)
+	pacers := make([]pacer, cfg.conns)
+	if cfg.rate > 0 {
+		for i := range pacers {
+			p, err := newPacer(ctx, cfg.pace)
+			if err != nil {
+				for _, p := range pacers[:i] {
+					p.close()
+				}
+				return nil, err
+			}
+			pacers[i] = p
+		}
+		defer func() {
+			for _, p := range pacers {
+				p.close()
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	for i := range conns {
 		tallies[i] = newTally()
 		wg.Add(1)
-		go func(c *conn, t *tally, off int) {
+		go func(c *conn, p pacer, t *tally, off int) {
 			defer wg.Done()
 			if cfg.rate > 0 {
-				openLoop(ctx, c, t, cfg, start, measureStart, end, hardStop, &next, &windows)
+				openLoop(ctx, c, p, t, cfg, start, measureStart, end, hardStop, &next, &windows)
 			} else {
 				closedLoop(ctx, c, t, cfg, off, measureStart, end, &windows)
 			}
-		}(conns[i], tallies[i], i*len(cfg.pool)/cfg.conns)
+		}(conns[i], pacers[i], tallies[i], i*len(cfg.pool)/cfg.conns)
 	}
 
 	res := &driveResult{}
@@ -318,10 +337,8 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 // openLoop takes slots from the shared schedule (slot n is due at
 // start + n/rate) and measures each call from its due time, so a server
 // that stalls is charged for the calls that queued behind the stall.
-func openLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, start, measureStart, end, hardStop time.Time,
+func openLoop(ctx context.Context, c *conn, pace pacer, t *tally, cfg driveConfig, start, measureStart, end, hardStop time.Time,
 	next *atomic.Int64, windows *atomic.Pointer[[]*swapWindow]) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	nsPerSlot := 1e9 / float64(cfg.rate)
 	for {
 		n := next.Add(1) - 1
@@ -336,12 +353,9 @@ func openLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, start, me
 			}
 			continue
 		}
-		if d := due.Sub(now); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
+		if due.After(now) {
+			if pace.wait(due) != nil {
+				return // ctx ended
 			}
 		} else if ctx.Err() != nil {
 			return

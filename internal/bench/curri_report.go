@@ -16,8 +16,9 @@ import (
 // JSON with -json.
 type curriReport struct {
 	Target    string      `json:"target"`
-	Mode      string      `json:"mode"` // open-loop | closed-loop
-	Rate      int         `json:"rate"` // target calls/s; 0 with closed loop
+	Mode      string      `json:"mode"`           // open-loop | closed-loop
+	Rate      int         `json:"rate"`           // target calls/s; 0 with closed loop
+	Pace      string      `json:"pace,omitempty"` // open loop: "precise" (timerfd) or "runtime" (Go timers)
 	Conns     int         `json:"conns"`
 	DurationS float64     `json:"duration_s"`
 	WarmupS   float64     `json:"warmup_s"`
@@ -217,7 +218,7 @@ func (r *curriReport) writeTable(w io.Writer) error {
 			r.Load.RulesLiveMs, r.Load.RulesPutMs, r.Load.ListsPostMs, r.Load.TotalMs)
 	}
 	if r.Rate > 0 {
-		p("load", "open loop at %d calls/s over %d keep-alive conns; %gs measured after %gs warmup", r.Rate, r.Conns, r.DurationS, r.WarmupS)
+		p("load", "open loop at %d calls/s over %d keep-alive conns, %s pacing; %gs measured after %gs warmup", r.Rate, r.Conns, r.Pace, r.DurationS, r.WarmupS)
 	} else {
 		p("load", "closed loop (max) over %d keep-alive conns; %gs measured after %gs warmup", r.Conns, r.DurationS, r.WarmupS)
 	}
