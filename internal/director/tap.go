@@ -331,6 +331,7 @@ func (t *tap) consume(ctx context.Context) {
 	stall := time.NewTimer(time.Hour)
 	defer stall.Stop()
 	var lastFetchErr time.Time
+	var turn uint // which attached member is handed the next poll first
 	for ctx.Err() == nil {
 		if !t.anyAttached() {
 			// Every member is catching up on its own: hold the partitions
@@ -355,7 +356,8 @@ func (t *tap) consume(ctx context.Context) {
 			}
 		})
 		if sb := t.decode(fs); sb != nil {
-			t.hand(ctx, sb, stall)
+			t.hand(ctx, sb, stall, turn)
+			turn++
 			sb.unref() // the tap's own reference
 		}
 	}
@@ -398,8 +400,14 @@ func (t *tap) decode(fs kgo.Fetches) *sharedBatch {
 
 // hand gives every member its share of sb, waiting for each to have a free
 // batch; a member that has none for TapStall is dropped.
-func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer) {
-	mems := t.attached()
+//
+// The members take turns at being first: the feeds' sinks then encode and
+// write one after another, and in a fixed order the last member's copies
+// waited for every other member's write of every poll (-feeds 4, serve on
+// one core: the fourth feed's average latency 0.4-0.8 ms above the
+// first's, its p99 3-4 ms above).
+func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer, turn uint) {
+	mems := inTurn(t.attached(), turn)
 	sb.share(mems)
 	for _, mem := range mems {
 		var b *pollBatch
@@ -433,6 +441,16 @@ func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer) {
 		}
 		mem.hmu.Unlock()
 	}
+}
+
+// inTurn is mems in the order the turn'th poll is handed to them: starting
+// with member turn mod len(mems), wrapping around.
+func inTurn(mems []*tapMember, turn uint) []*tapMember {
+	if len(mems) < 2 {
+		return mems
+	}
+	k := int(turn % uint(len(mems)))
+	return slices.Concat(mems[k:], mems[:k])
 }
 
 // share has the part of sb's copies' encoding that does not depend on a

@@ -494,3 +494,40 @@ func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
 		t.Errorf("%d copies encoded once for several sinks, want at least %d", shared, scp)
 	}
 }
+
+// Every attached member is handed each poll once, and they take turns at
+// being first, so that no feed's copies always wait for the others' writes.
+func TestTapMembersTakeTurns(t *testing.T) {
+	mems := make([]*tapMember, 4)
+	for i := range mems {
+		mems[i] = &tapMember{}
+	}
+	orig := slices.Clone(mems)
+	firsts := map[*tapMember]int{}
+	for turn := range uint(8) {
+		got := inTurn(mems, turn)
+		if len(got) != len(mems) {
+			t.Fatalf("turn %d: %d members handed, want %d", turn, len(got), len(mems))
+		}
+		for i, mem := range got {
+			if want := mems[(int(turn)+i)%len(mems)]; mem != want {
+				t.Fatalf("turn %d: position %d is member %d, want %d", turn, i, slices.Index(mems, mem), slices.Index(mems, want))
+			}
+		}
+		firsts[got[0]]++
+	}
+	for i, mem := range mems {
+		if firsts[mem] != 2 {
+			t.Errorf("member %d was first %d times in 8 polls, want 2", i, firsts[mem])
+		}
+	}
+	if got := inTurn(mems[:1], 5); len(got) != 1 || got[0] != mems[0] {
+		t.Errorf("one member: %v", got)
+	}
+	if got := inTurn(nil, 3); len(got) != 0 {
+		t.Errorf("no member: %v", got)
+	}
+	if !slices.Equal(mems, orig) {
+		t.Fatal("inTurn reordered its argument")
+	}
+}
