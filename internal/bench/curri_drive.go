@@ -103,10 +103,45 @@ type swapWindow struct {
 	control   *swapWindow  // this swap's control window, if one fitted before the next swap
 	mu        sync.Mutex
 	hist      *hdrhistogram.Histogram
+	lag       *hdrhistogram.Histogram // the generator's send lag of the window's calls
 	calls     int64
 	transport int64
 	non200    int64
 	indet     int64
+	// The server's own request-time histogram scraped as the window opened
+	// and as it closed (nil if a scrape failed): what the server took to
+	// answer, read to written, apart from the box's queueing around it.
+	srvFirst, srvLast []bucket
+}
+
+func newWindow(start time.Time) *swapWindow {
+	return &swapWindow{start: start, hist: newHist(), lag: newHist()}
+}
+
+// windowStats is a window's figures, as the report gives them for a swap
+// window and for its control window.
+type windowStats struct {
+	calls          int64
+	p99, max       int64 // µs, from the intended send time
+	lagP99, lagMax int64 // µs
+	srvP99, srvMax bucketBound
+	srvOver5ms     int64 // the server's requests over 5 ms; -1 unknown
+	transport      int64
+	non200, indet  int64
+}
+
+func (w *swapWindow) stats() windowStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := windowStats{calls: w.calls, transport: w.transport, non200: w.non200, indet: w.indet,
+		srvP99:     bucketBound(bucketQuantile(w.srvFirst, w.srvLast, 0.99)),
+		srvMax:     bucketBound(bucketQuantile(w.srvFirst, w.srvLast, 1)),
+		srvOver5ms: bucketOver(w.srvFirst, w.srvLast, 0.005)}
+	if w.calls > 0 {
+		st.p99, st.max = w.hist.ValueAtQuantile(99), w.hist.Max()
+		st.lagP99, st.lagMax = w.lag.ValueAtQuantile(99), w.lag.Max()
+	}
+	return st
 }
 
 // holds reports whether a call due at due belongs to the window: due from
@@ -122,21 +157,19 @@ func (w *swapWindow) holds(due time.Time) bool {
 
 // fill copies the window's tallies into its reload result.
 func (w *swapWindow) fill(rr *reloadResult) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	rr.Calls = w.calls
-	rr.TransportErrors = w.transport
-	rr.Non200 = w.non200
-	rr.Indeterminate = w.indet
-	if w.calls > 0 {
-		rr.P99Us = w.hist.ValueAtQuantile(99)
-		rr.MaxUs = w.hist.Max()
-	}
+	st := w.stats()
+	rr.Calls, rr.TransportErrors, rr.Non200, rr.Indeterminate = st.calls, st.transport, st.non200, st.indet
+	rr.P99Us, rr.MaxUs = st.p99, st.max
+	rr.LagP99Us, rr.LagMaxUs = st.lagP99, st.lagMax
+	rr.ServerP99S, rr.ServerMaxS, rr.ServerOver5ms = st.srvP99, st.srvMax, st.srvOver5ms
 }
 
-func (w *swapWindow) record(lat time.Duration, resp response, err error) {
+// record counts a call due in the window: lat from its due time to its
+// answer, lag from its due time to its write.
+func (w *swapWindow) record(lat, lag time.Duration, resp response, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	recordUs(w.lag, lag)
 	switch {
 	case err != nil:
 		w.transport++
@@ -153,15 +186,13 @@ func (w *swapWindow) record(lat time.Duration, resp response, err error) {
 // fillQuiet copies a control window's tallies into the reload result of
 // the swap it stands beside.
 func (w *swapWindow) fillQuiet(rr *reloadResult) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	rr.QuietCalls = w.calls
-	rr.QuietErrors = w.transport + w.non200 + w.indet
+	st := w.stats()
+	rr.QuietCalls = st.calls
+	rr.QuietErrors = st.transport + st.non200 + st.indet
 	rr.QuietAtS = rr.AtS + w.start.Sub(w.swapStart).Seconds()
-	if w.calls > 0 {
-		rr.QuietP99Us = w.hist.ValueAtQuantile(99)
-		rr.QuietMaxUs = w.hist.Max()
-	}
+	rr.QuietP99Us, rr.QuietMaxUs = st.p99, st.max
+	rr.QuietLagP99Us, rr.QuietLagMaxUs = st.lagP99, st.lagMax
+	rr.QuietServerP99S, rr.QuietServerMaxS, rr.QuietServerOver5ms = st.srvP99, st.srvMax, st.srvOver5ms
 }
 
 // quietWindow is a control window for the swap window w that just closed:
@@ -176,7 +207,8 @@ func quietWindow(w *swapWindow, every time.Duration, next time.Time) *swapWindow
 	if length <= 0 || !qs.Add(length).Before(next) {
 		return nil
 	}
-	q := &swapWindow{start: qs, swapStart: w.start, hist: newHist()}
+	q := newWindow(qs)
+	q.swapStart = w.start
 	q.end.Store(qs.Add(length).UnixNano())
 	return q
 }
@@ -361,12 +393,12 @@ func openLoop(ctx context.Context, c *conn, pace pacer, t *tally, cfg driveConfi
 			return
 		}
 		p := &cfg.pool[int(n%int64(len(cfg.pool)))]
+		sent := time.Now()
 		if !due.Before(measureStart) {
-			recordUs(t.lag, time.Since(due))
+			recordUs(t.lag, sent.Sub(due))
 		}
 		resp, err := c.do(p.req)
-		done := time.Now()
-		account(t, p.class, due, done, measureStart, resp, err, windows)
+		account(t, p.class, due, sent, time.Now(), measureStart, resp, err, windows)
 		if err != nil && c.c == nil {
 			pause(ctx, 10*time.Millisecond) // do not spin on a dead server
 		}
@@ -384,10 +416,20 @@ func closedLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, off int
 		}
 		p := &cfg.pool[i%len(cfg.pool)]
 		resp, err := c.do(p.req)
-		account(t, p.class, sent, time.Now(), measureStart, resp, err, windows)
+		account(t, p.class, sent, sent, time.Now(), measureStart, resp, err, windows)
 		if err != nil && c.c == nil {
 			pause(ctx, 10*time.Millisecond)
 		}
+	}
+}
+
+// pauseUntil waits until t; false if ctx ended first.
+func pauseUntil(ctx context.Context, t time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Until(t)):
+		return true
 	}
 }
 
@@ -398,12 +440,13 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-func account(t *tally, class int, due, done, measureStart time.Time, resp response, err error, windows *atomic.Pointer[[]*swapWindow]) {
+// account counts a call due at due (sent at sent, answered at done).
+func account(t *tally, class int, due, sent, done, measureStart time.Time, resp response, err error, windows *atomic.Pointer[[]*swapWindow]) {
 	lat := done.Sub(due)
 	if ws := windows.Load(); ws != nil {
 		for _, w := range *ws {
 			if w.holds(due) {
-				w.record(lat, resp, err)
+				w.record(lat, sent.Sub(due), resp, err)
 			}
 		}
 	}
@@ -494,6 +537,19 @@ func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Ti
 // each swap, collecting the calls of the swap window.
 func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, end time.Time, windows *atomic.Pointer[[]*swapWindow]) []reloadResult {
 	var out []reloadResult
+	// The server's request-time histogram at a window's edges; nil if the
+	// scrape failed.
+	scrape := func() []bucket {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		ps, err := cfg.api.scrapeProc(sctx)
+		if err != nil {
+			return nil
+		}
+		return ps.buckets
+	}
+	var controls sync.WaitGroup // scraping the control windows' edges
+	defer controls.Wait()
 	for gen := 1; gen <= len(bodies); gen++ {
 		at := start.Add(time.Duration(gen) * cfg.reloadEvery)
 		if !at.Before(end) {
@@ -504,7 +560,9 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 			return out
 		case <-time.After(time.Until(at)):
 		}
-		w := &swapWindow{start: time.Now(), hist: newHist()}
+		first := scrape()
+		w := newWindow(time.Now())
+		w.srvFirst = first
 		var list []*swapWindow
 		if ws := windows.Load(); ws != nil {
 			list = append(list, *ws...)
@@ -526,6 +584,10 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 		case <-ctx.Done():
 		case <-time.After(swapTail):
 		}
+		last := scrape()
+		w.mu.Lock()
+		w.srvLast = last
+		w.mu.Unlock()
 		w.end.Store(time.Now().UnixNano())
 		next := start.Add(time.Duration(gen+1) * cfg.reloadEvery)
 		if gen == len(bodies) || next.After(end) {
@@ -535,6 +597,22 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 			w.control = q
 			list := append(append([]*swapWindow(nil), *windows.Load()...), q)
 			windows.Store(&list)
+			controls.Add(1)
+			go func() {
+				defer controls.Done()
+				qEnd := time.Unix(0, q.end.Load())
+				if !pauseUntil(ctx, q.start) {
+					return
+				}
+				first := scrape()
+				if !pauseUntil(ctx, qEnd) {
+					return
+				}
+				last := scrape()
+				q.mu.Lock()
+				q.srvFirst, q.srvLast = first, last
+				q.mu.Unlock()
+			}()
 		}
 		out = append(out, rr)
 	}

@@ -288,6 +288,22 @@ func bucketQuantile(first, last []bucket, q float64) float64 {
 	return last[len(last)-1].le
 }
 
+// bucketOver returns how many observations made between two scrapes were
+// above le seconds, which must be a bucket bound; -1 if it is not one or
+// the scrapes do not match.
+func bucketOver(first, last []bucket, le float64) int64 {
+	if len(first) != len(last) || len(last) == 0 {
+		return -1
+	}
+	for i := range last {
+		if last[i].le == le {
+			total := last[len(last)-1].n - first[len(first)-1].n
+			return int64(total - (last[i].n - first[i].n))
+		}
+	}
+	return -1
+}
+
 // procStats is the server's process collector as seen on /metrics.
 type procStats struct {
 	cpuSeconds float64

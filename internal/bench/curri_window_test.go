@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -11,7 +12,7 @@ import (
 // behind), and calls due outside do not.
 func TestSwapWindowCountsLateAnswers(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	w := &swapWindow{start: t0, hist: newHist()}
+	w := newWindow(t0)
 	tests := []struct {
 		name string
 		due  time.Time
@@ -38,10 +39,14 @@ func TestSwapWindowCountsLateAnswers(t *testing.T) {
 	}
 
 	w.end.Store(t0.Add(2 * time.Second).UnixNano())
-	w.record(3*time.Millisecond, response{status: 200}, nil)
-	w.record(900*time.Millisecond, response{status: 200}, nil)
-	w.record(0, response{}, errors.New("reset"))
-	w.record(time.Millisecond, response{status: 500}, nil)
+	w.record(3*time.Millisecond, 50*time.Microsecond, response{status: 200}, nil)
+	w.record(900*time.Millisecond, 700*time.Millisecond, response{status: 200}, nil)
+	w.record(0, 0, response{}, errors.New("reset"))
+	w.record(time.Millisecond, 0, response{status: 500}, nil)
+	// The server's histogram at the window's edges: 1,000 requests in
+	// between, the slowest in the 10 ms bucket.
+	w.srvFirst = []bucket{{0.001, 500}, {0.005, 600}, {0.01, 600}, {math.Inf(1), 600}}
+	w.srvLast = []bucket{{0.001, 1480}, {0.005, 1598}, {0.01, 1600}, {math.Inf(1), 1600}}
 	var rr reloadResult
 	w.fill(&rr)
 	if rr.Calls != 3 || rr.TransportErrors != 1 || rr.Non200 != 1 {
@@ -50,6 +55,15 @@ func TestSwapWindowCountsLateAnswers(t *testing.T) {
 	if rr.MaxUs < 899_000 || rr.P99Us < 899_000 {
 		t.Errorf("p99 %d µs, max %d µs: the late 900 ms call is missing", rr.P99Us, rr.MaxUs)
 	}
+	if rr.LagMaxUs < 699_000 || rr.LagMaxUs > 701_000 {
+		t.Errorf("send lag max %d µs, want the 700 ms one", rr.LagMaxUs)
+	}
+	if rr.ServerP99S != 0.005 || rr.ServerMaxS != 0.01 {
+		t.Errorf("server time p99 %v s, max %v s over the window, want 0.005 and 0.01", rr.ServerP99S, rr.ServerMaxS)
+	}
+	if rr.ServerOver5ms != 2 {
+		t.Errorf("%d server requests over 5 ms in the window, want 2", rr.ServerOver5ms)
+	}
 }
 
 // TestQuietWindow: a swap's control window has the swap window's length,
@@ -57,7 +71,7 @@ func TestSwapWindowCountsLateAnswers(t *testing.T) {
 // left out when it would reach the next swap.
 func TestQuietWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	w := &swapWindow{start: t0, hist: newHist()}
+	w := newWindow(t0)
 	w.end.Store(t0.Add(1500 * time.Millisecond).UnixNano())
 	q := quietWindow(w, 15*time.Second, t0.Add(15*time.Second))
 	if q == nil {
@@ -74,12 +88,18 @@ func TestQuietWindow(t *testing.T) {
 			t.Errorf("holds(%v) = %v, want %v", c.due, got, c.want)
 		}
 	}
-	q.record(2*time.Millisecond, response{status: 200}, nil)
-	q.record(time.Millisecond, response{status: 500}, nil)
+	q.record(2*time.Millisecond, time.Millisecond, response{status: 200}, nil)
+	q.record(time.Millisecond, 0, response{status: 500}, nil)
 	rr := reloadResult{AtS: 20}
 	q.fillQuiet(&rr)
-	if rr.QuietCalls != 2 || rr.QuietErrors != 1 || rr.QuietAtS != 27.5 || rr.QuietMaxUs < 1990 {
+	if rr.QuietCalls != 2 || rr.QuietErrors != 1 || rr.QuietAtS != 27.5 || rr.QuietMaxUs < 1990 || rr.QuietLagMaxUs < 990 {
 		t.Errorf("control tallies %+v", rr)
+	}
+	if rr.QuietServerMaxS != -1 {
+		t.Errorf("server time max %v without scrapes, want -1 (n/a)", rr.QuietServerMaxS)
+	}
+	if rr.QuietServerOver5ms != -1 {
+		t.Errorf("%d server requests over 5 ms without scrapes, want -1 (n/a)", rr.QuietServerOver5ms)
 	}
 	if quietWindow(w, 15*time.Second, t0.Add(8*time.Second)) != nil {
 		t.Error("a control window reaching past the next swap (or the run's end)")
