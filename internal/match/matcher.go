@@ -38,11 +38,11 @@ func NewBuilder(fields []FieldSpec, opts Options) *Builder {
 	return &Builder{fields: slices.Clone(fields), opts: opts, off: []int32{0}}
 }
 
-// Grow reserves room for n more rules with about condsPerRule conditions
-// each, so that a large build does not regrow its slices.
-func (b *Builder) Grow(n, condsPerRule int) {
+// Grow reserves room for n more rules with conds conditions between them
+// (values other than ""), so that a large build does not regrow its slices.
+func (b *Builder) Grow(n, conds int) {
 	b.off = slices.Grow(b.off, n)
-	b.conds = slices.Grow(b.conds, n*condsPerRule)
+	b.conds = slices.Grow(b.conds, conds)
 }
 
 // FieldError is a condition refused by Add: which field, and why.
