@@ -433,12 +433,7 @@ func pauseUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-func pause(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
+func pause(ctx context.Context, d time.Duration) { pauseUntil(ctx, time.Now().Add(d)) }
 
 // account counts a call due at due (sent at sent, answered at done).
 func account(t *tally, class int, due, sent, done, measureStart time.Time, resp response, err error, windows *atomic.Pointer[[]*swapWindow]) {
