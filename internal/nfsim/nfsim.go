@@ -504,22 +504,25 @@ loop:
 	return st, nil
 }
 
-// pace produces nfs' copies at their rates for d.
+// pace produces nfs' copies at their rates for d: every copy due by d,
+// even when the process ran late (a tick that came after d sends what was
+// due until d; before, it sent nothing, and a prewarm of a starved process
+// could be empty).
 func pace(ctx context.Context, nfs []*nfState, d time.Duration, produce func(*nfState), snd sender) error {
 	start := time.Now()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		el := time.Since(start)
-		if el >= d {
-			return nil
-		}
+		el := min(time.Since(start), d)
 		for _, nf := range nfs {
 			for due := int64(nf.rate * el.Seconds()); nf.made < due; {
 				produce(nf)
 			}
 		}
 		snd.endTick(ctx)
+		if el >= d {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

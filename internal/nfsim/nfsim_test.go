@@ -410,8 +410,10 @@ func TestRunPrewarm(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	if st.Total() != 400 || st.Prewarm < 1 || st.Prewarm > 440 { // 400 when paced on time
-		t.Fatalf("sent %d, prewarm %d; want 400 and up to 400", st.Total(), st.Prewarm)
+	// The prewarm is every copy due in its 100 ms at 4,000/s, however late
+	// the process ran: 399 (each NF's share rounded down).
+	if st.Total() != 400 || st.Prewarm < 390 || st.Prewarm > 400 {
+		t.Fatalf("sent %d, prewarm %d; want 400 and 390-400", st.Total(), st.Prewarm)
 	}
 	if st.Ack.N != st.Total()-3 { // neither the prewarm nor the three first copies
 		t.Errorf("ack latency over %d copies, want %d", st.Ack.N, st.Total()-3)
