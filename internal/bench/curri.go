@@ -81,7 +81,7 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.IntVar(&c.shape.Block, "block", 100, "block-list entries (calling numbers)")
 	fs.IntVar(&c.conns, "conns", 32, "keep-alive connections, as CUCM nodes hold them")
 	rate := fs.String("rate", "1000", "calls per second on an open-loop schedule, or 'max' for closed loop")
-	pace := fs.String("pace", paceAuto, "how the open loop waits for a call's due time: precise (a timerfd per connection, Linux), runtime (Go timers: cheaper, but up to ~1 ms late when the generator is idle) or auto (precise below 10000 calls/s)")
+	pace := fs.String("pace", paceAuto, fmt.Sprintf("how the open loop waits for a call's due time: precise (a timerfd per connection, Linux), runtime (Go timers: cheaper, but up to ~1 ms late when the generator is idle) or auto (precise below %d calls/s)", paceAutoRate))
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "measured window")
 	fs.DurationVar(&c.warmup, "warmup", 5*time.Second, "load before the measured window, excluded from the stats")
 	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap beside a control window of the same length without one (0 = never)")

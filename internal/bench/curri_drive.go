@@ -476,9 +476,7 @@ func account(t *tally, class int, due, sent, done, measureStart time.Time, resp 
 // and its RSS every second.
 func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Time, out *serverResult, errOut *string) {
 	scrape := func() (procStats, bool) {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		ps, err := api.scrapeProc(sctx)
+		ps, err := api.scrapeBy(ctx)
 		if err != nil {
 			out.scrapeErrors++
 			if *errOut == "" {
@@ -488,15 +486,7 @@ func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Ti
 		}
 		return ps, true
 	}
-	waitUntil := func(t time.Time) bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(time.Until(t)):
-			return true
-		}
-	}
-	if !waitUntil(measureStart) {
+	if !pauseUntil(ctx, measureStart) {
 		return
 	}
 	first, ok := scrape()
@@ -506,7 +496,7 @@ func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Ti
 	out.rssStart, out.rssPeak, out.rssSamples = first.rssBytes, first.rssBytes, 1
 	out.firstBuckets = first.buckets
 	for t := measureStart.Add(time.Second); t.Before(end); t = t.Add(time.Second) {
-		if !waitUntil(t) {
+		if !pauseUntil(ctx, t) {
 			return
 		}
 		if ps, ok := scrape(); ok {
@@ -516,10 +506,7 @@ func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Ti
 	}
 	// The end scrape is due at the end of the window even if the load
 	// goroutines have been cancelled by then.
-	select {
-	case <-time.After(time.Until(end)):
-	case <-ctx.Done():
-	}
+	pauseUntil(ctx, end)
 	if last, ok := scrape(); ok {
 		out.lastBuckets = last.buckets
 		out.cpuSeconds = last.cpuSeconds - first.cpuSeconds
@@ -535,13 +522,20 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 	// The server's request-time histogram at a window's edges; nil if the
 	// scrape failed.
 	scrape := func() []bucket {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		ps, err := cfg.api.scrapeProc(sctx)
+		ps, err := cfg.api.scrapeBy(ctx)
 		if err != nil {
 			return nil
 		}
 		return ps.buckets
+	}
+	// The windows list is copied on write: the calls' goroutines read it.
+	addWindow := func(w *swapWindow) {
+		var list []*swapWindow
+		if ws := windows.Load(); ws != nil {
+			list = append(list, *ws...)
+		}
+		list = append(list, w)
+		windows.Store(&list)
 	}
 	var controls sync.WaitGroup // scraping the control windows' edges
 	defer controls.Wait()
@@ -550,20 +544,13 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 		if !at.Before(end) {
 			return out
 		}
-		select {
-		case <-ctx.Done():
+		if !pauseUntil(ctx, at) {
 			return out
-		case <-time.After(time.Until(at)):
 		}
 		first := scrape()
 		w := newWindow(time.Now())
 		w.srvFirst = first
-		var list []*swapWindow
-		if ws := windows.Load(); ws != nil {
-			list = append(list, *ws...)
-		}
-		list = append(list, w)
-		windows.Store(&list)
+		addWindow(w)
 		rr := reloadResult{Generation: gen, AtS: w.start.Sub(start).Seconds()}
 		err := cfg.api.replaceRulesJSON(ctx, bodies[gen-1])
 		rr.PutMs = ms(time.Since(w.start))
@@ -575,10 +562,7 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 			rr.Error = err.Error()
 			fmt.Fprintf(cfg.log, "bench curri: reload %d: %v\n", gen, err)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(swapTail):
-		}
+		pause(ctx, swapTail)
 		last := scrape()
 		w.mu.Lock()
 		w.srvLast = last
@@ -590,8 +574,7 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 		}
 		if q := quietWindow(w, cfg.reloadEvery, next); q != nil {
 			w.control = q
-			list := append(append([]*swapWindow(nil), *windows.Load()...), q)
-			windows.Store(&list)
+			addWindow(q)
 			controls.Add(1)
 			go func() {
 				defer controls.Done()

@@ -311,6 +311,14 @@ type procStats struct {
 	buckets    []bucket // durationBucket, in exposition order (ascending le)
 }
 
+// scrapeBy scrapes within 5 s even when ctx has ended: a run's last
+// figures are read as it stops.
+func (a *apiClient) scrapeBy(ctx context.Context) (procStats, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return a.scrapeProc(sctx)
+}
+
 // scrapeProc reads process_cpu_seconds_total and
 // process_resident_memory_bytes from a Prometheus text page.
 func (a *apiClient) scrapeProc(ctx context.Context) (procStats, error) {

@@ -659,20 +659,16 @@ func (d *decoder) scanString(field string) (end int, clean bool, err error) {
 
 // hasSpecial reports whether any byte of w (8 bytes of a string) is special:
 // a quote, a backslash, a control character or non-ASCII (SWAR tests).
-func hasSpecial(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
-	return (w&highs)|((w-0x20*ones)&^w&highs)|zero(w^('"'*ones))|zero(w^('\\'*ones)) != 0
-}
+func hasSpecial(w uint64) bool { return specialMask(w) != 0 }
 
-// firstSpecial is the index of the first special byte of w, which
-// hasSpecial reported: each test's lowest set bit is exact (a borrow only
-// carries upward, from a byte that is itself flagged).
-func firstSpecial(w uint64) int {
+// specialMask flags the high bit of every lane of w whose test fired. Its
+// lowest set bit is exact (a borrow only carries upward, from a byte that is
+// itself flagged), so it locates the first special byte; above it, lanes
+// may be flagged falsely.
+func specialMask(w uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
-	m := (w & highs) | ((w - 0x20*ones) &^ w & highs) | zero(w^('"'*ones)) | zero(w^('\\'*ones))
-	return bits.TrailingZeros64(m) / 8
+	return (w & highs) | ((w - 0x20*ones) &^ w & highs) | zero(w^('"'*ones)) | zero(w^('\\'*ones))
 }
 
 // runScanner finds where a run of plain string bytes (none special) ends.
@@ -696,11 +692,11 @@ func (r *runScanner) plainEnd(b []byte, i int) int {
 		}
 		return i
 	}
-	if w := binary.LittleEndian.Uint64(b[i:]); hasSpecial(w) {
-		return i + firstSpecial(w)
+	if m := specialMask(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+		return i + bits.TrailingZeros64(m)/8
 	}
-	if w := binary.LittleEndian.Uint64(b[i+8:]); hasSpecial(w) {
-		return i + 8 + firstSpecial(w)
+	if m := specialMask(binary.LittleEndian.Uint64(b[i+8:])); m != 0 {
+		return i + 8 + bits.TrailingZeros64(m)/8
 	}
 	i += 16
 	if r.quote < i {

@@ -828,9 +828,9 @@ func (mem *tapMember) forget(parts map[string][]int32) {
 }
 
 // confirmed notes the marks of a batch the member's sink confirmed, for the
-// next commit. Marks of partitions the tap no longer reads (revoked: another node reads
-// them now) are left out: committing them would move that node's position
-// back.
+// next commit. Marks of partitions the tap no longer reads (revoked: another
+// node reads them now) are left out: committing them would move that node's
+// position back.
 func (mem *tapMember) confirmed(marks []*kgo.Record) {
 	mem.omu.Lock()
 	defer mem.omu.Unlock()

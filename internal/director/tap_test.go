@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/netip"
@@ -377,20 +378,19 @@ func newRawReceiver(t *testing.T) *rawReceiver {
 			r.mu.Unlock()
 			go func() {
 				defer c.Close()
-				b := make([]byte, 64<<10)
-				for {
-					n, err := c.Read(b)
-					r.mu.Lock()
-					r.buf = append(r.buf, b[:n]...)
-					r.mu.Unlock()
-					if err != nil {
-						return
-					}
-				}
+				_, _ = io.Copy(r, c)
 			}()
 		}
 	}()
 	return r
+}
+
+// Write keeps p (the connection's reader copies into it).
+func (r *rawReceiver) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf = append(r.buf, p...)
+	return len(p), nil
 }
 
 func (r *rawReceiver) bytes() ([]byte, int) {

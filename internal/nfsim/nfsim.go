@@ -58,8 +58,8 @@ type Config struct {
 	Compression string
 	// SharedProducer sends every NF type's copies through one Kafka
 	// client; by default each NF type has its own, as each is its own
-	// network function with its own producer (and its own produce request
-	// in flight: franz-go keeps one per broker connection when idempotent).
+	// network function with its own producer, connections and produce
+	// requests in flight.
 	SharedProducer bool
 	// Linger is how long the producer waits for more copies of a partition
 	// before sending its batch; 0 sends at once (the client still batches

@@ -508,7 +508,8 @@ func checksum(b []byte, init uint64) uint16 { return ^uint16(onesSum(b, init)) }
 
 // onesSum is the one's-complement sum of b as big-endian 16-bit words (an
 // odd last byte padded with zero) plus init, folded to 16 bits. Sums of
-// parts at even offsets add up to the sum of the whole. It adds b as little-endian 32-bit words into four 64-bit accumulators (no
+// parts at even offsets add up to the sum of the whole. It adds b as
+// little-endian 32-bit words into four 64-bit accumulators (no
 // carry chain between them, and no overflow below 2^32 words): a
 // one's-complement sum does not depend on byte order as long as every word
 // is read the same way (RFC 1071 §2(B)), so the folded sum is byte-swapped
