@@ -127,9 +127,14 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 			return c, fmt.Errorf("bench curri: -rate %q: want a number of calls per second (1..10000000) or 'max'", *rate)
 		}
 		c.rate = n
-		if c.pace, err = resolvePace(*pace, n); err != nil {
-			return c, fmt.Errorf("bench curri: %w", err)
-		}
+	}
+	// Checked with -rate max too, where no pacer runs (c.pace stays "").
+	p, err := resolvePace(*pace, c.rate)
+	if err != nil {
+		return c, fmt.Errorf("bench curri: %w", err)
+	}
+	if c.rate > 0 {
+		c.pace = p
 	}
 	switch {
 	case c.conns < 1 || c.conns > 10000:

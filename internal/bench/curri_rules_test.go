@@ -206,6 +206,18 @@ func TestParseCURRIFlags(t *testing.T) {
 		{name: "reload without api", args: []string{"-target", "http://127.0.0.1:4080/curri", "-reload-every", "2s"}, wantErr: "needs -api"},
 		{name: "stray argument", args: []string{"now"}, wantErr: `unexpected argument "now"`},
 		{name: "unknown flag", args: []string{"-speed", "9"}, wantErr: "flag provided but not defined"},
+		{name: "bad pace", args: []string{"-pace", "fast"}, wantErr: `-pace "fast"`},
+		{name: "bad pace, closed loop", args: []string{"-rate", "max", "-pace", "fast"}, wantErr: `-pace "fast"`},
+		{name: "pace of a closed loop", args: []string{"-rate", "max"}, check: func(t *testing.T, c curriConfig) {
+			if c.pace != "" {
+				t.Errorf("closed loop with pace %q", c.pace)
+			}
+		}},
+		{name: "pace auto at 15000", args: []string{"-rate", "15000"}, check: func(t *testing.T, c curriConfig) {
+			if c.pace != paceRuntime {
+				t.Errorf("pace %q at 15000/s, want runtime", c.pace)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
