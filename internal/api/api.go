@@ -87,10 +87,6 @@ type Config struct {
 	// read rules. The function it returns is called once, when the store
 	// has committed the rules (true) or failed (false).
 	RulesReplacing func(policyID string, rules []callpolicy.Rule) (stored func(ok bool))
-	// Bulk, if set, runs the memory- and CPU-heavy part of a bulk rule
-	// replacement (decoding, validating, storing) and returns when it
-	// has; the app runs it with the GC tightened. Nil runs it directly.
-	Bulk func(work func())
 	// AdminToken, when set, is accepted as an admin bearer token.
 	AdminToken string
 	Logger     *slog.Logger

@@ -128,16 +128,7 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	// Decoding, validating and storing 100,000 rules is ~0.7 s of CPU and
-	// ~100 MB live at its peak: the owner may wrap it (Config.Bulk).
-	var n int
-	var hooked bool
-	work := func() { n, hooked, err = s.storeReplacement(r, pid, body) }
-	if s.cfg.Bulk != nil {
-		s.cfg.Bulk(work)
-	} else {
-		work()
-	}
+	n, hooked, err := s.storeReplacement(r, pid, body)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -22,6 +22,7 @@ import (
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/director"
+	"github.com/signalbox/signalbox/internal/store"
 )
 
 // directorParts is the running data director: the embedded broker (unless an
@@ -178,6 +179,44 @@ func (d *directorParts) reconcile(ctx context.Context) {
 	}
 	if err := d.mgr.Apply(ctx, specs); err != nil {
 		d.s.log.Error("some stored feeds could not be applied", "err", err)
+	}
+}
+
+// reconcileLoop applies the stored feeds again after API changes (kick),
+// after the store's change notifications (other nodes) and whenever the
+// periodic check finds a config version it has not applied.
+func (d *directorParts) reconcileLoop(ctx context.Context, st store.Store, kick <-chan struct{}) {
+	// -1: the first check reconciles again, covering any change committed
+	// between the director's start and this loop (Apply is idempotent for
+	// unchanged feeds).
+	applied := int64(-1)
+	changes := st.Changes(ctx)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	check := func() {
+		if v, err := st.ConfigVersion(ctx); err == nil && v != applied {
+			d.reconcile(ctx)
+			applied = v
+		}
+	}
+	check()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+			v, _ := st.ConfigVersion(ctx)
+			d.reconcile(ctx)
+			applied = v
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil
+				continue
+			}
+			check()
+		case <-tick.C:
+			check()
+		}
 	}
 }
 

@@ -15,10 +15,8 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +26,7 @@ import (
 	"github.com/signalbox/signalbox/internal/callpolicy"
 	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/curri"
+	"github.com/signalbox/signalbox/internal/livepolicy"
 	"github.com/signalbox/signalbox/internal/obs"
 	"github.com/signalbox/signalbox/internal/store"
 	"github.com/signalbox/signalbox/internal/web"
@@ -71,34 +70,15 @@ type Server struct {
 
 	dir *directorParts // nil when the director is off
 
-	// bulkRunning counts bulk rule work in progress, which runs with the
-	// GC tightened (tightenGC); gcPercent is the GOGC to restore.
-	bulkMu      sync.Mutex
-	bulkRunning int
-	gcPercent   int
-	// baseProcs is GOMAXPROCS without bulk work, bulkProcs the Ps added
-	// for it (addBulkP); ownProcs: GOMAXPROCS was set by the environment.
-	baseProcs, bulkProcs int
-	ownProcs             bool
-
 	alarms     *obs.Alarms
 	curriWatch *curriWatch
+	policies   *livepolicy.Manager
 
-	cancel  context.CancelFunc  // stops background loops
-	bg      sync.WaitGroup      // background loops
-	logDone chan error          // call log writer
-	reload  chan struct{}       // policy rebuild requests
-	rulesCh chan *replacedRules // one policy's rules replaced through the API
-
-	policyVersion atomic.Int64 // config version the live policy snapshot was built from
-	// replacing counts bulk rule replacements between their compile's start
-	// and the reload loop applying them (or their failure): while one is on
-	// its way, a version check leaves the policies to it instead of
-	// rebuilding all of them a moment before it lands.
-	replacing atomic.Int32
-	reloads   *prometheus.CounterVec
-	feedsCh   chan struct{} // feed reconcile requests
-	closed    sync.Once
+	cancel  context.CancelFunc // stops background loops
+	bg      sync.WaitGroup     // background loops
+	logDone chan error         // call log writer
+	feedsCh chan struct{}      // feed reconcile requests
+	closed  sync.Once
 }
 
 // Start builds and starts everything; it returns once every listener is up.
@@ -116,13 +96,8 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 		log:     log,
 		reg:     obs.NewRegistry(Version),
 		health:  obs.NewHealth(),
-		reload:  make(chan struct{}, 1),
-		rulesCh: make(chan *replacedRules, 1),
 		feedsCh: make(chan struct{}, 1),
 		logDone: make(chan error, 1),
-		// An operator's GOMAXPROCS is restored as set; otherwise the
-		// runtime's own (cgroup-aware, self-updating) default.
-		ownProcs: os.Getenv("GOMAXPROCS") != "",
 	}
 	s.alarms = obs.NewAlarms(s.reg)
 	s.curriWatch = newCURRIWatch()
@@ -152,11 +127,8 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 
 	// Call policy.
 	s.engine = callpolicy.NewEngine(s.reg)
-	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_policy_reloads_total",
-		Help: "Policy snapshots built: scope all (every policy loaded from the store) or policy (one policy's bulk-replaced rules recompiled)."},
-		[]string{"scope"})
-	s.reg.MustRegister(s.reloads)
-	if err := s.rebuildPolicies(ctx); err != nil {
+	s.policies = livepolicy.New(livepolicy.Config{Engine: s.engine, Store: st, Registerer: s.reg, Logger: log})
+	if err := s.policies.Load(ctx); err != nil {
 		return nil, err
 	}
 	s.calls = calllog.New(st, calllog.Config{MaxAge: cfg.CallLogMaxAge, MaxRows: cfg.CallLogMaxRows}, s.reg, log)
@@ -195,35 +167,19 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 
 	// API, console, metrics, health.
 	apiH, err := api.New(api.Config{
-		Store:    st,
-		Policies: s.engine,
-		Feeds:    s.feedRuntime(),
-		Calls:    s.calls,
-		OnChange: s.changed,
-		RulesReplacing: func(policyID string, rules []callpolicy.Rule) func(bool) {
-			s.replacing.Add(1)
-			rr := s.compileReplaced(policyID, rules)
-			return func(stored bool) {
-				if !stored {
-					s.replacing.Add(-1)
-					return // the live snapshot stays; rr's compile is dropped
-				}
-				select {
-				case s.rulesCh <- rr: // the reload loop counts it done
-				default: // one is pending already: rebuild everything
-					s.replacing.Add(-1)
-					s.changed(api.ChangedPolicies)
-				}
-			}
-		},
-		Bulk:       s.bulk,
-		AdminToken: s.token,
-		Alarms:     s.alarms,
-		Gatherer:   s.reg,
-		Exporter:   s.exporter(),
-		Logger:     log,
-		Registerer: s.reg,
-		Version:    VersionString(),
+		Store:          st,
+		Policies:       s.engine,
+		Feeds:          s.feedRuntime(),
+		Calls:          s.calls,
+		OnChange:       s.changed,
+		RulesReplacing: s.policies.Replacing,
+		AdminToken:     s.token,
+		Alarms:         s.alarms,
+		Gatherer:       s.reg,
+		Exporter:       s.exporter(),
+		Logger:         log,
+		Registerer:     s.reg,
+		Version:        VersionString(),
 	})
 	if err != nil {
 		return nil, err
@@ -263,11 +219,14 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 		log.Info("pprof profiles served", "addr", cfg.PprofAddr)
 	}
 
-	s.bg.Add(4)
+	s.bg.Add(3)
 	go s.alarmLoop(bgCtx)
-	go s.reloadLoop(bgCtx)
-	go s.hitsLoop(bgCtx)
+	go func() { defer s.bg.Done(); s.policies.Run(bgCtx) }()
 	go s.storeHealthLoop(bgCtx)
+	if s.dir != nil {
+		s.bg.Add(1)
+		go func() { defer s.bg.Done(); s.dir.reconcileLoop(bgCtx, st, s.feedsCh) }()
+	}
 
 	log.Info("signalbox ready", "version", Version, "http", s.HTTPAddr(), "curri", s.CURRIAddr(),
 		"curri_url", "http://"+displayAddr(s.CURRIAddr())+"/curri/default")
@@ -325,7 +284,9 @@ func (s *Server) Shutdown() error {
 			s.dir.stop(ctx)
 		}
 		// Persist hit counts, then stop background loops and flush the call log.
-		s.flushHits(ctx)
+		if s.policies != nil {
+			s.policies.FlushHits(ctx)
+		}
 		s.cancel()
 		select {
 		case err := <-s.logDone:
@@ -419,255 +380,14 @@ func (s *Server) recordDecision(ev *curri.Event) {
 
 // changed is called by the API after each committed config change.
 func (s *Server) changed(what string) {
-	ch := s.reload
-	if what == "feeds" {
-		ch = s.feedsCh
-	}
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// bigReload is the rule count from which a reload returns its garbage to
-// the OS at once.
-const bigReload = 10_000
-
-// releaseMemory runs a GC and returns freed memory to the OS after a reload
-// of n rules and entries, if that was a big one. Loading 100,000 rules
-// allocates ~0.35 GB that is garbage once the snapshot is swapped; the Go
-// runtime would keep most of it as idle heap for minutes (measured: 225 MB
-// resident for a 55 MB live heap). Costs one GC cycle per big reload.
-func releaseMemory(n int) {
-	if n >= bigReload {
-		debug.FreeOSMemory()
-	}
-}
-
-// replacedRules is a bulk replacement of one policy's rules, compiled
-// while the store writes it.
-type replacedRules struct {
-	policyID string
-	n        int           // rules and list entries compiled
-	done     chan struct{} // closed when cp or err is set
-	cp       *callpolicy.CompiledPolicy
-	err      error
-}
-
-// compileReplaced starts compiling policyID with rules, which the API is
-// storing: the rules were validated and have their ids; the policy and its
-// lists are read as committed now (the API's transaction does not change
-// them, and any other change since the live snapshot shows in the version
-// check of applyReplacedRules). For 100,000 rules this takes the ~0.2 s of
-// compiling, and the reading back of the rules (~0.5 s of CPU and ~90 MB of
-// garbage), off the time between the API's commit and the swap.
-func (s *Server) compileReplaced(policyID string, rules []callpolicy.Rule) *replacedRules {
-	rr := &replacedRules{policyID: policyID, done: make(chan struct{})}
-	// Shutdown waits for it (before closing the store) like for the
-	// background loops; the API request that started it has not returned.
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		defer close(rr.done)
-		// Like the store write it runs beside: with the GC tightened
-		// and a P of its own.
-		s.bulk(func() { rr.cp, rr.n, rr.err = s.compilePolicy(policyID, rules) })
-	}()
-	return rr
-}
-
-// compilePolicy compiles policyID with rules and its lists as stored now,
-// returning how many rules and entries it compiled.
-func (s *Server) compilePolicy(policyID string, rules []callpolicy.Rule) (*callpolicy.CompiledPolicy, int, error) {
-	ctx := context.Background()
-	cfg := callpolicy.PolicyConfig{Rules: rules}
-	var err error
-	if cfg.Policy, err = s.store.GetPolicy(ctx, policyID); err != nil {
-		return nil, 0, fmt.Errorf("policy %q: %w", policyID, err)
-	}
-	if cfg.Allow, err = s.store.ListEntries(ctx, policyID, callpolicy.AllowList); err != nil {
-		return nil, 0, fmt.Errorf("allow list of %q: %w", policyID, err)
-	}
-	if cfg.Block, err = s.store.ListEntries(ctx, policyID, callpolicy.BlockList); err != nil {
-		return nil, 0, fmt.Errorf("block list of %q: %w", policyID, err)
-	}
-	n := len(cfg.Rules) + len(cfg.Allow) + len(cfg.Block)
-	cp, err := callpolicy.CompilePolicy(&cfg) // it orders the rules by priority, then id
-	if err != nil {
-		return nil, 0, fmt.Errorf("compile policy %q: %w", policyID, err)
-	}
-	return cp, n, nil
-}
-
-// applyReplacedRules swaps in the policy compiled by compileReplaced,
-// keeping every other policy of the live snapshot. It applies only if that
-// replacement is the one change since the live snapshot was built;
-// otherwise (ok=false) the caller rebuilds everything.
-func (s *Server) applyReplacedRules(ctx context.Context, rr *replacedRules) (ok bool, err error) {
-	select {
-	case <-rr.done:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	v, err := s.store.ConfigVersion(ctx)
-	if err != nil {
-		return false, fmt.Errorf("config version: %w", err)
-	}
-	cur := s.engine.Snapshot()
-	if cur != nil && v == s.policyVersion.Load() {
-		return true, nil // a full reload (the periodic version check) got there first
-	}
-	if cur == nil || v != s.policyVersion.Load()+1 {
-		return false, nil
-	}
-	if rr.err != nil {
-		return false, rr.err
-	}
-	s.swapPolicies(ctx, cur.With(rr.cp), v, "policy", rr.n)
-	return true, nil
-}
-
-// swapPolicies makes snap live as built from config version v (scope and
-// the number of rules and entries compiled go to the metrics and to
-// releaseMemory).
-func (s *Server) swapPolicies(ctx context.Context, snap *callpolicy.Snapshot, v int64, scope string, compiled int) {
-	// Hits counted against the old snapshot are persisted before the swap.
-	s.flushHits(ctx)
-	s.engine.Swap(snap)
-	s.policyVersion.Store(v)
-	s.reloads.WithLabelValues(scope).Inc()
-	releaseMemory(compiled)
-}
-
-func (s *Server) rebuildPolicies(ctx context.Context) error {
-	// The version is read before the load: a change committed while loading
-	// shows up as a newer version at the next check and is not missed.
-	v, err := s.store.ConfigVersion(ctx)
-	if err != nil {
-		return fmt.Errorf("config version: %w", err)
-	}
-	cfgs, err := s.store.LoadPolicies(ctx)
-	if err != nil {
-		return fmt.Errorf("load policies: %w", err)
-	}
-	snap, err := callpolicy.Compile(cfgs)
-	if err != nil {
-		return fmt.Errorf("compile policies: %w", err)
-	}
-	n := 0
-	for i := range cfgs {
-		n += len(cfgs[i].Rules) + len(cfgs[i].Allow) + len(cfgs[i].Block)
-	}
-	s.swapPolicies(ctx, snap, v, "all", n)
-	return nil
-}
-
-// reloadLoop rebuilds the policy snapshot after API changes, after
-// PostgreSQL notifications from other nodes, and when polling sees a new
-// config version; and reconciles feeds likewise.
-func (s *Server) reloadLoop(ctx context.Context) {
-	defer s.bg.Done()
-	// -1: the first check reconciles feeds again, covering any change
-	// committed between the director's start and this loop (Apply is
-	// idempotent for unchanged feeds).
-	feedsVersion := int64(-1)
-	changes := s.store.Changes(ctx)
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	rebuild := func() {
-		start := time.Now()
-		if err := s.rebuildPolicies(ctx); err != nil {
-			if ctx.Err() == nil {
-				s.log.Error("policy reload failed; keeping the previous snapshot", "err", err)
-			}
-			return
-		}
-		s.log.Debug("policies reloaded", "version", s.policyVersion.Load(), "took", time.Since(start))
-	}
-	reconcile := func(v int64) {
-		if s.dir != nil {
-			s.dir.reconcile(ctx)
-		}
-		feedsVersion = v
-	}
-	// check compares the stored version with what this node applied, so
-	// changes made by other nodes (or missed notifications) are caught.
-	check := func() {
-		v, err := s.store.ConfigVersion(ctx)
-		if err != nil {
-			return
-		}
-		if v != s.policyVersion.Load() && s.replacing.Load() == 0 {
-			rebuild()
-		}
-		if v != feedsVersion {
-			reconcile(v)
-		}
-	}
-	check() // anything committed between Start's build and the LISTEN above
-	for {
+	if what == api.ChangedFeeds {
 		select {
-		case <-ctx.Done():
-			return
-		case <-s.reload:
-			rebuild()
-		case rr := <-s.rulesCh:
-			start := time.Now()
-			ok, err := s.applyReplacedRules(ctx, rr)
-			s.replacing.Add(-1)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("recompiling the replaced policy failed; rebuilding everything", "policy", rr.policyID, "err", err)
-			}
-			if !ok {
-				rebuild()
-				continue
-			}
-			s.log.Debug("policy recompiled", "policy", rr.policyID, "compiled", rr.n,
-				"version", s.policyVersion.Load(), "took", time.Since(start))
-		case <-s.feedsCh:
-			v, _ := s.store.ConfigVersion(ctx)
-			reconcile(v)
-		case _, ok := <-changes:
-			if !ok {
-				changes = nil
-				continue
-			}
-			check()
-		case <-tick.C:
-			check()
+		case s.feedsCh <- struct{}{}:
+		default:
 		}
-	}
-}
-
-func (s *Server) hitsLoop(ctx context.Context) {
-	defer s.bg.Done()
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.flushHits(ctx)
-		}
-	}
-}
-
-func (s *Server) flushHits(ctx context.Context) {
-	if s.engine == nil {
 		return
 	}
-	hits := s.engine.DrainHits()
-	if len(hits) == 0 {
-		return
-	}
-	m := make(map[int64]store.RuleHit, len(hits))
-	for id, h := range hits {
-		m[id] = store.RuleHit{Count: h.Count, Last: h.Last}
-	}
-	if err := s.store.AddRuleHits(context.WithoutCancel(ctx), m); err != nil {
-		s.log.Warn("saving rule hit counts", "err", err)
-	}
+	s.policies.Changed()
 }
 
 // storeHealthLoop marks the store not ready while it is unreachable.

@@ -121,13 +121,13 @@ func newWindow(start time.Time) *swapWindow {
 // windowStats is a window's figures, as the report gives them for a swap
 // window and for its control window.
 type windowStats struct {
-	calls          int64
-	p99, max       int64 // µs, from the intended send time
-	lagP99, lagMax int64 // µs
-	srvP99, srvMax bucketBound
-	srvOver5ms     int64 // the server's requests over 5 ms; -1 unknown
-	transport      int64
-	non200, indet  int64
+	calls                   int64
+	p99, max                int64 // µs, from the intended send time
+	lagP99, lagMax          int64 // µs
+	srvP99, srvP999, srvMax bucketBound
+	srvOver5ms              int64 // the server's requests over 5 ms; -1 unknown
+	transport               int64
+	non200, indet           int64
 }
 
 func (w *swapWindow) stats() windowStats {
@@ -135,6 +135,7 @@ func (w *swapWindow) stats() windowStats {
 	defer w.mu.Unlock()
 	st := windowStats{calls: w.calls, transport: w.transport, non200: w.non200, indet: w.indet,
 		srvP99:     bucketBound(bucketQuantile(w.srvFirst, w.srvLast, 0.99)),
+		srvP999:    bucketBound(bucketQuantile(w.srvFirst, w.srvLast, 0.999)),
 		srvMax:     bucketBound(bucketQuantile(w.srvFirst, w.srvLast, 1)),
 		srvOver5ms: bucketOver(w.srvFirst, w.srvLast, 0.005)}
 	if w.calls > 0 {
@@ -161,7 +162,7 @@ func (w *swapWindow) fill(rr *reloadResult) {
 	rr.Calls, rr.TransportErrors, rr.Non200, rr.Indeterminate = st.calls, st.transport, st.non200, st.indet
 	rr.P99Us, rr.MaxUs = st.p99, st.max
 	rr.LagP99Us, rr.LagMaxUs = st.lagP99, st.lagMax
-	rr.ServerP99S, rr.ServerMaxS, rr.ServerOver5ms = st.srvP99, st.srvMax, st.srvOver5ms
+	rr.ServerP99S, rr.ServerP999S, rr.ServerMaxS, rr.ServerOver5ms = st.srvP99, st.srvP999, st.srvMax, st.srvOver5ms
 }
 
 // record counts a call due in the window: lat from its due time to its
@@ -192,7 +193,7 @@ func (w *swapWindow) fillQuiet(rr *reloadResult) {
 	rr.QuietAtS = rr.AtS + w.start.Sub(w.swapStart).Seconds()
 	rr.QuietP99Us, rr.QuietMaxUs = st.p99, st.max
 	rr.QuietLagP99Us, rr.QuietLagMaxUs = st.lagP99, st.lagMax
-	rr.QuietServerP99S, rr.QuietServerMaxS, rr.QuietServerOver5ms = st.srvP99, st.srvMax, st.srvOver5ms
+	rr.QuietServerP99S, rr.QuietServerP999S, rr.QuietServerMaxS, rr.QuietServerOver5ms = st.srvP99, st.srvP999, st.srvMax, st.srvOver5ms
 }
 
 // quietWindow is a control window for the swap window w that just closed:

@@ -110,10 +110,11 @@ type reloadResult struct {
 	// The generator's send lag of the window's calls (part of their
 	// latency), and the server's own request time over the window (read to
 	// written; bucket bounds, -1 if a /metrics scrape failed).
-	LagP99Us   int64       `json:"send_lag_p99_us"`
-	LagMaxUs   int64       `json:"send_lag_max_us"`
-	ServerP99S bucketBound `json:"server_request_p99_s"`
-	ServerMaxS bucketBound `json:"server_request_max_s"`
+	LagP99Us    int64       `json:"send_lag_p99_us"`
+	LagMaxUs    int64       `json:"send_lag_max_us"`
+	ServerP99S  bucketBound `json:"server_request_p99_s"`
+	ServerP999S bucketBound `json:"server_request_p99_9_s"`
+	ServerMaxS  bucketBound `json:"server_request_max_s"`
 	// requests the server took over 5 ms to answer (the issue's bound for
 	// the swap), by its own histogram; -1 unknown
 	ServerOver5ms int64 `json:"server_requests_over_5ms"`
@@ -127,6 +128,7 @@ type reloadResult struct {
 	QuietLagP99Us      int64       `json:"quiet_send_lag_p99_us,omitempty"`
 	QuietLagMaxUs      int64       `json:"quiet_send_lag_max_us,omitempty"`
 	QuietServerP99S    bucketBound `json:"quiet_server_request_p99_s,omitempty"`
+	QuietServerP999S   bucketBound `json:"quiet_server_request_p99_9_s,omitempty"`
 	QuietServerMaxS    bucketBound `json:"quiet_server_request_max_s,omitempty"`
 	QuietServerOver5ms int64       `json:"quiet_server_requests_over_5ms"`
 }
@@ -277,17 +279,17 @@ func (r *curriReport) writeTable(w io.Writer) error {
 		p("server", "not measured (no -api)")
 	}
 	for _, rr := range r.Reloads {
-		line := fmt.Sprintf("at %.1fs: PUT %.1f ms, live %.1f ms; swap window %d calls, p99 %s, max %s, errors %d, non-200 %d, Indeterminate %d; send lag p99 %s, max %s; server time p99 %s, max %s, %s over 5 ms",
+		line := fmt.Sprintf("at %.1fs: PUT %.1f ms, live %.1f ms; swap window %d calls, p99 %s, max %s, errors %d, non-200 %d, Indeterminate %d; send lag p99 %s, max %s; server time p99 %s, p99.9 %s, max %s, %s over 5 ms",
 			rr.AtS, rr.PutMs, rr.LiveMs, rr.Calls, msOf(rr.P99Us), msOf(rr.MaxUs), rr.TransportErrors, rr.Non200, rr.Indeterminate,
-			msOf(rr.LagP99Us), msOf(rr.LagMaxUs), boundOf(float64(rr.ServerP99S)), boundOf(float64(rr.ServerMaxS)), countOf(rr.ServerOver5ms))
+			msOf(rr.LagP99Us), msOf(rr.LagMaxUs), boundOf(float64(rr.ServerP99S)), boundOf(float64(rr.ServerP999S)), boundOf(float64(rr.ServerMaxS)), countOf(rr.ServerOver5ms))
 		if rr.Error != "" {
 			line += "; " + rr.Error
 		}
 		p(fmt.Sprintf("reload %d", rr.Generation), "%s", line)
 		if rr.QuietCalls > 0 {
-			p("", "  no swap, same length at %.1fs: %d calls, p99 %s, max %s, errors %d; send lag p99 %s, max %s; server time p99 %s, max %s, %s over 5 ms",
+			p("", "  no swap, same length at %.1fs: %d calls, p99 %s, max %s, errors %d; send lag p99 %s, max %s; server time p99 %s, p99.9 %s, max %s, %s over 5 ms",
 				rr.QuietAtS, rr.QuietCalls, msOf(rr.QuietP99Us), msOf(rr.QuietMaxUs), rr.QuietErrors,
-				msOf(rr.QuietLagP99Us), msOf(rr.QuietLagMaxUs), boundOf(float64(rr.QuietServerP99S)), boundOf(float64(rr.QuietServerMaxS)), countOf(rr.QuietServerOver5ms))
+				msOf(rr.QuietLagP99Us), msOf(rr.QuietLagMaxUs), boundOf(float64(rr.QuietServerP99S)), boundOf(float64(rr.QuietServerP999S)), boundOf(float64(rr.QuietServerMaxS)), countOf(rr.QuietServerOver5ms))
 		}
 	}
 	ref := r.Reference

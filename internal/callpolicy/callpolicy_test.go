@@ -274,7 +274,7 @@ func TestHitsSurviveSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Swap(s2)
-	e.Decide("p", &Call{Called: "1"}, t0.Add(2*time.Second))
+	e.Evaluate("p", &Call{Called: "1"}, t0.Add(2*time.Second))
 	h := e.DrainHits()
 	if len(h) != 1 || h[1].Count != 3 || !h[1].Last.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("hits %+v", h)

@@ -109,11 +109,6 @@ func (e *Engine) DryRun(policyID string, call *Call, now time.Time) (Decision, b
 	return e.evaluate(policyID, call, now, false)
 }
 
-// Decide is Evaluate under the name internal/curri's Decider uses.
-func (e *Engine) Decide(policyID string, call *Call, now time.Time) (Decision, bool) {
-	return e.Evaluate(policyID, call, now)
-}
-
 // DrainHits returns and resets the per-rule hit counts accumulated since
 // the last drain, by rule id, for the app to persist.
 func (e *Engine) DrainHits() map[int64]Hit {

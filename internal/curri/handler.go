@@ -21,7 +21,7 @@ import (
 // Decider turns a call into a decision for a named policy. ok=false means the
 // policy does not exist. It runs on the request path and must not block.
 type Decider interface {
-	Decide(policy string, call *callpolicy.Call, now time.Time) (d callpolicy.Decision, ok bool)
+	Evaluate(policy string, call *callpolicy.Call, now time.Time) (d callpolicy.Decision, ok bool)
 }
 
 // Event describes one answered CURRI request.
@@ -311,7 +311,7 @@ func (h *Handler) decide(st *reqState, body []byte, reason string, err error) (c
 		st.counters = h.countersIfKnown(ev.Policy)
 		st.out = AppendError(st.out[:0], err)
 	default:
-		dec, known := h.decider.Decide(ev.Policy, &ev.Call, ev.Start)
+		dec, known := h.decider.Evaluate(ev.Policy, &ev.Call, ev.Start)
 		if !known {
 			reason = reasonUnknown
 			st.decodeErr = errUnknownPolicy

@@ -33,7 +33,7 @@ type listPolicy struct {
 	directory map[string]string
 }
 
-func (d *listDecider) Decide(policy string, c *callpolicy.Call, _ time.Time) (callpolicy.Decision, bool) {
+func (d *listDecider) Evaluate(policy string, c *callpolicy.Call, _ time.Time) (callpolicy.Decision, bool) {
 	p, ok := d.policies[policy]
 	if !ok {
 		return callpolicy.Decision{}, false

@@ -1,0 +1,324 @@
+// Package livepolicy keeps the call-policy snapshot that CURRI answers from
+// in step with the config store: it compiles the stored policies, swaps the
+// snapshot into the callpolicy.Engine, notices changes made through the API,
+// by other nodes (the store's change notifications) or missed (a periodic
+// version check), fast-paths a bulk replacement of one policy's rules, and
+// persists the rules' hit counts.
+//
+// Compiling happens off the call path; calls always read a whole snapshot
+// (callpolicy.Engine.Swap).
+package livepolicy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/store"
+)
+
+// Store is what the manager reads of the config store, and where it
+// persists hit counts.
+type Store interface {
+	ConfigVersion(ctx context.Context) (int64, error)
+	LoadPolicies(ctx context.Context) ([]callpolicy.PolicyConfig, error)
+	GetPolicy(ctx context.Context, id string) (callpolicy.Policy, error)
+	ListEntries(ctx context.Context, policyID string, list callpolicy.ListKind) ([]callpolicy.ListEntry, error)
+	AddRuleHits(ctx context.Context, hits map[int64]store.RuleHit) error
+	Changes(ctx context.Context) <-chan struct{}
+}
+
+// Config configures a Manager. Engine and Store are required.
+type Config struct {
+	Engine     *callpolicy.Engine
+	Store      Store
+	Registerer prometheus.Registerer // may be nil
+	Logger     *slog.Logger          // may be nil
+	// CheckEvery is the period of the version check that catches changes
+	// whose notification was missed (default 2 s); HitsEvery the period of
+	// persisting hit counts (default 5 s).
+	CheckEvery, HitsEvery time.Duration
+}
+
+// Manager owns the lifecycle of the live policy snapshot. Load builds the
+// first one, Run keeps it current until its context ends.
+type Manager struct {
+	cfg     Config
+	engine  *callpolicy.Engine
+	store   Store
+	log     *slog.Logger
+	reloads *prometheus.CounterVec
+
+	reload  chan struct{}  // full rebuild requests (Changed)
+	rulesCh chan *replaced // one policy's rules replaced (Replacing)
+
+	version atomic.Int64 // config version the live snapshot was built from
+	// replacing counts bulk replacements between their compile's start and
+	// Run applying them (or their failure): while one is on its way, a
+	// version check leaves the policies to it instead of rebuilding all of
+	// them a moment before it lands.
+	replacing atomic.Int32
+	compiles  sync.WaitGroup // compiles started by Replacing
+}
+
+// New returns a Manager; it reads nothing until Load.
+func New(cfg Config) *Manager {
+	if cfg.CheckEvery <= 0 {
+		cfg.CheckEvery = 2 * time.Second
+	}
+	if cfg.HitsEvery <= 0 {
+		cfg.HitsEvery = 5 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{
+		cfg:    cfg,
+		engine: cfg.Engine,
+		store:  cfg.Store,
+		log:    log,
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_policy_reloads_total",
+			Help: "Policy snapshots built: scope all (every policy loaded from the store) or policy (one policy's bulk-replaced rules recompiled)."},
+			[]string{"scope"}),
+		reload:  make(chan struct{}, 1),
+		rulesCh: make(chan *replaced, 1),
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(m.reloads)
+	}
+	return m
+}
+
+// Version is the config version the live snapshot was built from.
+func (m *Manager) Version() int64 { return m.version.Load() }
+
+// Load builds every stored policy and makes the result live.
+func (m *Manager) Load(ctx context.Context) error {
+	// The version is read before the load: a change committed while loading
+	// shows up as a newer version at the next check and is not missed.
+	v, err := m.store.ConfigVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("config version: %w", err)
+	}
+	cfgs, err := m.store.LoadPolicies(ctx)
+	if err != nil {
+		return fmt.Errorf("load policies: %w", err)
+	}
+	snap, err := callpolicy.Compile(cfgs)
+	if err != nil {
+		return fmt.Errorf("compile policies: %w", err)
+	}
+	n := 0
+	for i := range cfgs {
+		n += len(cfgs[i].Rules) + len(cfgs[i].Allow) + len(cfgs[i].Block)
+	}
+	m.swap(ctx, snap, v, "all", n)
+	return nil
+}
+
+// Changed asks Run for a full rebuild: a policy, rule or list was changed.
+// It never blocks; requests pending together are served by one rebuild.
+func (m *Manager) Changed() {
+	select {
+	case m.reload <- struct{}{}:
+	default:
+	}
+}
+
+// Replacing starts compiling policyID with rules while the caller stores
+// them (the rules are validated and have their ids; the policy and its
+// lists are read as committed now), so that the swap follows the commit
+// without reading 100,000 rules back. The returned function must be
+// called once: stored=true when the rules were committed, false when the
+// write failed (the live snapshot then stays).
+func (m *Manager) Replacing(policyID string, rules []callpolicy.Rule) (done func(stored bool)) {
+	m.replacing.Add(1)
+	r := &replaced{policyID: policyID, done: make(chan struct{})}
+	m.compiles.Add(1)
+	go func() {
+		defer m.compiles.Done()
+		defer close(r.done)
+		r.cp, r.n, r.err = m.compilePolicy(policyID, rules)
+	}()
+	return func(stored bool) {
+		if !stored {
+			m.replacing.Add(-1)
+			return
+		}
+		select {
+		case m.rulesCh <- r: // Run counts it done
+		default: // one is pending already: rebuild everything
+			m.replacing.Add(-1)
+			m.Changed()
+		}
+	}
+}
+
+// Run keeps the live snapshot current and persists hit counts until ctx
+// ends, then waits for the compiles Replacing started.
+func (m *Manager) Run(ctx context.Context) {
+	defer m.compiles.Wait()
+	changes := m.store.Changes(ctx)
+	check := time.NewTicker(m.cfg.CheckEvery)
+	defer check.Stop()
+	hits := time.NewTicker(m.cfg.HitsEvery)
+	defer hits.Stop()
+	m.check(ctx) // anything committed between Load and the LISTEN above
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.reload:
+			m.rebuild(ctx)
+		case r := <-m.rulesCh:
+			start := time.Now()
+			ok, err := m.applyReplaced(ctx, r)
+			m.replacing.Add(-1)
+			if err != nil && ctx.Err() == nil {
+				m.log.Warn("recompiling the replaced policy failed; rebuilding everything", "policy", r.policyID, "err", err)
+			}
+			if !ok {
+				m.rebuild(ctx)
+				continue
+			}
+			m.log.Debug("policy recompiled", "policy", r.policyID, "compiled", r.n,
+				"version", m.version.Load(), "took", time.Since(start))
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil
+				continue
+			}
+			m.check(ctx)
+		case <-check.C:
+			m.check(ctx)
+		case <-hits.C:
+			m.FlushHits(ctx)
+		}
+	}
+}
+
+// check rebuilds when the stored version differs from the live one, so
+// changes made by other nodes (or missed notifications) are caught.
+func (m *Manager) check(ctx context.Context) {
+	v, err := m.store.ConfigVersion(ctx)
+	if err != nil {
+		return
+	}
+	if v != m.version.Load() && m.replacing.Load() == 0 {
+		m.rebuild(ctx)
+	}
+}
+
+func (m *Manager) rebuild(ctx context.Context) {
+	start := time.Now()
+	if err := m.Load(ctx); err != nil {
+		if ctx.Err() == nil {
+			m.log.Error("policy reload failed; keeping the previous snapshot", "err", err)
+		}
+		return
+	}
+	m.log.Debug("policies reloaded", "version", m.version.Load(), "took", time.Since(start))
+}
+
+// FlushHits persists the hit counts counted since the last flush. It runs
+// even when ctx is done (at shutdown), without ctx's cancellation.
+func (m *Manager) FlushHits(ctx context.Context) {
+	hits := m.engine.DrainHits()
+	if len(hits) == 0 {
+		return
+	}
+	out := make(map[int64]store.RuleHit, len(hits))
+	for id, h := range hits {
+		out[id] = store.RuleHit{Count: h.Count, Last: h.Last}
+	}
+	if err := m.store.AddRuleHits(context.WithoutCancel(ctx), out); err != nil {
+		m.log.Warn("saving rule hit counts", "err", err)
+	}
+}
+
+// replaced is a bulk replacement of one policy's rules, compiled while the
+// store writes it.
+type replaced struct {
+	policyID string
+	n        int           // rules and list entries compiled
+	done     chan struct{} // closed when cp or err is set
+	cp       *callpolicy.CompiledPolicy
+	err      error
+}
+
+// compilePolicy compiles policyID with rules and its lists as stored now,
+// returning how many rules and entries it compiled.
+func (m *Manager) compilePolicy(policyID string, rules []callpolicy.Rule) (*callpolicy.CompiledPolicy, int, error) {
+	ctx := context.Background()
+	cfg := callpolicy.PolicyConfig{Rules: rules}
+	var err error
+	if cfg.Policy, err = m.store.GetPolicy(ctx, policyID); err != nil {
+		return nil, 0, fmt.Errorf("policy %q: %w", policyID, err)
+	}
+	if cfg.Allow, err = m.store.ListEntries(ctx, policyID, callpolicy.AllowList); err != nil {
+		return nil, 0, fmt.Errorf("allow list of %q: %w", policyID, err)
+	}
+	if cfg.Block, err = m.store.ListEntries(ctx, policyID, callpolicy.BlockList); err != nil {
+		return nil, 0, fmt.Errorf("block list of %q: %w", policyID, err)
+	}
+	n := len(cfg.Rules) + len(cfg.Allow) + len(cfg.Block)
+	cp, err := callpolicy.CompilePolicy(&cfg) // it orders the rules by priority, then id
+	if err != nil {
+		return nil, 0, fmt.Errorf("compile policy %q: %w", policyID, err)
+	}
+	return cp, n, nil
+}
+
+// applyReplaced swaps in the policy compiled by Replacing, keeping every
+// other policy of the live snapshot. It applies only if that replacement
+// is the one change since the live snapshot was built; otherwise
+// (ok=false) the caller rebuilds everything.
+func (m *Manager) applyReplaced(ctx context.Context, r *replaced) (ok bool, err error) {
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	v, err := m.store.ConfigVersion(ctx)
+	if err != nil {
+		return false, fmt.Errorf("config version: %w", err)
+	}
+	cur := m.engine.Snapshot()
+	if cur != nil && v == m.version.Load() {
+		return true, nil // a full reload (the periodic version check) got there first
+	}
+	if cur == nil || v != m.version.Load()+1 {
+		return false, nil
+	}
+	if r.err != nil {
+		return false, r.err
+	}
+	m.swap(ctx, cur.With(r.cp), v, "policy", r.n)
+	return true, nil
+}
+
+// bigReload is the number of rules and entries from which a swap returns
+// the replaced snapshot's memory to the OS at once: the runtime would keep
+// most of it as idle heap for minutes.
+const bigReload = 10_000
+
+// swap makes snap live as built from config version v; scope and the
+// number of rules and entries compiled go to the metrics.
+func (m *Manager) swap(ctx context.Context, snap *callpolicy.Snapshot, v int64, scope string, compiled int) {
+	// Hits counted against the old snapshot are persisted before the swap.
+	m.FlushHits(ctx)
+	m.engine.Swap(snap)
+	m.version.Store(v)
+	m.reloads.WithLabelValues(scope).Inc()
+	if compiled >= bigReload {
+		debug.FreeOSMemory()
+	}
+}
