@@ -4,7 +4,7 @@ BIN       ?= bin/signalbox
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/signalbox/signalbox/internal/app.Version=$(VERSION)
 
-.PHONY: all build test test-deps vet fmt bench web clean
+.PHONY: all build test test-unit vet fmt bench web clean
 
 all: build
 
@@ -13,12 +13,21 @@ build:
 
 # make test: installs and starts what the tests need (PostgreSQL, xmllint,
 # kcat, tshark, Chromium) on Debian, then runs every test with the race
-# detector against both store backends.
+# detector against both store backends, and the allocation tests (which
+# the race detector would distort) in a pass without it.
 test:
-	@dsn=$$(./scripts/test-deps.sh | tail -1) && \
-	gofmt_out=$$(gofmt -l $$(git ls-files '*.go')) && { [ -z "$$gofmt_out" ] || { echo "gofmt needed:"; echo "$$gofmt_out"; exit 1; }; } && \
-	$(GO) vet ./... && \
-	SIGNALBOX_TEST_POSTGRES_DSN="$$dsn" $(GO) test -race -timeout 12m ./...
+	@./scripts/test-deps.sh > .test-deps.out || { echo "make test: scripts/test-deps.sh failed (its messages are above)" >&2; exit 1; }
+	@gofmt_out=$$(gofmt -l $$(git ls-files '*.go')) && { [ -z "$$gofmt_out" ] || { echo "gofmt needed:"; echo "$$gofmt_out"; exit 1; }; }
+	$(GO) vet ./...
+	SIGNALBOX_TEST_POSTGRES_DSN="$$(tail -1 .test-deps.out)" $(GO) test -race -timeout 12m ./...
+	$(GO) test -count=1 -run 'Alloc' ./...
+
+# make test-unit: the fast loop for developers. Needs nothing but Go: the
+# tests that talk to PostgreSQL, tshark, kcat or Chromium skip in -short
+# mode, and so do the long end-to-end runs.
+test-unit:
+	$(GO) vet ./...
+	$(GO) test -short -timeout 5m ./...
 
 vet:
 	$(GO) vet ./...
@@ -35,4 +44,4 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
 clean:
-	rm -rf bin
+	rm -rf bin .test-deps.out

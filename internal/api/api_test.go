@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +23,7 @@ import (
 	"github.com/signalbox/signalbox/internal/callpolicy"
 	"github.com/signalbox/signalbox/internal/director"
 	"github.com/signalbox/signalbox/internal/store"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -395,7 +395,7 @@ func TestErrorMapping(t *testing.T) {
 		{errors.New("boom"), 500, ""},
 	}
 	_ = e
-	s := &server{log: slog.New(slog.DiscardHandler)}
+	s := &server{log: testkit.Logger()}
 	for _, c := range cases {
 		rec := httptest.NewRecorder()
 		s.fail(rec, httptest.NewRequest("GET", "/", nil), c.err)

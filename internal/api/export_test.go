@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
-	"github.com/signalbox/signalbox/internal/director"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/director"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // TestExportAPI runs GET /export against a real director over the embedded
@@ -51,14 +52,14 @@ func TestExportAPI(t *testing.T) {
 	var recs []*kgo.Record
 	for i := range 60 {
 		nf := []string{"SCP", "NRF"}[i%2]
-		d := copy.RequestIngress
+		d := nfcopy.RequestIngress
 		if i%3 == 0 {
-			d = copy.ResponseEgress
+			d = nfcopy.ResponseEgress
 		}
-		c := &copy.Copy{Version: "1.0.0", CorrelationID: fmt.Sprintf("x-%d", i), Timestamp: base.Add(time.Duration(i) * time.Second).UnixNano(),
+		c := &nfcopy.Copy{Version: "1.0.0", CorrelationID: fmt.Sprintf("x-%d", i), Timestamp: base.Add(time.Duration(i) * time.Second).UnixNano(),
 			Direction: d, NFType: nf, NFFQDN: "nf1", HopByHopID: "1", SourceIP: "10.0.0.1", DestIP: "10.0.0.2", SourcePort: 1000, DestPort: 80,
-			Headers: []copy.Header{{Name: ":method", Values: []string{"GET"}}, {Name: ":path", Values: []string{"/nnrf-disc/v1/nf-instances"}}}}
-		recs = append(recs, &kgo.Record{Topic: nf, Timestamp: base.Add(time.Duration(i) * time.Second), Value: copy.AppendJSON(nil, c)})
+			Headers: []nfcopy.Header{{Name: ":method", Values: []string{"GET"}}, {Name: ":path", Values: []string{"/nnrf-disc/v1/nf-instances"}}}}
+		recs = append(recs, &kgo.Record{Topic: nf, Timestamp: base.Add(time.Duration(i) * time.Second), Value: nfcopy.AppendJSON(nil, c)})
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -87,9 +88,9 @@ func TestExportAPI(t *testing.T) {
 		t.Fatalf("status %d headers %v body %s", res.StatusCode, res.Header, body)
 	}
 	got := map[string]bool{}
-	var c copy.Copy
+	var c nfcopy.Copy
 	for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
-		if err := copy.Decode([]byte(l), &c); err != nil {
+		if err := nfcopy.Decode([]byte(l), &c); err != nil {
 			t.Fatalf("line %q: %v", l, err)
 		}
 		got[c.CorrelationID] = true

@@ -14,9 +14,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/nfsim"
 	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // freePort reserves a loopback port number for a listener started later.
@@ -80,13 +81,13 @@ func newKafkaCounter(t *testing.T, ctx context.Context, brokers []string, topic 
 	}
 	k := &kafkaCounter{seen: map[string]int{}, cl: cl}
 	go func() {
-		var c copy.Copy
+		var c nfcopy.Copy
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			fs.EachRecord(func(r *kgo.Record) {
 				k.mu.Lock()
 				defer k.mu.Unlock()
-				if err := copy.Decode(r.Value, &c); err != nil {
+				if err := nfcopy.Decode(r.Value, &c); err != nil {
 					k.errors = append(k.errors, err.Error())
 					return
 				}
@@ -157,21 +158,6 @@ func (k *kafkaCounter) counts(prefix string) (unique, dups int) {
 	return
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out; %s", what, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func probeState(p *probe.Probe) string {
 	r := p.Snapshot()
 	return fmt.Sprintf("received=%d unique=%d dups=%d missing=%d invalid=%d %v", r.Received, r.Unique, r.Duplicates, r.Missing, r.Invalid, r.FirstErrors)
@@ -212,7 +198,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 	const n1 = 3000
 	st := produceCopies(t, ctx, s.KafkaAddrs(), "p1", 1500, n1)
 	for _, p := range []*probe.Probe{synth, h2} {
-		waitFor(t, "probe "+p.Snapshot().Mode, 30*time.Second, func() (bool, string) {
+		testkit.WaitForState(t, 30*time.Second, "probe "+p.Snapshot().Mode, func() (bool, string) {
 			r := p.Snapshot()
 			return r.Unique >= n1, probeState(p)
 		})
@@ -221,7 +207,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 			t.Fatalf("%s: want exactly %d once: %s", r.Mode, n1, probeState(p))
 		}
 	}
-	waitFor(t, "kafka feed", 30*time.Second, func() (bool, string) {
+	testkit.WaitForState(t, 30*time.Second, "kafka feed", func() (bool, string) {
 		u, d := lake.counts("p1/")
 		return u >= n1, fmt.Sprintf("unique=%d dups=%d", u, d)
 	})
@@ -229,7 +215,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 		t.Fatalf("kafka feed: unique=%d dups=%d, want %d once", u, d, n1)
 	}
 	seppCount := int(st.Sent["SEPP"]) / 2 // SEPP copies at REQUEST_INGRESS and RESPONSE_EGRESS
-	waitFor(t, "direction-filtered feed", 30*time.Second, func() (bool, string) {
+	testkit.WaitForState(t, 30*time.Second, "direction-filtered feed", func() (bool, string) {
 		u, _ := seppIn.counts("p1/SEPP/")
 		return u >= seppCount, fmt.Sprintf("unique=%d want %d", u, seppCount)
 	})
@@ -239,14 +225,14 @@ func TestDirectorEndToEnd(t *testing.T) {
 
 	// The filtered feed got exactly the SEPP copies; the xDR feed one
 	// complete record per transaction (SCP copies at 4 points, others at 2).
-	waitFor(t, "filtered feed", 30*time.Second, func() (bool, string) {
+	testkit.WaitForState(t, 30*time.Second, "filtered feed", func() (bool, string) {
 		return seppProbe.Snapshot().Unique >= st.Sent["SEPP"], probeState(seppProbe)
 	})
 	if r := seppProbe.Snapshot(); r.Unique != st.Sent["SEPP"] || r.PerNF["SEPP"] != st.Sent["SEPP"] || r.Duplicates != 0 {
 		t.Fatalf("filtered feed: %s per_nf=%v, want %d SEPP", probeState(seppProbe), r.PerNF, st.Sent["SEPP"])
 	}
 	wantTx := int(st.Sent["SCP"]/4 + st.Sent["NRF"]/2 + st.Sent["SEPP"]/2)
-	waitFor(t, "xdr feed", 30*time.Second, func() (bool, string) {
+	testkit.WaitForState(t, 30*time.Second, "xdr feed", func() (bool, string) {
 		n, results := xdrs.counts()
 		return n >= wantTx, fmt.Sprintf("records=%d results=%v want %d", n, results, wantTx)
 	})
@@ -254,7 +240,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 		t.Fatalf("xdr feed: %d records %v, want %d complete", n, results, wantTx)
 	}
 	// The same records over HTTP/2, validated by the probe.
-	waitFor(t, "xdr feed over http2", 30*time.Second, func() (bool, string) {
+	testkit.WaitForState(t, 30*time.Second, "xdr feed over http2", func() (bool, string) {
 		r := xdrProbe.Snapshot()
 		return r.Unique >= int64(wantTx), fmt.Sprintf("%s results=%v", probeState(xdrProbe), r.Records)
 	})
@@ -301,7 +287,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 	}
 
 	// The NF ingest rate is visible per topic, whoever produced.
-	waitFor(t, "topic copies metric", 10*time.Second, func() (bool, string) {
+	testkit.WaitForState(t, 10*time.Second, "topic copies metric", func() (bool, string) {
 		_, m := get(t, "http://"+s.HTTPAddr()+"/metrics")
 		want := fmt.Sprintf("signalbox_kafka_topic_copies_total{topic=\"SCP\"} %d", st.Sent["SCP"])
 		return strings.Contains(m, want), want
@@ -318,7 +304,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 	s = startServer(t, cfg)
 	<-prodDone
 	for _, p := range []*probe.Probe{synth, h2} {
-		waitFor(t, "after restart "+p.Snapshot().Mode, 60*time.Second, func() (bool, string) {
+		testkit.WaitForState(t, 60*time.Second, "after restart "+p.Snapshot().Mode, func() (bool, string) {
 			r := p.Snapshot()
 			return r.Unique >= n1+n2 && r.Missing == 0, probeState(p)
 		})
@@ -326,7 +312,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 			t.Fatalf("invalid records: %s", probeState(p))
 		}
 	}
-	waitFor(t, "kafka feed after restart", 60*time.Second, func() (bool, string) {
+	testkit.WaitForState(t, 60*time.Second, "kafka feed after restart", func() (bool, string) {
 		u, d := lake.counts("p2/")
 		return u == n2, fmt.Sprintf("unique=%d dups=%d", u, d)
 	})
@@ -357,14 +343,14 @@ func TestDirectorConsumerOutage(t *testing.T) {
 		t.Fatalf("probe restart: %v", err)
 	}
 	<-prodDone
-	waitFor(t, "after outage", 60*time.Second, func() (bool, string) {
+	testkit.WaitForState(t, 60*time.Second, "after outage", func() (bool, string) {
 		r := synth.Snapshot()
 		return r.Unique >= n && r.Missing == 0, probeState(synth)
 	})
 	if r := synth.Snapshot(); r.Unique != n || r.Invalid != 0 {
 		t.Fatalf("after outage: %s", probeState(synth))
 	}
-	waitFor(t, "feed reconnected", 10*time.Second, func() (bool, string) {
+	testkit.WaitForState(t, 10*time.Second, "feed reconnected", func() (bool, string) {
 		_, b := apiDo(t, s, "GET", "/api/v1/feeds/probe-b/status", "")
 		return strings.Contains(string(b), `"state":"connected"`), string(b)
 	})

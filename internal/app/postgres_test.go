@@ -4,22 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // pgSchemaDSN gives the test its own PostgreSQL schema (dropped at the end)
 // and returns a DSN that uses it.
 func pgSchemaDSN(t *testing.T) string {
 	t.Helper()
-	dsn := os.Getenv("SIGNALBOX_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		t.Fatal("SIGNALBOX_TEST_POSTGRES_DSN unset: run `make test`, which starts PostgreSQL")
-	}
+	dsn := testkit.PostgresDSN(t)
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	schema := "sbapp_" + hex.EncodeToString(rnd[:])

@@ -11,7 +11,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/probe"
 )
 
@@ -73,7 +73,7 @@ func startKafkaCounter(ctx context.Context, brokers, topic, ignoreRun string) (*
 
 func (k *kafkaCounter) loop(ctx context.Context) {
 	defer close(k.done)
-	var c cpy.Copy
+	var c nfcopy.Copy
 	for {
 		fs := k.cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -89,8 +89,8 @@ func (k *kafkaCounter) loop(ctx context.Context) {
 }
 
 // record counts one copy; k.mu is held.
-func (k *kafkaCounter) record(c *cpy.Copy, v []byte, now time.Time) {
-	if err := cpy.Decode(v, c); err != nil {
+func (k *kafkaCounter) record(c *nfcopy.Copy, v []byte, now time.Time) {
+	if err := nfcopy.Decode(v, c); err != nil {
 		k.rep.Invalid++
 		k.rep.InvalidReasons["decode"]++
 		if len(k.rep.FirstErrors) < 5 {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/signalbox/signalbox/internal/store"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 func openStore(t testing.TB) store.Store {
@@ -65,17 +66,6 @@ func run(t testing.TB, l *Log) (stop func()) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestRecordsReachStore(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -105,7 +95,7 @@ func TestRecordsReachStore(t *testing.T) {
 					l.Record(rec(j))
 				}
 				n := float64(min(c.count, i+step))
-				waitFor(t, "records in store", func() bool { return metric(t, reg, "signalbox_calllog_written_total") == n })
+				testkit.WaitFor(t, 20*time.Second, "records in store", func() bool { return metric(t, reg, "signalbox_calllog_written_total") == n })
 			}
 			got, err := l.Search(context.Background(), store.CallQuery{Limit: 10000})
 			if err != nil {
@@ -186,7 +176,7 @@ func TestWriteErrorsCounted(t *testing.T) {
 	for i := range 3 {
 		l.Record(rec(i))
 	}
-	waitFor(t, "write error", func() bool { return metric(t, reg, "signalbox_calllog_write_errors_total") >= 1 })
+	testkit.WaitFor(t, 20*time.Second, "write error", func() bool { return metric(t, reg, "signalbox_calllog_write_errors_total") >= 1 })
 	stop()
 	if d := metric(t, reg, "signalbox_calllog_dropped_total"); d != 3 {
 		t.Errorf("dropped = %v, want 3", d)
@@ -220,7 +210,7 @@ func TestPruning(t *testing.T) {
 	l := New(st, Config{MaxAge: 7 * 24 * time.Hour, MaxRows: 20, PruneInterval: 20 * time.Millisecond}, reg, nil)
 	stop := run(t, l)
 	defer stop()
-	waitFor(t, "pruning", func() bool { return metric(t, reg, "signalbox_calllog_pruned_total") == 60 })
+	testkit.WaitFor(t, 20*time.Second, "pruning", func() bool { return metric(t, reg, "signalbox_calllog_pruned_total") == 60 })
 	got, _ := st.SearchCalls(context.Background(), store.CallQuery{Limit: 1000})
 	if len(got) != 20 || got[0].Calling != rec(100).Calling {
 		t.Errorf("kept %d records, newest %+v; want the newest 20", len(got), got[0])

@@ -6,25 +6,11 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/signalbox/signalbox/internal/testkit"
 )
-
-// cpuTime is the process's user+system CPU time. The benchmarks report it
-// per op beside wall time: the development box is shared, and wall time
-// there counts the time other processes held the cores.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-}
 
 // dialRegex returns dial-plan regexes in the style of Call Telemetry's
 // examples (^1?8(00|88|77|66|55|44|33)\d{7}$), distinct per i.
@@ -108,11 +94,11 @@ func benchEvaluate(b *testing.B, cfg PolicyConfig) {
 	runtime.GC()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := cpuTime()
+	cpu := testkit.CPUTime()
 	for i := 0; i < b.N; i++ {
 		e.Evaluate("p", &calls[i%len(calls)], t0)
 	}
-	reportCPU(b, cpu)
+	testkit.ReportCPU(b, cpu)
 }
 
 func BenchmarkEvaluate1kRules(b *testing.B) { benchEvaluate(b, benchPolicy(800, 0, 200)) }
@@ -124,13 +110,13 @@ func BenchmarkCompile100k(b *testing.B) {
 	runtime.GC()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := cpuTime()
+	cpu := testkit.CPUTime()
 	for i := 0; i < b.N; i++ {
 		if _, err := Compile([]PolicyConfig{cfg}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, cpu)
+	testkit.ReportCPU(b, cpu)
 }
 
 // BenchmarkCompileBesideCalls compiles a 100k-rule policy on every P while

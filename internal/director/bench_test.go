@@ -7,17 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // countSink confirms every batch at once: the benchmark measures the feed
 // runtime (fetch, decode, filter, commit), not a consumer.
 type countSink struct{ n atomic.Int64 }
 
-func (s *countSink) Send(_ context.Context, b []*copy.Copy) error { s.n.Add(int64(len(b))); return nil }
-func (s *countSink) Close() error                                 { return nil }
+func (s *countSink) Send(_ context.Context, b []*nfcopy.Copy) error {
+	s.n.Add(int64(len(b)))
+	return nil
+}
+func (s *countSink) Close() error { return nil }
 
 // BenchmarkFeed: b.N 3 KB copies already in SCP, one feed from earliest.
 func BenchmarkFeed(b *testing.B) {
@@ -32,7 +36,7 @@ func BenchmarkFeed(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pcl.Close()
-	tmpl := string(record("x", "SCP", copy.RequestIngress))
+	tmpl := string(record("x", "SCP", nfcopy.RequestIngress))
 	pad := make([]byte, 3000-len(tmpl))
 	for i := range pad {
 		pad[i] = 'a' + byte(i%26)
@@ -104,7 +108,7 @@ func BenchmarkFeedLatency(b *testing.B) {
 	}
 	// Warm up until the group has joined and delivers.
 	for sink.n.Load() == 0 {
-		pcl.ProduceSync(ctx, &kgo.Record{Topic: "SCP", Value: record("warm", "SCP", copy.RequestIngress)})
+		pcl.ProduceSync(ctx, &kgo.Record{Topic: "SCP", Value: record("warm", "SCP", nfcopy.RequestIngress)})
 		time.Sleep(20 * time.Millisecond)
 	}
 	m.mu.Lock()
@@ -126,14 +130,14 @@ func BenchmarkFeedLatency(b *testing.B) {
 	for sent := 0; sent < b.N; {
 		<-t.C
 		for i := 0; i < per && sent < b.N; i, sent = i+1, sent+1 {
-			c := &copy.Copy{Version: "1.0.0", CorrelationID: strconv.Itoa(sent), Timestamp: time.Now().UnixNano(),
-				Direction: copy.RequestIngress, NFType: "SCP",
-				Headers: []copy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/x"}}},
+			c := &nfcopy.Copy{Version: "1.0.0", CorrelationID: strconv.Itoa(sent), Timestamp: time.Now().UnixNano(),
+				Direction: nfcopy.RequestIngress, NFType: "SCP",
+				Headers: []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/x"}}},
 				Body:    make([]byte, 2700)}
 			for j := range c.Body {
 				c.Body[j] = 'a' + byte(j%26)
 			}
-			pcl.Produce(ctx, &kgo.Record{Topic: "SCP", Value: copy.AppendJSON(nil, c)}, nil)
+			pcl.Produce(ctx, &kgo.Record{Topic: "SCP", Value: nfcopy.AppendJSON(nil, c)}, nil)
 		}
 	}
 	for sink.n.Load()-base < int64(b.N) {

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
 	"github.com/signalbox/signalbox/internal/filter"
-	filesink "github.com/signalbox/signalbox/internal/sink/file"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/sink/filesink"
 	"github.com/signalbox/signalbox/internal/sink/synthetic"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -157,8 +157,8 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 	}
 	defer cl.Close()
 
-	arena := make([]copy.Copy, exportBatch)
-	batch := make([]*copy.Copy, 0, exportBatch)
+	arena := make([]nfcopy.Copy, exportBatch)
+	batch := make([]*nfcopy.Copy, 0, exportBatch)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -193,7 +193,7 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 				}
 				st.Read++
 				c := &arena[len(batch)]
-				if err := copy.Decode(rec.Value, c); err != nil {
+				if err := nfcopy.Decode(rec.Value, c); err != nil {
 					st.Invalid++
 					continue
 				}
@@ -223,7 +223,7 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 }
 
 type exportWriter interface {
-	write(batch []*copy.Copy) error
+	write(batch []*nfcopy.Copy) error
 	finish() error
 }
 
@@ -232,7 +232,7 @@ type pcapOut struct {
 	wrote bool
 }
 
-func (p *pcapOut) write(batch []*copy.Copy) error {
+func (p *pcapOut) write(batch []*nfcopy.Copy) error {
 	p.wrote = true
 	return p.w.WriteBatch(batch)
 }
@@ -251,7 +251,7 @@ type jsonlOut struct {
 	buf []byte
 }
 
-func (j *jsonlOut) write(batch []*copy.Copy) error {
+func (j *jsonlOut) write(batch []*nfcopy.Copy) error {
 	b := j.buf[:0]
 	for _, c := range batch {
 		b = appendJSONLine(b, c.Raw)

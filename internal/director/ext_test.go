@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
-	"github.com/signalbox/signalbox/internal/nfsim"
-	"github.com/signalbox/signalbox/internal/xdr"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/nfsim"
+	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/xdr"
 )
 
 // filterCorpus produces n copies per direction to SCP and NRF: 8n copies,
@@ -31,7 +33,7 @@ func filterCorpus(t *testing.T, cl *kgo.Client, n int) {
 	defer cancel()
 	var recs []*kgo.Record
 	for _, nf := range []string{"SCP", "NRF"} {
-		for _, d := range []copy.Direction{copy.RequestIngress, copy.RequestEgress, copy.ResponseIngress, copy.ResponseEgress} {
+		for _, d := range []nfcopy.Direction{nfcopy.RequestIngress, nfcopy.RequestEgress, nfcopy.ResponseIngress, nfcopy.ResponseEgress} {
 			for i := range n {
 				recs = append(recs, &kgo.Record{Topic: nf, Value: record(fmt.Sprintf("f-%s-%s-%d", nf, d, i), nf, d)})
 			}
@@ -72,7 +74,7 @@ func TestFeedFilters(t *testing.T) {
 			if c.filter == "" {
 				want = c.total
 			}
-			waitFor(t, 15*time.Second, "lag 0 and "+c.name+" delivered", func() bool {
+			testkit.WaitFor(t, 15*time.Second, "lag 0 and "+c.name+" delivered", func() bool {
 				st := h.status(c.name)
 				return st.Lag == 0 && st.Delivered == want && (c.filter == "" || st.Matched+st.FilteredOut == c.total)
 			})
@@ -168,10 +170,10 @@ func sourceIDs(t *testing.T, cc broker.ClientConfig, want int64) (map[string]int
 	defer cancel()
 	ids := map[string]int{}
 	var n int64
-	var c copy.Copy
+	var c nfcopy.Copy
 	for n < want && ctx.Err() == nil {
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			if err := copy.Decode(r.Value, &c); err != nil {
+			if err := nfcopy.Decode(r.Value, &c); err != nil {
 				t.Errorf("nfsim copy: %v", err)
 				return
 			}
@@ -251,7 +253,7 @@ func TestXDRFeedWithNfsim(t *testing.T) {
 		t.Errorf("status records %d delivered copies %d, want %d and %d", s.Records, s.Delivered, len(ids), count)
 	}
 	// Offsets get committed once the records are out: lag reaches 0.
-	waitFor(t, 15*time.Second, "xdr feed commits", func() bool { return h.status("tx").Lag == 0 })
+	testkit.WaitFor(t, 15*time.Second, "xdr feed commits", func() bool { return h.status("tx").Lag == 0 })
 	if v := testutil.ToFloat64(h.m.ext.records.WithLabelValues("tx")); int(v) != len(ids) {
 		t.Errorf("records metric %v", v)
 	}
@@ -275,20 +277,20 @@ func TestXDRFeedRecordFilterToFile(t *testing.T) {
 			nf = "NRF"
 		}
 		id := fmt.Sprintf("t-%d", i)
-		recs = append(recs, &kgo.Record{Topic: nf, Value: record(id, nf, copy.RequestIngress)},
-			&kgo.Record{Topic: nf, Value: record(id, nf, copy.ResponseEgress)})
+		recs = append(recs, &kgo.Record{Topic: nf, Value: record(id, nf, nfcopy.RequestIngress)},
+			&kgo.Record{Topic: nf, Value: record(id, nf, nfcopy.ResponseEgress)})
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "50 records filtered", func() bool { s := h.status("tx-nrf"); return s.Matched+s.FilteredOut == 50 })
+	testkit.WaitFor(t, 15*time.Second, "50 records filtered", func() bool { s := h.status("tx-nrf"); return s.Matched+s.FilteredOut == 50 })
 	s := h.status("tx-nrf")
 	if s.Matched != 20 || s.FilteredOut != 30 || s.Records != 20 {
 		t.Fatalf("matched %d filtered_out %d records %d; want 20, 30, 20", s.Matched, s.FilteredOut, s.Records)
 	}
 	// Rotation (1 s) finishes the file; read the records back.
 	var lines []string
-	waitFor(t, 10*time.Second, "a finished jsonl file", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a finished jsonl file", func() bool {
 		lines = lines[:0]
 		files, _ := filepath.Glob(filepath.Join(dir, "tx-nrf-*.jsonl"))
 		for _, f := range files {
@@ -334,9 +336,9 @@ func TestExport(t *testing.T) {
 			if i%4 == 0 {
 				nf = "NRF"
 			}
-			d := copy.RequestIngress
+			d := nfcopy.RequestIngress
 			if i%2 == 1 {
-				d = copy.ResponseEgress
+				d = nfcopy.ResponseEgress
 			}
 			recs = append(recs, &kgo.Record{Topic: nf, Timestamp: base.Add(time.Duration(w)*time.Minute + time.Duration(i)*time.Millisecond),
 				Value: record(fmt.Sprintf("e%d-%d", w, i), nf, d)})
@@ -353,12 +355,12 @@ func TestExport(t *testing.T) {
 			t.Fatalf("export %+v: %v", q, err)
 		}
 		out := map[string]bool{}
-		var c copy.Copy
+		var c nfcopy.Copy
 		for _, l := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
 			if l == "" {
 				continue
 			}
-			if err := copy.Decode([]byte(l), &c); err != nil {
+			if err := nfcopy.Decode([]byte(l), &c); err != nil {
 				t.Fatalf("line %q: %v", l, err)
 			}
 			if out[c.CorrelationID] {

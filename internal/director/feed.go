@@ -14,7 +14,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -25,7 +25,7 @@ type feed struct {
 	key   string
 	group string
 	log   *slog.Logger
-	dirs  [8]bool // by copy.Direction; all true when the spec names none
+	dirs  [8]bool // by nfcopy.Direction; all true when the spec names none
 
 	delivered, bytes, failed, retries, lost, redelivered, invalid atomic.Uint64
 	lag                                                           atomic.Int64
@@ -73,7 +73,7 @@ func (m *Manager) newFeed(s FeedSpec) *feed {
 		}
 	}
 	for _, d := range s.Directions {
-		f.dirs[copy.ParseDirection(d)] = true
+		f.dirs[nfcopy.ParseDirection(d)] = true
 	}
 	l := prometheus.Labels{"feed": s.Name}
 	mt := m.m
@@ -412,9 +412,9 @@ const pipelineDepth = 3
 // pollBatch is one poll's copies on their way to the sink. Its copies point
 // into the poll's record values, which the client does not reuse.
 type pollBatch struct {
-	arena       []*copy.Copy // decoded copies, reused across polls
-	used        int          // arena entries decoded by this poll
-	batch       []*copy.Copy // those that passed direction and filter
+	arena       []*nfcopy.Copy // decoded copies, reused across polls
+	used        int            // arena entries decoded by this poll
+	batch       []*nfcopy.Copy // those that passed direction and filter
 	marks       []*kgo.Record
 	dlq         []*kgo.Record
 	redelivered uint64
@@ -444,11 +444,11 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 				b.redelivered++
 			}
 			if n == len(b.arena) {
-				b.arena = append(b.arena, new(copy.Copy))
+				b.arena = append(b.arena, new(nfcopy.Copy))
 			}
 			c := b.arena[n]
 			b.used = max(b.used, n+1)
-			if err := copy.Decode(r.Value, c); err != nil {
+			if err := nfcopy.Decode(r.Value, c); err != nil {
 				b.dlq = f.deadLetter(b.dlq, r, err)
 				continue
 			}
@@ -492,9 +492,9 @@ func (b *pollBatch) release() {
 }
 
 // unpin clears the fields of c that alias the record it was decoded from
-// (copy.Decode: strings and header values alias the raw record; Body is
+// (nfcopy.Decode: strings and header values alias the raw record; Body is
 // copied), keeping the capacity of Headers, their Values and Body.
-func unpin(c *copy.Copy) {
+func unpin(c *nfcopy.Copy) {
 	for i, h := range c.Headers[:cap(c.Headers)] {
 		clear(h.Values[:cap(h.Values)])
 		c.Headers[:cap(c.Headers)][i].Name = ""
@@ -672,7 +672,7 @@ func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 	b.release()
 }
 
-func (f *feed) send(ctx context.Context, batch []*copy.Copy) bool {
+func (f *feed) send(ctx context.Context, batch []*nfcopy.Copy) bool {
 	for attempt := 0; ; attempt++ {
 		err := f.sink.Send(ctx, batch)
 		if err == nil {
@@ -708,7 +708,7 @@ func (f *feed) retryAfter(ctx context.Context, err error, attempt int, msg strin
 }
 
 // delivered1 counts a confirmed batch: copies, bytes, latency.
-func (f *feed) delivered1(batch []*copy.Copy) {
+func (f *feed) delivered1(batch []*nfcopy.Copy) {
 	now := time.Now().UnixNano()
 	var bytes uint64
 	f.mu.Lock()
@@ -734,7 +734,7 @@ func (f *feed) delivered1(batch []*copy.Copy) {
 // deadLetter queues an undecodable record for the DLQ; it is then skipped.
 func (f *feed) deadLetter(dlq []*kgo.Record, r *kgo.Record, err error) []*kgo.Record {
 	reason := "invalid"
-	var de *copy.DecodeError
+	var de *nfcopy.DecodeError
 	if errors.As(err, &de) {
 		reason = de.Reason
 	}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
 	"github.com/signalbox/signalbox/internal/filter"
-	filesink "github.com/signalbox/signalbox/internal/sink/file"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/sink/filesink"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
 
@@ -103,7 +103,7 @@ func (f *feed) initExt() {
 
 // pass applies a copy feed's filter to c, counting. xdr feeds filter
 // records, not copies, so their copies all pass here.
-func (f *feed) pass(c *copy.Copy) bool {
+func (f *feed) pass(c *nfcopy.Copy) bool {
 	if f.filt == nil || f.filt.copies == nil {
 		return true
 	}

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 var testTopics = []broker.TopicSpec{
@@ -23,33 +25,26 @@ var testTopics = []broker.TopicSpec{
 
 func startBroker(t *testing.T, cfg broker.Config) *broker.Broker {
 	t.Helper()
-	cfg.Addr = "127.0.0.1:0"
+	cfg.Addr = ""
 	if cfg.Topics == nil {
 		cfg.Topics = testTopics
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, err := broker.Start(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return b
+	return testkit.StartBroker(t, cfg)
 }
 
 // record builds a valid copy record with correlation id id.
-func record(id string, nf string, dir copy.Direction) []byte {
-	c := &copy.Copy{
+func record(id string, nf string, dir nfcopy.Direction) []byte {
+	c := &nfcopy.Copy{
 		Version: "1.0.0", CorrelationID: id, Timestamp: time.Now().UnixNano(), Direction: dir, NFType: nf,
 		NFFQDN: "scp1.5gc.mnc030.mcc234.3gppnetwork.org", ProducerFQDN: "udm1", HopByHopID: "1",
 		Body: []byte(`{"servingNetworkName":"5G:mnc030.mcc234.3gppnetwork.org"}`),
 	}
 	if dir.IsRequest() {
-		c.Headers = []copy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/nudm-ueau/v1/x"}}}
+		c.Headers = []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/nudm-ueau/v1/x"}}}
 	} else {
-		c.Headers = []copy.Header{{Name: ":status", Values: []string{"200"}}}
+		c.Headers = []nfcopy.Header{{Name: ":status", Values: []string{"200"}}}
 	}
-	return copy.AppendJSON(nil, c)
+	return nfcopy.AppendJSON(nil, c)
 }
 
 // producer writes copies with ids prefix-0..n-1 alternating SCP and NRF.
@@ -64,7 +59,7 @@ func produce(t *testing.T, cl *kgo.Client, prefix string, from, to int, pace tim
 			if i%3 == 0 {
 				nf = "NRF"
 			}
-			recs = append(recs, &kgo.Record{Topic: nf, Value: record(fmt.Sprintf("%s-%d", prefix, i), nf, copy.RequestIngress)})
+			recs = append(recs, &kgo.Record{Topic: nf, Value: record(fmt.Sprintf("%s-%d", prefix, i), nf, nfcopy.RequestIngress)})
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Errorf("produce: %v", err)
@@ -210,7 +205,7 @@ type tcpSink struct {
 	buf  []byte
 }
 
-func (s *tcpSink) Send(ctx context.Context, batch []*copy.Copy) error {
+func (s *tcpSink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	if s.conn == nil {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", s.addr)
@@ -240,17 +235,6 @@ func (s *tcpSink) Close() error {
 	return nil
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // countTopic reads topic from the start until it has want distinct keys or
 // the time runs out, returning distinct keys and total records.
 func countTopic(t *testing.T, cc broker.ClientConfig, topic string, want int) (map[string]int, int) {
@@ -276,7 +260,7 @@ func countTopic(t *testing.T, cc broker.ClientConfig, topic string, want int) (m
 
 // appendBatchFrame appends the test receivers' framing of a batch: one
 // correlation id per line, then an empty line.
-func appendBatchFrame(buf []byte, batch []*copy.Copy) []byte {
+func appendBatchFrame(buf []byte, batch []*nfcopy.Copy) []byte {
 	for _, c := range batch {
 		buf = append(append(buf, c.CorrelationID...), '\n')
 	}

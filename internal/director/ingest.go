@@ -17,7 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -67,7 +67,7 @@ func NewIngestHandler(cl *kgo.Client, cfg IngestConfig) http.Handler {
 			in.topics[strings.ToUpper(t.Name)] = t.Name
 		}
 	}
-	in.pool.New = func() any { return new(copy.Copy) }
+	in.pool.New = func() any { return new(nfcopy.Copy) }
 	in.accepted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_ingest_copies_total",
 		Help: "Copies accepted over HTTP/2 ingest and acknowledged by Kafka."}, []string{"topic"})
 	in.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_ingest_rejected_total",
@@ -128,7 +128,7 @@ func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
 		lines = [][]byte{bytes.TrimSpace(body)}
 	}
 	recs := make([]*kgo.Record, 0, len(lines))
-	c := in.pool.Get().(*copy.Copy)
+	c := in.pool.Get().(*nfcopy.Copy)
 	defer in.pool.Put(c)
 	for i, l := range lines {
 		if len(l) == 0 {
@@ -139,9 +139,9 @@ func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, ingestError{Error: fmt.Sprintf("copy of %d bytes exceeds %d", len(l), in.cfg.MaxRecordBytes), Line: line})
 			return
 		}
-		if err := copy.Decode(l, c); err != nil {
+		if err := nfcopy.Decode(l, c); err != nil {
 			e := ingestError{Error: err.Error(), Line: line}
-			var de *copy.DecodeError
+			var de *nfcopy.DecodeError
 			if errors.As(err, &de) {
 				e.Field = de.Field
 			}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // FuzzIngest: any body gets 200 (with every non-blank line accepted), 400 or
@@ -28,7 +28,7 @@ func FuzzIngest(f *testing.F) {
 	}
 	defer cl.Close()
 	h := NewIngestHandler(cl, IngestConfig{Topics: testTopics[:3], MaxBodyBytes: 64 << 10, Timeout: 5 * time.Second})
-	f.Add(append(append(record("a", "SCP", copy.RequestIngress), '\n'), record("b", "NRF", copy.ResponseEgress)...))
+	f.Add(append(append(record("a", "SCP", nfcopy.RequestIngress), '\n'), record("b", "NRF", nfcopy.ResponseEgress)...))
 	f.Add([]byte("{\"version\":\n"))
 	f.Add([]byte("\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -15,9 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 func TestIngest(t *testing.T) {
@@ -41,8 +42,8 @@ func TestIngest(t *testing.T) {
 
 	pad := make([]byte, 150<<10)
 	rand.Read(pad)
-	big := copy.AppendJSON(nil, &copy.Copy{Version: "1.0.0", CorrelationID: "big", Timestamp: 1, Direction: copy.RequestIngress, NFType: "SCP",
-		Headers: []copy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/x"}}},
+	big := nfcopy.AppendJSON(nil, &nfcopy.Copy{Version: "1.0.0", CorrelationID: "big", Timestamp: 1, Direction: nfcopy.RequestIngress, NFType: "SCP",
+		Headers: []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/x"}}},
 		Body:    []byte(base64.StdEncoding.EncodeToString(pad)[:100<<10])})
 	nd := func(lines ...[]byte) string { return string(bytes.Join(lines, []byte("\n"))) + "\n" }
 	tests := []struct {
@@ -54,14 +55,14 @@ func TestIngest(t *testing.T) {
 		line     int
 		field    string
 	}{
-		{"one json copy", "application/json", string(record("j-1", "SCP", copy.RequestIngress)), 200, 1, 0, ""},
-		{"ndjson batch", "application/x-ndjson", nd(record("n-1", "SCP", copy.RequestIngress), record("n-2", "NRF", copy.ResponseEgress), record("n-3", "SCP", copy.RequestEgress)), 200, 3, 0, ""},
-		{"bad line rejects batch", "application/x-ndjson", nd(record("b-1", "SCP", copy.RequestIngress), []byte(`{"version":`), record("b-3", "SCP", copy.RequestIngress)), 400, 0, 2, ""},
+		{"one json copy", "application/json", string(record("j-1", "SCP", nfcopy.RequestIngress)), 200, 1, 0, ""},
+		{"ndjson batch", "application/x-ndjson", nd(record("n-1", "SCP", nfcopy.RequestIngress), record("n-2", "NRF", nfcopy.ResponseEgress), record("n-3", "SCP", nfcopy.RequestEgress)), 200, 3, 0, ""},
+		{"bad line rejects batch", "application/x-ndjson", nd(record("b-1", "SCP", nfcopy.RequestIngress), []byte(`{"version":`), record("b-3", "SCP", nfcopy.RequestIngress)), 400, 0, 2, ""},
 		{"missing field named", "application/json", `{"version":"1.0.0","metadata-list":{"timestamp":"1","message-direction":"REQUEST_INGRESS"},"header-list":{":method":["GET"],":path":["/"]}}`, 400, 0, 1, "metadata-list.feed-source.nf-type"},
-		{"unknown nf type", "application/x-ndjson", nd(record("u-1", "SCP", copy.RequestIngress), record("u-2", "AMF", copy.RequestIngress)), 400, 0, 2, "metadata-list.feed-source.nf-type"},
+		{"unknown nf type", "application/x-ndjson", nd(record("u-1", "SCP", nfcopy.RequestIngress), record("u-2", "AMF", nfcopy.RequestIngress)), 400, 0, 2, "metadata-list.feed-source.nf-type"},
 		{"empty", "application/x-ndjson", "\n\n", 400, 0, 0, ""},
 		{"wrong content type", "text/plain", "x", 415, 0, 0, ""},
-		{"body too large", "application/x-ndjson", strings.Repeat(string(record("l", "SCP", copy.RequestIngress))+"\n", 2000), 413, 0, 0, ""},
+		{"body too large", "application/x-ndjson", strings.Repeat(string(record("l", "SCP", nfcopy.RequestIngress))+"\n", 2000), 413, 0, 0, ""},
 		{"record too large for broker", "application/json", string(big), 413, 0, 0, ""},
 	}
 	adm := kadm.NewClient(cl)

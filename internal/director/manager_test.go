@@ -11,16 +11,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 func testLogger() *slog.Logger {
 	if os.Getenv("DIRECTOR_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	return slog.New(slog.DiscardHandler)
+	return testkit.Logger()
 }
 
 type harness struct {
@@ -119,7 +121,7 @@ func TestFeedsDeliverExactlyN(t *testing.T) {
 	)
 	const n = 3000
 	produce(t, pcl, "c", 0, n, 0)
-	waitFor(t, 30*time.Second, "both feeds to deliver everything", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "both feeds to deliver everything", func() bool {
 		return h.status("probe-a").Delivered >= n && h.status("to-kafka").Delivered >= n
 	})
 	if miss := rcv.missing("c", n); len(miss) > 0 {
@@ -150,7 +152,7 @@ func TestFeedsDeliverExactlyN(t *testing.T) {
 			t.Errorf("%s signalbox_feed_delivered_total = %g", name, got)
 		}
 	}
-	waitFor(t, 10*time.Second, "lag to reach 0", func() bool { return h.status("probe-a").Lag == 0 })
+	testkit.WaitFor(t, 10*time.Second, "lag to reach 0", func() bool { return h.status("probe-a").Lag == 0 })
 	if c, err := testutil.GatherAndCount(h.reg, "signalbox_feed_e2e_latency_seconds"); err != nil || c != 2 {
 		t.Errorf("latency histograms: %d series, want 2 (%v)", c, err)
 	}
@@ -167,19 +169,19 @@ func TestReceiverOutageLosesNothing(t *testing.T) {
 	go func() { defer close(done); produce(t, pcl, "c", 0, n, 20*time.Millisecond) }() // ~1.2 s
 	time.Sleep(400 * time.Millisecond)
 	rcv.stop()
-	waitFor(t, 10*time.Second, "the feed to notice the outage", func() bool { return h.status("probe-a").Failed > 0 })
+	testkit.WaitFor(t, 10*time.Second, "the feed to notice the outage", func() bool { return h.status("probe-a").Failed > 0 })
 	if st := h.status("probe-a").State; st != StateDisconnected {
 		t.Errorf("state during outage = %s", st)
 	}
 	time.Sleep(2 * time.Second)
 	rcv.restart()
 	<-done
-	waitFor(t, 30*time.Second, "every copy after the outage", func() bool { return len(rcv.missing("c", n)) == 0 })
+	testkit.WaitFor(t, 30*time.Second, "every copy after the outage", func() bool { return len(rcv.missing("c", n)) == 0 })
 	st := h.status("probe-a")
 	if st.Retries == 0 || st.LastError == "" {
 		t.Errorf("status after outage: %+v", st)
 	}
-	waitFor(t, 5*time.Second, "state connected", func() bool { return h.status("probe-a").State == StateConnected })
+	testkit.WaitFor(t, 5*time.Second, "state connected", func() bool { return h.status("probe-a").State == StateConnected })
 	d, tot := rcv.counts()
 	t.Logf("outage: %d distinct, %d total (%d duplicates), %d failed sends", d, tot, tot-d, st.Failed)
 }
@@ -194,7 +196,7 @@ func TestManagerRestartLosesNothing(t *testing.T) {
 	const n = 3000
 	done := make(chan struct{})
 	go func() { defer close(done); produce(t, pcl, "c", 0, n, 20*time.Millisecond) }()
-	waitFor(t, 10*time.Second, "some deliveries", func() bool { return h1.status("probe-a").Delivered > 300 })
+	testkit.WaitFor(t, 10*time.Second, "some deliveries", func() bool { return h1.status("probe-a").Delivered > 300 })
 	h1.stop()
 	time.Sleep(500 * time.Millisecond)
 	h2 := newHarness(t, b)
@@ -205,7 +207,7 @@ func TestManagerRestartLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	waitFor(t, 30*time.Second, "every copy after the restart", func() bool { return len(rcv.missing("c", n)) == 0 })
+	testkit.WaitFor(t, 30*time.Second, "every copy after the restart", func() bool { return len(rcv.missing("c", n)) == 0 })
 	d, tot := rcv.counts()
 	t.Logf("restart: %d distinct, %d total (%d duplicates; redelivered counted in-process: %d)", d, tot, tot-d, h2.status("probe-a").Redelivered)
 }
@@ -219,15 +221,15 @@ func TestBadRecordGoesToDLQ(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	recs := []*kgo.Record{
-		{Topic: "SCP", Key: []byte("bad"), Value: record("good-0", "SCP", copy.RequestIngress)},
+		{Topic: "SCP", Key: []byte("bad"), Value: record("good-0", "SCP", nfcopy.RequestIngress)},
 		{Topic: "SCP", Key: []byte("bad"), Value: []byte(`{"version":"1.0.0","metadata-list":{`)},
-		{Topic: "SCP", Key: []byte("bad"), Value: record("good-1", "SCP", copy.ResponseEgress)},
+		{Topic: "SCP", Key: []byte("bad"), Value: record("good-1", "SCP", nfcopy.ResponseEgress)},
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	produce(t, pcl, "more", 0, 100, 0) // the feed keeps going
-	waitFor(t, 20*time.Second, "good copies around the bad one", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "good copies around the bad one", func() bool {
 		return len(rcv.missing("good", 2)) == 0 && h.status("probe-a").Delivered >= 2+66
 	})
 	st := h.status("probe-a")
@@ -267,14 +269,14 @@ func TestDirectionFilter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var recs []*kgo.Record
-	for i, d := range []copy.Direction{copy.RequestIngress, copy.RequestEgress, copy.ResponseIngress, copy.ResponseEgress} {
+	for i, d := range []nfcopy.Direction{nfcopy.RequestIngress, nfcopy.RequestEgress, nfcopy.ResponseIngress, nfcopy.ResponseEgress} {
 		recs = append(recs, &kgo.Record{Topic: "SCP", Value: record("d-"+d.String()+"-"+string(rune('0'+i)), "SCP", d)})
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the response copy", func() bool { d, _ := rcv.counts(); return d >= 1 })
-	waitFor(t, 5*time.Second, "lag 0", func() bool { return h.status("resp").Lag == 0 })
+	testkit.WaitFor(t, 10*time.Second, "the response copy", func() bool { d, _ := rcv.counts(); return d >= 1 })
+	testkit.WaitFor(t, 5*time.Second, "lag 0", func() bool { return h.status("resp").Lag == 0 })
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
 	if len(rcv.seen) != 1 || rcv.seen["d-RESPONSE_EGRESS-3"] != 1 {
@@ -300,7 +302,7 @@ func TestPrepareThenProduce(t *testing.T) {
 		t.Fatal(err)
 	}
 	produce(t, pcl, "after", 200, 400, 0)
-	waitFor(t, 20*time.Second, "all copies produced after Prepare", func() bool { return len(rcv.missing("after", 400)) == 0 })
+	testkit.WaitFor(t, 20*time.Second, "all copies produced after Prepare", func() bool { return len(rcv.missing("after", 400)) == 0 })
 	if miss := rcv.missing("before", 50); len(miss) != 50 {
 		t.Errorf("%d copies from before Prepare delivered", 50-len(miss))
 	}
@@ -313,7 +315,7 @@ func TestPrepareThenProduce(t *testing.T) {
 	if err := h.m.Apply(ctx, []FeedSpec{spec, spec2}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "earliest feed to get everything", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "earliest feed to get everything", func() bool {
 		return len(rcv2.missing("before", 50)) == 0 && len(rcv2.missing("after", 400)) == 0
 	})
 }
@@ -331,7 +333,7 @@ func TestLostToRetentionCounted(t *testing.T) {
 	}
 	var recs []*kgo.Record
 	for i := range 20 {
-		recs = append(recs, &kgo.Record{Topic: "NRF", Value: record("x-"+string(rune('a'+i)), "NRF", copy.RequestIngress)})
+		recs = append(recs, &kgo.Record{Topic: "NRF", Value: record("x-"+string(rune('a'+i)), "NRF", nfcopy.RequestIngress)})
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -341,7 +343,7 @@ func TestLostToRetentionCounted(t *testing.T) {
 	if err := h.m.Apply(ctx, []FeedSpec{spec}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "lost copies counted", func() bool { return h.status("slow").LostToRetention == 20 })
+	testkit.WaitFor(t, 10*time.Second, "lost copies counted", func() bool { return h.status("slow").LostToRetention == 20 })
 	if got := testutil.ToFloat64(h.m.m.lost.WithLabelValues("slow")); got != 20 {
 		t.Errorf("signalbox_feed_lost_total = %g", got)
 	}
@@ -373,7 +375,7 @@ func TestApplyReconciles(t *testing.T) {
 	}
 	pcl := producer(t, b)
 	produce(t, pcl, "n", 0, 30, 0) // a third go to NRF, which only the changed feed reads
-	waitFor(t, 10*time.Second, "changed feed to read NRF too", func() bool { return len(rcv.missing("n", 30)) == 0 })
+	testkit.WaitFor(t, 10*time.Second, "changed feed to read NRF too", func() bool { return len(rcv.missing("n", 30)) == 0 })
 	if err := h.m.Apply(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +397,7 @@ func TestApplyDuringDelivery(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); produce(t, pcl, "c", 0, n, 10*time.Millisecond) }()
 	for i := range 3 {
-		waitFor(t, 10*time.Second, "deliveries", func() bool { return h.status("busy").Delivered > 100 })
+		testkit.WaitFor(t, 10*time.Second, "deliveries", func() bool { return h.status("busy").Delivered > 100 })
 		spec.Directions = []string{"REQUEST_INGRESS", "RESPONSE_EGRESS"}[:1+i%2] // a change restarts the feed
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		start := time.Now()
@@ -408,5 +410,5 @@ func TestApplyDuringDelivery(t *testing.T) {
 		}
 	}
 	<-done
-	waitFor(t, 30*time.Second, "every copy across restarts", func() bool { return len(rcv.missing("c", n)) == 0 })
+	testkit.WaitFor(t, 30*time.Second, "every copy across restarts", func() bool { return len(rcv.missing("c", n)) == 0 })
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // pipeSink is the receiver's line protocol as a PipelinedSink: Write does not
@@ -34,7 +36,7 @@ type pipeSink struct {
 
 var _ PipelinedSink = (*pipeSink)(nil)
 
-func (s *pipeSink) Write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
+func (s *pipeSink) Write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conn != nil {
@@ -114,7 +116,7 @@ func (s *pipeSink) Confirmed(t uint64) (bool, error) {
 	return false, nil
 }
 
-func (s *pipeSink) Send(ctx context.Context, batch []*copy.Copy) error {
+func (s *pipeSink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	t, err := s.Write(ctx, batch)
 	for err == nil {
 		var ok bool
@@ -167,13 +169,13 @@ func TestPipelinedFeedLosesNothing(t *testing.T) {
 	go func() { defer close(fin); produce(t, pcl, "c", 0, n, 20*time.Millisecond) }()
 	time.Sleep(500 * time.Millisecond)
 	rcv.stop()
-	waitFor(t, 10*time.Second, "the feed to notice the outage", func() bool { return h.status("pipe").Failed > 0 })
+	testkit.WaitFor(t, 10*time.Second, "the feed to notice the outage", func() bool { return h.status("pipe").Failed > 0 })
 	time.Sleep(time.Second)
 	rcv.restart()
 	<-fin
-	waitFor(t, 30*time.Second, "every copy after the outage", func() bool { return len(rcv.missing("c", n)) == 0 })
-	waitFor(t, 10*time.Second, "delivered to count every copy", func() bool { return h.status("pipe").Delivered >= n })
-	waitFor(t, 10*time.Second, "lag to reach 0", func() bool { return h.status("pipe").Lag == 0 })
+	testkit.WaitFor(t, 30*time.Second, "every copy after the outage", func() bool { return len(rcv.missing("c", n)) == 0 })
+	testkit.WaitFor(t, 10*time.Second, "delivered to count every copy", func() bool { return h.status("pipe").Delivered >= n })
+	testkit.WaitFor(t, 10*time.Second, "lag to reach 0", func() bool { return h.status("pipe").Lag == 0 })
 	st := h.status("pipe")
 	if st.Retries == 0 || st.State != StateConnected {
 		t.Errorf("status after outage: %+v", st)

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
 
@@ -60,9 +60,9 @@ func TestXDRRekeyAcrossNodes(t *testing.T) {
 		id := fmt.Sprintf("tx-%03d", i)
 		for _, c := range []struct {
 			nf  string
-			dir copy.Direction
-		}{{"SCP", copy.RequestIngress}, {"SCP", copy.RequestEgress}, {"NRF", copy.RequestIngress},
-			{"NRF", copy.ResponseEgress}, {"SCP", copy.ResponseIngress}, {"SCP", copy.ResponseEgress}} {
+			dir nfcopy.Direction
+		}{{"SCP", nfcopy.RequestIngress}, {"SCP", nfcopy.RequestEgress}, {"NRF", nfcopy.RequestIngress},
+			{"NRF", nfcopy.ResponseEgress}, {"SCP", nfcopy.ResponseIngress}, {"SCP", nfcopy.ResponseEgress}} {
 			// Keys differ per NF topic, as different NF vendors' producers
 			// would partition: without re-keying the copies of one
 			// transaction land on partitions owned by different nodes.

@@ -3,7 +3,7 @@ package director
 import (
 	"context"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/sink/synthetic"
 )
 
@@ -17,7 +17,7 @@ type Sink interface {
 	// treats the whole batch as undelivered and sends it again, so delivery
 	// is at-least-once. Send must not retain batch or its copies after it
 	// returns.
-	Send(ctx context.Context, batch []*copy.Copy) error
+	Send(ctx context.Context, batch []*nfcopy.Copy) error
 	// Close releases connections; Send is not called after Close.
 	Close() error
 }
@@ -34,7 +34,7 @@ type PipelinedSink interface {
 	// earlier one. Write must not retain the batch slice after it returns;
 	// the copies themselves stay valid until their ticket is confirmed or
 	// fails (the kafka sink's records alias their Raw until acknowledged).
-	Write(ctx context.Context, batch []*copy.Copy) (uint64, error)
+	Write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error)
 	// Confirmed reports whether the batch of ticket t is confirmed. An
 	// error means it never will be: every batch written since the last
 	// confirmed one must be written again, in order.
@@ -44,7 +44,7 @@ type PipelinedSink interface {
 // SharedEncoder is a sink part of whose encoding of a copy does not depend
 // on its connection, so that a tap has that part made once for all its
 // members' sinks of one ShareKey (sharedBatch.share) and marks each copy with
-// it (copy.Copy.Encoded) before handing it out; the sink uses it, and
+// it (nfcopy.Copy.Encoded) before handing it out; the sink uses it, and
 // encodes the copy itself when it is absent or of another key.
 type SharedEncoder interface {
 	ShareKey() any

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/signalbox/signalbox/internal/broker"
-	http2sink "github.com/signalbox/signalbox/internal/sink/http2"
-	kafkasink "github.com/signalbox/signalbox/internal/sink/kafka"
+	"github.com/signalbox/signalbox/internal/sink/http2sink"
+	"github.com/signalbox/signalbox/internal/sink/kafkasink"
 	"github.com/signalbox/signalbox/internal/sink/synthetic"
 )
 

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // TestDefaultSinks runs feeds with the real http2 and synthetic sinks.
@@ -22,8 +23,8 @@ func TestDefaultSinks(t *testing.T) {
 	got := map[string]int{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var c copy.Copy
-		if err := copy.Decode(body, &c); err != nil {
+		var c nfcopy.Copy
+		if err := nfcopy.Decode(body, &c); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -85,18 +86,18 @@ func TestDefaultSinks(t *testing.T) {
 	}
 	const n = 500
 	produce(t, producer(t, b), "h", 0, n, 0)
-	waitFor(t, 20*time.Second, "http2 consumer to get every copy", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "http2 consumer to get every copy", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == n
 	})
-	waitFor(t, 20*time.Second, "synthetic feed to deliver every copy", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "synthetic feed to deliver every copy", func() bool {
 		st, _ := m.Status("pcap")
 		return st.Delivered == n
 	})
 	// Each copy becomes at least one synthetic packet of more than its body.
-	waitFor(t, 5*time.Second, "pcap bytes", func() bool { return pcapBytes.Load() > n*100 })
-	waitFor(t, 5*time.Second, "h2 status to count every copy", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "pcap bytes", func() bool { return pcapBytes.Load() > n*100 })
+	testkit.WaitFor(t, 5*time.Second, "h2 status to count every copy", func() bool {
 		st, _ := m.Status("h2")
 		return st.Delivered == n && st.State == StateConnected
 	})

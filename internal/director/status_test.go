@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // TestFeedStatusConcurrent reads a feed's status from several goroutines
@@ -17,7 +17,7 @@ func TestFeedStatusConcurrent(t *testing.T) {
 	m := offlineManager(t)
 	f := m.newFeed(FeedSpec{Name: "probe-1", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "10.0.0.1:5000"})
 	sent := time.Now().Add(-2 * time.Millisecond).UnixNano()
-	batch := []*copy.Copy{{Timestamp: sent, Raw: []byte("x")}, {Timestamp: sent, Raw: []byte("y")}}
+	batch := []*nfcopy.Copy{{Timestamp: sent, Raw: []byte("x")}, {Timestamp: sent, Raw: []byte("y")}}
 	f.delivered1(batch)
 
 	var wg sync.WaitGroup

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/sink/synthetic"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -91,8 +91,8 @@ type tapMember struct {
 // into it, and the last to release it recycles it.
 type sharedBatch struct {
 	t     *tap
-	arena []*copy.Copy
-	errs  []error // copy.Decode's error per arena entry
+	arena []*nfcopy.Copy
+	errs  []error // nfcopy.Decode's error per arena entry
 	used  int
 	parts []sharedPart
 	refs  atomic.Int32
@@ -100,7 +100,7 @@ type sharedBatch struct {
 	// The copies' encoding shared by members' sinks of one key (share).
 	enc    *synthetic.Shared
 	encKey any
-	good   []*copy.Copy // scratch: the copies that decoded
+	good   []*nfcopy.Copy // scratch: the copies that decoded
 }
 
 type sharedPart struct {
@@ -379,10 +379,10 @@ func (t *tap) decode(fs kgo.Fetches) *sharedBatch {
 		sb.parts = append(sb.parts, sharedPart{topic: p.Topic, partition: p.Partition, recs: p.Records, first: n})
 		for _, r := range p.Records {
 			if n == len(sb.arena) {
-				sb.arena = append(sb.arena, new(copy.Copy))
+				sb.arena = append(sb.arena, new(nfcopy.Copy))
 				sb.errs = append(sb.errs, nil)
 			}
-			sb.errs[n] = copy.Decode(r.Value, sb.arena[n])
+			sb.errs[n] = nfcopy.Decode(r.Value, sb.arena[n])
 			n++
 			sb.used = n
 		}

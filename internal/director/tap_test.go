@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
-	"github.com/signalbox/signalbox/internal/sink/synthetic"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/sink/synthetic"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // Four copy feeds of the same sources read through one tap: each gets every
@@ -49,7 +51,7 @@ func TestTapFeedsShareOneReader(t *testing.T) {
 	const n = 3000
 	produce(t, pcl, "c", 0, n, 0)
 	for i, r := range rcvs {
-		waitFor(t, 30*time.Second, fmt.Sprintf("receiver %d to get every copy", i), func() bool { return len(r.missing("c", n)) == 0 })
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("receiver %d to get every copy", i), func() bool { return len(r.missing("c", n)) == 0 })
 	}
 	time.Sleep(300 * time.Millisecond) // anything extra would arrive now
 	for i, r := range rcvs {
@@ -67,7 +69,7 @@ func TestTapFeedsShareOneReader(t *testing.T) {
 		t.Errorf("%d taps for four feeds of one source set, want 1", taps)
 	}
 	for _, s := range specs {
-		waitFor(t, 10*time.Second, s.Name+"'s group to commit everything (lag 0)", func() bool { return h.status(s.Name).Lag == 0 })
+		testkit.WaitFor(t, 10*time.Second, s.Name+"'s group to commit everything (lag 0)", func() bool { return h.status(s.Name).Lag == 0 })
 		st := h.status(s.Name)
 		if st.Reader != ReaderShared {
 			t.Errorf("%s reader = %q, want %q", s.Name, st.Reader, ReaderShared)
@@ -111,11 +113,11 @@ func TestTapDropsStalledFeedAndRejoins(t *testing.T) {
 	const n = 2000
 	start := time.Now()
 	produce(t, pcl, "c", 0, n, 20*time.Millisecond) // 40 batches over ~1 s: many polls
-	waitFor(t, 10*time.Second, "the fast feed to get every copy while the slow one is down", func() bool { return len(fast.missing("c", n)) == 0 })
+	testkit.WaitFor(t, 10*time.Second, "the fast feed to get every copy while the slow one is down", func() bool { return len(fast.missing("c", n)) == 0 })
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the fast feed took %v: held back by the slow one", d)
 	}
-	waitFor(t, 5*time.Second, "the slow feed to be dropped", func() bool { return h.status("slow").Reader == ReaderOwn })
+	testkit.WaitFor(t, 5*time.Second, "the slow feed to be dropped", func() bool { return h.status("slow").Reader == ReaderOwn })
 	if got := testutil.ToFloat64(h.m.m.tapDrops.WithLabelValues("slow")); got != 1 {
 		t.Errorf("signalbox_feed_shared_reader_drops_total{feed=slow} = %g, want 1", got)
 	}
@@ -123,10 +125,10 @@ func TestTapDropsStalledFeedAndRejoins(t *testing.T) {
 		t.Errorf("fast reader = %q", st.Reader)
 	}
 	slow.restart()
-	waitFor(t, 30*time.Second, "the slow feed to catch up", func() bool { return len(slow.missing("c", n)) == 0 })
-	waitFor(t, 15*time.Second, "the slow feed back on the tap", func() bool { return h.status("slow").Reader == ReaderShared })
+	testkit.WaitFor(t, 30*time.Second, "the slow feed to catch up", func() bool { return len(slow.missing("c", n)) == 0 })
+	testkit.WaitFor(t, 15*time.Second, "the slow feed back on the tap", func() bool { return h.status("slow").Reader == ReaderShared })
 	produce(t, pcl, "d", 0, n, 0)
-	waitFor(t, 30*time.Second, "both feeds to get the copies after the rejoin", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "both feeds to get the copies after the rejoin", func() bool {
 		return len(fast.missing("d", n)) == 0 && len(slow.missing("d", n)) == 0
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -159,7 +161,7 @@ func TestTapSpreadsPartitionsAcrossNodes(t *testing.T) {
 	const n = 3000
 	produce(t, pcl, "c", 0, n, 0)
 	for _, r := range []*receiver{ra, rb} {
-		waitFor(t, 30*time.Second, "every copy on both feeds", func() bool { return len(r.missing("c", n)) == 0 })
+		testkit.WaitFor(t, 30*time.Second, "every copy on both feeds", func() bool { return len(r.missing("c", n)) == 0 })
 	}
 	for _, name := range []string{"a", "b"} {
 		d1, d2 := n1.status(name).Delivered, n2.status(name).Delivered
@@ -190,19 +192,19 @@ func TestTapDetachedFeedKeepsToItsNode(t *testing.T) {
 	n2.run(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r2.addr})
 	time.Sleep(time.Second) // the second node's tap joins the group
 	produce(t, pcl, "w", 0, 300, 0)
-	waitFor(t, 20*time.Second, "both nodes to deliver", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "both nodes to deliver", func() bool {
 		return n1.status("a").Delivered > 0 && n2.status("a").Delivered > 0 && len(missingFromBoth(r1, r2, "w", 300)) == 0
 	})
 
 	r1.stop()
 	const n = 3000
 	produce(t, pcl, "c", 0, n, 10*time.Millisecond)
-	waitFor(t, 10*time.Second, "node 1's feed detached", func() bool { return n1.status("a").Reader == ReaderOwn })
+	testkit.WaitFor(t, 10*time.Second, "node 1's feed detached", func() bool { return n1.status("a").Reader == ReaderOwn })
 	if st := n2.status("a"); st.Reader != ReaderShared {
 		t.Errorf("node 2's feed reader = %q", st.Reader)
 	}
 	r1.restart()
-	waitFor(t, 30*time.Second, "every copy at one of the consumers", func() bool { return len(missingFromBoth(r1, r2, "c", n)) == 0 })
+	testkit.WaitFor(t, 30*time.Second, "every copy at one of the consumers", func() bool { return len(missingFromBoth(r1, r2, "c", n)) == 0 })
 	time.Sleep(500 * time.Millisecond)
 	r1.mu.Lock()
 	r2.mu.Lock()
@@ -223,7 +225,7 @@ func TestTapDetachedFeedKeepsToItsNode(t *testing.T) {
 	if got := n1.status("a").Reader; got != ReaderOwn {
 		t.Errorf("node 1's feed reader = %q, want own until RejoinAfter", got)
 	}
-	waitFor(t, 15*time.Second, "the feed's lag to reach 0 (both nodes' commits land)", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the feed's lag to reach 0 (both nodes' commits land)", func() bool {
 		return n1.status("a").Lag == 0 && n2.status("a").Lag == 0
 	})
 }
@@ -248,11 +250,11 @@ func TestTapDetachedFeedFollowsItsPartitions(t *testing.T) {
 	rs[0].stop()
 	const n = 2000
 	produce(t, pcl, "c", 0, n, 10*time.Millisecond)
-	waitFor(t, 10*time.Second, "node 1's feed detached", func() bool { return nodes[0].status("a").Reader == ReaderOwn })
+	testkit.WaitFor(t, 10*time.Second, "node 1's feed detached", func() bool { return nodes[0].status("a").Reader == ReaderOwn })
 
 	nodes = append(nodes, newHarness(t, b, cfg))
 	nodes[2].run(spec(rs[2]))
-	waitFor(t, 20*time.Second, "the three taps to split the 6 partitions", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the three taps to split the 6 partitions", func() bool {
 		seen := map[tp]int{}
 		for _, h := range nodes {
 			h.m.tmu.Lock()
@@ -278,7 +280,7 @@ func TestTapDetachedFeedFollowsItsPartitions(t *testing.T) {
 	produce(t, pcl, "d", 0, n, 0)
 	rs[0].restart()
 	for _, prefix := range []string{"c", "d"} {
-		waitFor(t, 30*time.Second, "every "+prefix+" copy at one of the consumers", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "every "+prefix+" copy at one of the consumers", func() bool {
 			for i := range n {
 				id := prefix + "-" + strconv.Itoa(i)
 				got := false
@@ -422,7 +424,7 @@ func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
 		specs = append(specs, s)
 	}
 	h.apply(specs...)
-	waitFor(t, 10*time.Second, "the feeds to run on the tap", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the feeds to run on the tap", func() bool {
 		for _, s := range specs {
 			if h.status(s.Name).Reader != ReaderShared {
 				return false
@@ -433,7 +435,7 @@ func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
 	const n, scp = 600, 400
 	produce(t, pcl, "s", 0, n, 0) // two copies in three are SCP's
 	for _, s := range specs {
-		waitFor(t, 30*time.Second, s.Name+" to deliver every SCP copy", func() bool { return h.status(s.Name).Delivered >= scp })
+		testkit.WaitFor(t, 30*time.Second, s.Name+" to deliver every SCP copy", func() bool { return h.status(s.Name).Delivered >= scp })
 	}
 
 	// What an encoder of its own makes of the partition, in order.
@@ -442,13 +444,13 @@ func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var copies []*copy.Copy
+	var copies []*nfcopy.Copy
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for len(copies) < scp && ctx.Err() == nil {
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			var c copy.Copy
-			if err := copy.Decode(r.Value, &c); err != nil {
+			var c nfcopy.Copy
+			if err := nfcopy.Decode(r.Value, &c); err != nil {
 				t.Fatal(err)
 			}
 			copies = append(copies, c.Clone())
@@ -472,7 +474,7 @@ func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
 		if i == 3 {
 			w = wantMapped
 		}
-		waitFor(t, 10*time.Second, fmt.Sprintf("receiver %d to read %d bytes", i, len(w)), func() bool {
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("receiver %d to read %d bytes", i, len(w)), func() bool {
 			got, _ := r.bytes()
 			return len(got) >= len(w)
 		})

@@ -11,7 +11,7 @@ import (
 	"strconv"
 
 	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 var feedName = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
@@ -44,7 +44,7 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 		seen[s] = true
 	}
 	for i, d := range spec.Directions {
-		if copy.ParseDirection(d) == copy.DirUnknown {
+		if nfcopy.ParseDirection(d) == nfcopy.DirUnknown {
 			return &FieldError{Field: "directions[" + strconv.Itoa(i) + "]",
 				Msg: fmt.Sprintf("%q: want REQUEST_INGRESS, REQUEST_EGRESS, RESPONSE_INGRESS or RESPONSE_EGRESS", d)}
 		}

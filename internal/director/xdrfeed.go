@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/xdr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -118,8 +118,8 @@ type xdrSink struct {
 
 	mu     sync.Mutex // one delivery to inner at a time
 	recs   []xdr.Record
-	out    []*copy.Copy
-	outBuf []copy.Copy
+	out    []*nfcopy.Copy
+	outBuf []nfcopy.Copy
 
 	hmu  sync.Mutex
 	held []heldMarks
@@ -169,7 +169,7 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 
 // Send adds the copies to the correlator and delivers the records they
 // complete. It fails only when ctx ends (the copies are then read again).
-func (s *xdrSink) Send(ctx context.Context, batch []*copy.Copy) error {
+func (s *xdrSink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recs = s.recs[:0]
@@ -185,7 +185,7 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 	f := s.f
 	s.out = s.out[:0]
 	if cap(s.outBuf) < len(s.recs) {
-		s.outBuf = make([]copy.Copy, len(s.recs))
+		s.outBuf = make([]nfcopy.Copy, len(s.recs))
 	}
 	s.outBuf = s.outBuf[:len(s.recs)]
 	for i := range s.recs {
@@ -199,7 +199,7 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 			continue
 		}
 		c := &s.outBuf[len(s.out)]
-		*c = copy.Copy{CorrelationID: r.CorrelationID, Timestamp: r.End, Raw: b}
+		*c = nfcopy.Copy{CorrelationID: r.CorrelationID, Timestamp: r.End, Raw: b}
 		s.out = append(s.out, c)
 	}
 	if len(s.out) == 0 {
@@ -307,7 +307,7 @@ const recentRecords = 100
 
 // remember keeps copies of the last delivered records' JSON (the out slice's
 // buffers are reused by the next delivery).
-func (s *xdrSink) remember(out []*copy.Copy) {
+func (s *xdrSink) remember(out []*nfcopy.Copy) {
 	if len(out) > recentRecords {
 		out = out[len(out)-recentRecords:]
 	}

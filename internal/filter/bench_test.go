@@ -10,8 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/nfsim"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // examples are the filters the issue asks for, plus ones that go through the
@@ -27,7 +28,7 @@ var examples = []struct{ name, src string }{
 
 // nfsimCopies runs the simulator into an h2c endpoint and decodes what it
 // sent: 3000-byte copies of the default mix.
-func nfsimCopies(t testing.TB, count int64) []cpy.Copy {
+func nfsimCopies(t testing.TB, count int64) []nfcopy.Copy {
 	t.Helper()
 	var mu sync.Mutex
 	var recs [][]byte
@@ -55,9 +56,9 @@ func nfsimCopies(t testing.TB, count int64) []cpy.Copy {
 	if _, err := nfsim.Run(context.Background(), nfsim.Config{Ingest: srv.URL, Count: count, Size: 3000, RunID: "f1"}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	out := make([]cpy.Copy, len(recs))
+	out := make([]nfcopy.Copy, len(recs))
 	for i := range recs {
-		if err := cpy.Decode(recs[i], &out[i]); err != nil {
+		if err := nfcopy.Decode(recs[i], &out[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +114,7 @@ func BenchmarkMatch(b *testing.B) {
 		}
 		b.Run(ex.name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := testkit.CPUTime()
 			n := 0
 			for i := 0; i < b.N; i++ {
 				if f.Match(&copies[i%len(copies)]) {
@@ -121,7 +122,7 @@ func BenchmarkMatch(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "copies/s")
-			reportCPU(b, cpu0)
+			testkit.ReportCPU(b, cpu0)
 		})
 	}
 }

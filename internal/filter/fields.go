@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
 
@@ -134,7 +134,7 @@ func Fields() []FieldDoc {
 
 // extraction is the per-copy memo of values several fields share.
 type extraction struct {
-	c          *cpy.Copy
+	c          *nfcopy.Copy
 	pathDone   bool
 	path       string
 	svc, ver   string
@@ -146,7 +146,7 @@ type extraction struct {
 	status     int
 }
 
-func (x *extraction) reset(c *cpy.Copy, want xdr.IdentityKind) {
+func (x *extraction) reset(c *nfcopy.Copy, want xdr.IdentityKind) {
 	x.c, x.pathDone, x.idsDone, x.statusDone, x.idWant = c, false, false, false, want
 	x.path, x.svc, x.ver, x.res = "", "", "", ""
 }
@@ -271,7 +271,7 @@ func (x *extraction) num(f fieldID) int {
 
 // headerMap builds the whole header map, for expressions that index it with
 // something other than a constant.
-func headerMap(c *cpy.Copy, m map[string]string) {
+func headerMap(c *nfcopy.Copy, m map[string]string) {
 	for _, h := range c.Headers {
 		name := h.Name
 		for i := 0; i < len(name); i++ {

@@ -22,7 +22,7 @@ import (
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
 
@@ -196,13 +196,13 @@ func zeroOf(k kind) any {
 
 // Match reports whether c passes the filter. An expression that fails at run
 // time (an index out of range, say) does not match; Eval reports the error.
-func (f *Filter) Match(c *cpy.Copy) bool {
+func (f *Filter) Match(c *nfcopy.Copy) bool {
 	ok, _ := f.Eval(c)
 	return ok
 }
 
 // Eval evaluates the filter on c. c is only read, and not retained.
-func (f *Filter) Eval(c *cpy.Copy) (bool, error) {
+func (f *Filter) Eval(c *nfcopy.Copy) (bool, error) {
 	st := f.pool.Get().(*state)
 	x := &st.x
 	x.reset(c, f.idWant)

@@ -9,19 +9,19 @@ import (
 
 	"github.com/expr-lang/expr"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
 
 const reqPath = "/nudm-ueau/v1/imsi-234300000014975/security-information/generate-auth-data?x=1"
 
-func reqCopy() *cpy.Copy {
-	c := &cpy.Copy{
+func reqCopy() *nfcopy.Copy {
+	c := &nfcopy.Copy{
 		Version: "1.0.0", CorrelationID: "ff561bdb-1", ProducerID: "udm-id", ProducerFQDN: "udm1.example",
 		ConsumerID: "ausf-id", ConsumerFQDN: "ausf1.example", HopByHopID: "1", Timestamp: 1678705695995010066,
-		Direction: cpy.RequestIngress, NFType: "SCP", NFFQDN: "scp901.example", NFInstanceID: "scp-id",
+		Direction: nfcopy.RequestIngress, NFType: "SCP", NFFQDN: "scp901.example", NFInstanceID: "scp-id",
 		PodInstanceID: "scp901-worker-1", SourceIP: "10.0.0.1", DestIP: "10.0.0.2", SourcePort: 40001, DestPort: 8080,
-		Headers: []cpy.Header{
+		Headers: []nfcopy.Header{
 			{Name: ":method", Values: []string{"POST"}},
 			{Name: ":path", Values: []string{reqPath}},
 			{Name: "Content-Type", Values: []string{"application/json"}},
@@ -35,10 +35,10 @@ func reqCopy() *cpy.Copy {
 	return c
 }
 
-func respCopy() *cpy.Copy {
-	return &cpy.Copy{
-		CorrelationID: "ff561bdb-1", Direction: cpy.ResponseEgress, NFType: "NRF", NFFQDN: "nrf1.example",
-		Headers: []cpy.Header{{Name: ":status", Values: []string{"404"}}, {Name: "content-type", Values: []string{"application/problem+json"}}},
+func respCopy() *nfcopy.Copy {
+	return &nfcopy.Copy{
+		CorrelationID: "ff561bdb-1", Direction: nfcopy.ResponseEgress, NFType: "NRF", NFFQDN: "nrf1.example",
+		Headers: []nfcopy.Header{{Name: ":status", Values: []string{"404"}}, {Name: "content-type", Values: []string{"application/problem+json"}}},
 		Body:    []byte(`{"title":"USER_NOT_FOUND","status":404}`),
 		Raw:     make([]byte, 1500),
 	}
@@ -94,7 +94,7 @@ func TestFields(t *testing.T) {
 		t.Run(tc.field, func(t *testing.T) {
 			for _, c := range []struct {
 				src  string
-				copy *cpy.Copy
+				copy *nfcopy.Copy
 				want bool
 			}{{tc.onReq, reqCopy(), true}, {tc.onResp, respCopy(), true}, {tc.onReq, respCopy(), !tc.notOnResp}} {
 				f, err := Compile(c.src)
@@ -123,7 +123,7 @@ func TestFields(t *testing.T) {
 
 // oracle evaluates src with every field extracted and boxed, and no
 // rewriting: the slow obvious implementation.
-func oracle(t testing.TB, src string, c *cpy.Copy) bool {
+func oracle(t testing.TB, src string, c *nfcopy.Copy) bool {
 	t.Helper()
 	env := oracleEnv(c)
 	p, err := expr.Compile(src, expr.Env(env), expr.AsBool())
@@ -137,7 +137,7 @@ func oracle(t testing.TB, src string, c *cpy.Copy) bool {
 	return out.(bool)
 }
 
-func oracleEnv(c *cpy.Copy) map[string]any {
+func oracleEnv(c *nfcopy.Copy) map[string]any {
 	var x extraction
 	x.reset(c, xdr.IDAll)
 	env := map[string]any{}
@@ -171,7 +171,7 @@ func TestExamples(t *testing.T) {
 
 	tests := []struct {
 		src  string
-		c    *cpy.Copy
+		c    *nfcopy.Copy
 		want bool
 	}{
 		{`nf_type in ["SCP","SEPP"] && method == "POST" && status >= 400`, scpErr, false}, // a response has no method

@@ -7,14 +7,14 @@ import (
 
 	"github.com/expr-lang/expr"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // FuzzCompileMatch: Compile refuses with an *Error or compiles; Match never
 // panics, and agrees with the unrewritten evaluation where both run.
 func FuzzCompileMatch(f *testing.F) {
 	f.Add(`method == "POST"`)
-	copies := []*cpy.Copy{reqCopy(), respCopy()}
+	copies := []*nfcopy.Copy{reqCopy(), respCopy()}
 	f.Fuzz(func(t *testing.T, src string) {
 		flt, err := Compile(src)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
 	"github.com/signalbox/signalbox/internal/store"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 type env struct {
@@ -54,15 +55,6 @@ func (e *env) reloads(scope string) float64 {
 	return testutil.ToFloat64(e.m.reloads.WithLabelValues(scope))
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 func denyRule(calling string) callpolicy.Rule {
 	return callpolicy.Rule{PolicyID: callpolicy.DefaultPolicyID, Priority: 1, Enabled: true,
 		Match: callpolicy.Match{Calling: calling}, Action: callpolicy.Action{Decision: callpolicy.Deny}}
@@ -81,7 +73,7 @@ func TestChangesGoLive(t *testing.T) {
 	if err := e.st.CreateRule(ctx, &r); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the version check to load the rule", func() bool { return e.decide("111") == callpolicy.Deny })
+	testkit.WaitFor(t, 10*time.Second, "the version check to load the rule", func() bool { return e.decide("111") == callpolicy.Deny })
 	v, _ := e.st.ConfigVersion(ctx)
 	if e.m.Version() != v {
 		t.Errorf("live version %d, stored %d", e.m.Version(), v)
@@ -91,7 +83,7 @@ func TestChangesGoLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.m.Changed()
-	waitFor(t, "Changed to load the rule", func() bool { return e.decide("222") == callpolicy.Deny })
+	testkit.WaitFor(t, 10*time.Second, "Changed to load the rule", func() bool { return e.decide("222") == callpolicy.Deny })
 }
 
 // A bulk replacement goes live by recompiling its one policy (scope
@@ -100,7 +92,7 @@ func TestReplacingRecompilesOnePolicy(t *testing.T) {
 	e := newEnv(t)
 	e.run(t)
 	ctx := context.Background()
-	waitFor(t, "the first check", func() bool { v, _ := e.st.ConfigVersion(ctx); return e.m.Version() == v })
+	testkit.WaitFor(t, 10*time.Second, "the first check", func() bool { v, _ := e.st.ConfigVersion(ctx); return e.m.Version() == v })
 	allBefore := e.reloads("all")
 
 	rules := []callpolicy.Rule{denyRule("333")}
@@ -112,7 +104,7 @@ func TestReplacingRecompilesOnePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	done(true)
-	waitFor(t, "the replacement to go live", func() bool { return e.decide("333") == callpolicy.Deny })
+	testkit.WaitFor(t, 10*time.Second, "the replacement to go live", func() bool { return e.decide("333") == callpolicy.Deny })
 	if got := e.reloads("policy"); got != 1 {
 		t.Errorf("policy reloads %v, want 1", got)
 	}
@@ -154,5 +146,5 @@ func TestHitsPersisted(t *testing.T) {
 	}
 	e.run(t)
 	e.decide("555")
-	waitFor(t, "the periodic flush", func() bool { g, _ := e.st.GetRule(ctx, r.ID); return g.Hits == 4 })
+	testkit.WaitFor(t, 10*time.Second, "the periodic flush", func() bool { g, _ := e.st.GetRule(ctx, r.ID); return g.Hits == 4 })
 }

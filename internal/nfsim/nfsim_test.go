@@ -20,7 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // checker validates consumed records: sizes, decoding, contiguous seq per
@@ -32,13 +33,13 @@ type checker struct {
 	mu    sync.Mutex
 	count map[string]int64
 	seqs  map[string]map[int64]bool
-	corr  map[string]map[string][]cpy.Direction // nf → correlation id → directions
-	c     cpy.Copy
+	corr  map[string]map[string][]nfcopy.Direction // nf → correlation id → directions
+	c     nfcopy.Copy
 }
 
 func newChecker(t *testing.T, size int, runID string) *checker {
 	return &checker{t: t, size: size, runID: runID, count: map[string]int64{}, seqs: map[string]map[int64]bool{},
-		corr: map[string]map[string][]cpy.Direction{}}
+		corr: map[string]map[string][]nfcopy.Direction{}}
 }
 
 func (k *checker) add(topic string, rec []byte) {
@@ -52,7 +53,7 @@ func (k *checker) add(topic string, rec []byte) {
 		t.Fatalf("invalid JSON record: %s", rec)
 	}
 	c := &k.c
-	if err := cpy.Decode(rec, c); err != nil {
+	if err := nfcopy.Decode(rec, c); err != nil {
 		t.Fatalf("decode: %v\n%s", err, rec)
 	}
 	if topic != "" && c.NFType != topic {
@@ -71,7 +72,7 @@ func (k *checker) add(topic string, rec []byte) {
 	}
 	if k.seqs[c.NFType] == nil {
 		k.seqs[c.NFType] = map[int64]bool{}
-		k.corr[c.NFType] = map[string][]cpy.Direction{}
+		k.corr[c.NFType] = map[string][]nfcopy.Direction{}
 	}
 	if k.seqs[c.NFType][n] {
 		t.Errorf("duplicate seq %s", c.Header("x-signalbox-seq"))
@@ -297,13 +298,13 @@ func TestFlagsAndMix(t *testing.T) {
 func TestRecordSizes(t *testing.T) {
 	for _, nf := range []string{"SCP", "NRF", "SEPP", "PCF"} {
 		g := newGen(nf, "r", 7)
-		var c cpy.Copy
+		var c nfcopy.Copy
 		for i := 0; i < 400; i++ {
 			rec, over := g.appendRecord(nil, g.nextCopy(), 1, 3000)
 			if over || len(rec) != 3000 {
 				t.Fatalf("%s: record %d bytes (over=%v)", nf, len(rec), over)
 			}
-			if err := cpy.Decode(rec, &c); err != nil {
+			if err := nfcopy.Decode(rec, &c); err != nil {
 				t.Fatalf("%s: %v\n%s", nf, err, rec)
 			}
 		}
@@ -315,7 +316,7 @@ func BenchmarkGenerate(b *testing.B) {
 	buf := make([]byte, 0, 4096)
 	b.SetBytes(3000)
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer testkit.ReportCPU(b, testkit.CPUTime())
 	for b.Loop() {
 		buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000)
 	}
@@ -337,9 +338,9 @@ func TestGenerateReusesStorage(t *testing.T) {
 	if n := testing.AllocsPerRun(2000, func() { buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000) }); n > limit {
 		t.Errorf("%.2f allocations per record, want 0", n)
 	}
-	var c cpy.Copy
+	var c nfcopy.Copy
 	want := fmt.Sprintf("alloc/SCP/%d", g.seq)
-	if err := cpy.Decode(buf, &c); err != nil || c.Header("x-signalbox-seq") != want || c.Header("x-http2-stream-id") == "" {
+	if err := nfcopy.Decode(buf, &c); err != nil || c.Header("x-signalbox-seq") != want || c.Header("x-http2-stream-id") == "" {
 		t.Fatalf("last record: %v, seq %q (want %q)", err, c.Header("x-signalbox-seq"), want)
 	}
 }
@@ -367,14 +368,14 @@ func TestLegsMirror(t *testing.T) {
 	for _, nf := range []string{"SCP", "NRF", "SEPP"} {
 		g := newGen(nf, "run", 7)
 		for tx := 0; tx < 50; tx++ {
-			legs := map[bool][]cpy.Copy{} // producer-facing? -> copies
+			legs := map[bool][]nfcopy.Copy{} // producer-facing? -> copies
 			n := 2
 			if nf == "SCP" {
 				n = 4
 			}
 			for i := 0; i < n; i++ {
 				c := g.nextCopy()
-				out := c.Direction == cpy.RequestEgress || c.Direction == cpy.ResponseIngress
+				out := c.Direction == nfcopy.RequestEgress || c.Direction == nfcopy.ResponseIngress
 				legs[out] = append(legs[out], *c.Clone())
 			}
 			for out, cs := range legs {
@@ -430,8 +431,8 @@ func TestRunPrewarm(t *testing.T) {
 			t.Fatalf("consumed %d: %v", n, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			var c cpy.Copy
-			if err := cpy.Decode(r.Value, &c); err != nil {
+			var c nfcopy.Copy
+			if err := nfcopy.Decode(r.Value, &c); err != nil {
 				t.Fatal(err)
 			}
 			id, _, _ := strings.Cut(c.Header("x-signalbox-seq"), "/")
@@ -497,7 +498,7 @@ func TestConnectionsPersist(t *testing.T) {
 		} else {
 			lastStream[k] = s
 		}
-		if c.Direction == cpy.RequestIngress {
+		if c.Direction == nfcopy.RequestIngress {
 			if ip, ok := ipOf[c.ConsumerID]; ok && ip != c.SourceIP {
 				t.Fatalf("consumer %s at %s and %s", c.ConsumerID, ip, c.SourceIP)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // BenchmarkRunToProbe runs the simulator at 60,000 copies/s of 3000 bytes
@@ -24,7 +25,7 @@ func BenchmarkRunToProbe(b *testing.B) {
 	if err := p.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	start := cpuTime()
+	start := testkit.CPUTime()
 	var sent int64
 	var elapsed time.Duration
 	for i := 0; i < b.N; i++ {
@@ -42,7 +43,7 @@ func BenchmarkRunToProbe(b *testing.B) {
 	}
 	b.ReportMetric(float64(sent)/elapsed.Seconds(), "copies/s")
 	b.ReportMetric(float64(r.Latency.P99), "p99-us")
-	b.ReportMetric(float64(cpuTime()-start)/float64(sent), "cpu-ns/copy")
+	b.ReportMetric(float64(testkit.CPUTime()-start)/float64(sent), "cpu-ns/copy")
 }
 
 // BenchmarkRunKafka runs the simulator at 60,000 copies/s of 3000 bytes into
@@ -53,7 +54,7 @@ func BenchmarkRunKafka(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	start := cpuTime()
+	start := testkit.CPUTime()
 	var sent int64
 	var elapsed time.Duration
 	for i := 0; i < b.N; i++ {
@@ -65,5 +66,5 @@ func BenchmarkRunKafka(b *testing.B) {
 		elapsed += st.Elapsed
 	}
 	b.ReportMetric(float64(sent)/elapsed.Seconds(), "copies/s")
-	b.ReportMetric(float64(cpuTime()-start)/float64(sent), "cpu-ns/copy")
+	b.ReportMetric(float64(testkit.CPUTime()-start)/float64(sent), "cpu-ns/copy")
 }

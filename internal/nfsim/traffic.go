@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"unsafe"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // service is one SBI operation the simulator emits.
@@ -196,12 +196,12 @@ type gen struct {
 	seq    int64
 	stream uint32
 	hop    int64
-	copies []cpy.Copy // the current transaction's copies, in send order
+	copies []nfcopy.Copy // the current transaction's copies, in send order
 	next   int
 	// The NF's peers: the consumers calling it and the producers it calls,
 	// each with its HTTP/2 connections to this NF (client ports).
 	consumers, producers []peer
-	dirs                 []cpy.Direction
+	dirs                 []nfcopy.Direction
 	scratch              [5][]byte // per-transaction string storage, reused
 	// The transaction's other strings and one-value header lists, in
 	// storage reused transaction after transaction (a copy is sent before
@@ -217,11 +217,11 @@ func newGen(nfType, runID string, seed uint64) *gen {
 	g := &gen{nfType: nfType, runID: runID, r: rand.New(rand.NewPCG(seed, 0x5b0c)), svcs: servicesFor(nfType), errRate: 0.03}
 	switch nfType {
 	case "SCP":
-		g.dirs = []cpy.Direction{cpy.RequestIngress, cpy.RequestEgress, cpy.ResponseIngress, cpy.ResponseEgress}
+		g.dirs = []nfcopy.Direction{nfcopy.RequestIngress, nfcopy.RequestEgress, nfcopy.ResponseIngress, nfcopy.ResponseEgress}
 	default:
 		// An NF acting as producer (NRF, PCF) or a gateway (SEPP) copies at its
 		// ingress: the request arriving and the response leaving.
-		g.dirs = []cpy.Direction{cpy.RequestIngress, cpy.ResponseEgress}
+		g.dirs = []nfcopy.Direction{nfcopy.RequestIngress, nfcopy.ResponseEgress}
 	}
 	lower := []byte(nfType)
 	for i, c := range lower {
@@ -234,7 +234,7 @@ func newGen(nfType, runID string, seed uint64) *gen {
 	g.pod = string(lower) + "1-worker-" + string(g.hex(nil, 10))
 	g.nfIP = string(g.ip(nil))
 	g.consumers, g.producers = g.peers(peerInstances), g.peers(peerInstances)
-	g.copies = make([]cpy.Copy, len(g.dirs))
+	g.copies = make([]nfcopy.Copy, len(g.dirs))
 	g.next = len(g.dirs)
 	return g
 }
@@ -351,7 +351,7 @@ func (g *gen) one(v string) []string {
 
 // nextCopy returns the next copy to send, starting a new transaction when the
 // current one is exhausted. The copy is valid until the next call.
-func (g *gen) nextCopy() *cpy.Copy {
+func (g *gen) nextCopy() *nfcopy.Copy {
 	if g.next >= len(g.copies) {
 		g.newTransaction()
 	}
@@ -418,7 +418,7 @@ func (g *gen) newTransaction() {
 	for i, dir := range g.dirs {
 		c := &g.copies[i]
 		hdrs, body := c.Headers[:0], c.Body[:0]
-		*c = cpy.Copy{
+		*c = nfcopy.Copy{
 			Version: "1.0.0", CorrelationID: corr, HopByHopID: hop,
 			ConsumerID: consumerID, ConsumerFQDN: consumerFQDN, ProducerID: producerID, ProducerFQDN: producerFQDN,
 			Direction: dir, NFType: g.nfType, NFFQDN: g.nfFQDN, NFInstanceID: g.nfID, PodInstanceID: g.pod,
@@ -427,7 +427,7 @@ func (g *gen) newTransaction() {
 		// requests and ingress responses face the producer.
 		authority, stream := g.nfFQDN, inStream
 		clientIP, serverIP, clientPort := consumerIP, g.nfIP, inPort
-		if dir == cpy.RequestEgress || dir == cpy.ResponseIngress {
+		if dir == nfcopy.RequestEgress || dir == nfcopy.ResponseIngress {
 			authority, stream = producerFQDN, outStream
 			clientIP, serverIP, clientPort = g.nfIP, producerIP, outPort
 		}
@@ -438,33 +438,33 @@ func (g *gen) newTransaction() {
 		}
 		if dir.IsRequest() {
 			hdrs = append(hdrs,
-				cpy.Header{Name: ":method", Values: g.one(s.method)},
-				cpy.Header{Name: ":scheme", Values: g.one("http")},
-				cpy.Header{Name: ":authority", Values: g.one(authority)},
-				cpy.Header{Name: ":path", Values: g.one(path)},
-				cpy.Header{Name: "user-agent", Values: g.one(userAgent)},
-				cpy.Header{Name: "3gpp-sbi-target-apiroot", Values: g.one(apiRoot)},
-				cpy.Header{Name: "3gpp-sbi-correlation-info", Values: g.one(supi)},
+				nfcopy.Header{Name: ":method", Values: g.one(s.method)},
+				nfcopy.Header{Name: ":scheme", Values: g.one("http")},
+				nfcopy.Header{Name: ":authority", Values: g.one(authority)},
+				nfcopy.Header{Name: ":path", Values: g.one(path)},
+				nfcopy.Header{Name: "user-agent", Values: g.one(userAgent)},
+				nfcopy.Header{Name: "3gpp-sbi-target-apiroot", Values: g.one(apiRoot)},
+				nfcopy.Header{Name: "3gpp-sbi-correlation-info", Values: g.one(supi)},
 			)
 			if reqBody != nil {
-				hdrs = append(hdrs, cpy.Header{Name: "content-type", Values: g.one(s.contentType)})
+				hdrs = append(hdrs, nfcopy.Header{Name: "content-type", Values: g.one(s.contentType)})
 				body = append(body, reqBody...)
 			} else {
-				hdrs = append(hdrs, cpy.Header{Name: "accept", Values: g.one("application/json")})
+				hdrs = append(hdrs, nfcopy.Header{Name: "accept", Values: g.one("application/json")})
 			}
 		} else {
-			hdrs = append(hdrs, cpy.Header{Name: ":status", Values: g.one(statusStr)})
+			hdrs = append(hdrs, nfcopy.Header{Name: ":status", Values: g.one(statusStr)})
 			if respBody != nil {
 				ct := "application/json"
 				if status >= 400 {
 					ct = "application/problem+json"
 				}
-				hdrs = append(hdrs, cpy.Header{Name: "content-type", Values: g.one(ct)})
+				hdrs = append(hdrs, nfcopy.Header{Name: "content-type", Values: g.one(ct)})
 				body = append(body, respBody...)
 			}
-			hdrs = append(hdrs, cpy.Header{Name: "server", Values: g.one(server)})
+			hdrs = append(hdrs, nfcopy.Header{Name: "server", Values: g.one(server)})
 		}
-		hdrs = append(hdrs, cpy.Header{Name: "x-http2-stream-id", Values: g.one(stream)})
+		hdrs = append(hdrs, nfcopy.Header{Name: "x-http2-stream-id", Values: g.one(stream)})
 		c.Headers, c.Body = hdrs, body
 	}
 }
@@ -490,22 +490,22 @@ func lowerFQDN(nf string) string {
 // appendRecord encodes c with the x-signalbox-seq header and the send
 // timestamp, padded to exactly size bytes when it is shorter. It reports
 // whether the record came out larger than size.
-func (g *gen) appendRecord(dst []byte, c *cpy.Copy, ts int64, size int) ([]byte, bool) {
+func (g *gen) appendRecord(dst []byte, c *nfcopy.Copy, ts int64, size int) ([]byte, bool) {
 	c.Timestamp = ts
 	base := len(dst)
 	n := len(c.Headers)
 	seq := g.join(g.runID, "/", g.nfType, "/", g.uint(uint64(g.seq)))
-	c.Headers = append(c.Headers, cpy.Header{Name: "x-signalbox-seq", Values: g.one(seq)})
+	c.Headers = append(c.Headers, nfcopy.Header{Name: "x-signalbox-seq", Values: g.one(seq)})
 	padInBody := len(c.Body) > 1 && c.Body[0] == '{'
 	if padInBody {
 		// Keep the body valid JSON: the pad is its last field.
 		bl := len(c.Body)
 		c.Body = append(c.Body[:bl-1], `,"x-signalbox-pad":""}`...)
-		dst = cpy.AppendJSON(dst, c)
+		dst = nfcopy.AppendJSON(dst, c)
 		c.Body = append(c.Body[:bl-1], '}')
 	} else {
-		c.Headers = append(c.Headers, cpy.Header{Name: "x-signalbox-pad", Values: g.one("")})
-		dst = cpy.AppendJSON(dst, c)
+		c.Headers = append(c.Headers, nfcopy.Header{Name: "x-signalbox-pad", Values: g.one("")})
+		dst = nfcopy.AppendJSON(dst, c)
 	}
 	c.Headers = c.Headers[:n]
 	short := size - (len(dst) - base)

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/sink/synthetic"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // BenchmarkSyntheticDecodeSignalbox decodes the stream signalbox's own
@@ -23,7 +24,7 @@ func BenchmarkSyntheticDecodeSignalbox(b *testing.B) {
 		c := testCopy("SCP", i, 3000)
 		c.SourceIP, c.DestIP, c.SourcePort, c.DestPort = "10.0.0.1", "10.0.0.2", 40000, 8080
 		if i%2 == 0 {
-			c.Headers = append(c.Headers, cpy.Header{Name: "x-signalbox-pad", Values: []string{strings.Repeat("p", 2500)}})
+			c.Headers = append(c.Headers, nfcopy.Header{Name: "x-signalbox-pad", Values: []string{strings.Repeat("p", 2500)}})
 			c.Body = nil
 		}
 		stream = enc.AppendCopy(stream, c)
@@ -37,7 +38,7 @@ func BenchmarkSyntheticDecodeSignalbox(b *testing.B) {
 	recs := stream[len(stream)-r.Len():]
 	b.SetBytes(int64(len(recs) / n))
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer testkit.ReportCPU(b, testkit.CPUTime())
 	for b.Loop() {
 		if r.Len() == 0 {
 			r.Reset(recs)

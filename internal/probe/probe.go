@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // Modes.
@@ -76,7 +76,7 @@ type Probe struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	save  *pcapSaver
-	pool  sync.Pool          // *cpy.Copy for the HTTP/2 handler
+	pool  sync.Pool          // *nfcopy.Copy for the HTTP/2 handler
 	bufs  chan *bytes.Buffer // free list of request buffers; unlike a sync.Pool, GC does not empty it
 }
 
@@ -114,7 +114,7 @@ func New(cfg Config) (*Probe, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	p.pool.New = func() any { return new(cpy.Copy) }
+	p.pool.New = func() any { return new(nfcopy.Copy) }
 	p.bufs = make(chan *bytes.Buffer, 32)
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
@@ -304,7 +304,7 @@ func (p *Probe) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	c := p.pool.Get().(*cpy.Copy)
+	c := p.pool.Get().(*nfcopy.Copy)
 	defer p.pool.Put(c)
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-ndjson") {
 		for len(body) > 0 {
@@ -325,7 +325,7 @@ func (p *Probe) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (p *Probe) jsonCopy(c *cpy.Copy, rec []byte, now time.Time) {
+func (p *Probe) jsonCopy(c *nfcopy.Copy, rec []byte, now time.Time) {
 	if looksLikeRecord(rec) {
 		r, reason, detail := checkRecord(rec)
 		if reason != "" {
@@ -335,9 +335,9 @@ func (p *Probe) jsonCopy(c *cpy.Copy, rec []byte, now time.Time) {
 		p.s.recordSeen(&r, len(rec), now)
 		return
 	}
-	if err := cpy.Decode(rec, c); err != nil {
+	if err := nfcopy.Decode(rec, c); err != nil {
 		reason := "syntax"
-		var de *cpy.DecodeError
+		var de *nfcopy.DecodeError
 		if errors.As(err, &de) {
 			reason = de.Reason
 		}

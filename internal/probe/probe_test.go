@@ -30,7 +30,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // streamWriter builds a synthetic stream per the contract in synthetic.go,
@@ -113,7 +114,7 @@ func (s *streamWriter) preface() {
 }
 
 // copyFrames returns the HTTP/2 frames of one copy.
-func (s *streamWriter) copyFrames(c *cpy.Copy) []byte {
+func (s *streamWriter) copyFrames(c *nfcopy.Copy) []byte {
 	s.hbuf.Reset()
 	for _, h := range c.Headers {
 		for _, v := range h.Values {
@@ -132,9 +133,9 @@ func (s *streamWriter) copyFrames(c *cpy.Copy) []byte {
 	return s.fbuf.Bytes()
 }
 
-func testCopy(nf string, seq int64, size int) *cpy.Copy {
-	c := &cpy.Copy{NFType: nf, Direction: cpy.RequestIngress, Timestamp: time.Now().UnixNano(), CorrelationID: "c-" + strconv.FormatInt(seq, 10),
-		Headers: []cpy.Header{
+func testCopy(nf string, seq int64, size int) *nfcopy.Copy {
+	c := &nfcopy.Copy{NFType: nf, Direction: nfcopy.RequestIngress, Timestamp: time.Now().UnixNano(), CorrelationID: "c-" + strconv.FormatInt(seq, 10),
+		Headers: []nfcopy.Header{
 			{Name: ":method", Values: []string{"POST"}}, {Name: ":scheme", Values: []string{"http"}},
 			{Name: ":authority", Values: []string{"udm1.5gc.mnc030.mcc234.3gppnetwork.org"}},
 			{Name: ":path", Values: []string{"/nudm-ueau/v1/imsi-234300000000001/security-information/generate-auth-data"}},
@@ -159,7 +160,7 @@ func TestSyntheticStream(t *testing.T) {
 			}
 			sw.packet(sw.copyFrames(testCopy("NRF", 1, 20000)), sent, false) // DATA in two frames
 			// Response without body: HEADERS with END_STREAM.
-			resp := &cpy.Copy{Headers: []cpy.Header{{Name: ":status", Values: []string{"204"}},
+			resp := &nfcopy.Copy{Headers: []nfcopy.Header{{Name: ":status", Values: []string{"204"}},
 				{Name: "x-http2-stream-id", Values: []string{"9"}}, {Name: "x-signalbox-seq", Values: []string{"run1/NRF/2"}}}}
 			sw.packet(sw.copyFrames(resp), sent, true)
 			// Invalid ones: a truncated frame, a HEADERS without END_STREAM, garbage.
@@ -352,13 +353,13 @@ func TestHTTP2Mode(t *testing.T) {
 			}
 			var nd []byte
 			for i := int64(1); i <= 50; i++ {
-				nd = cpy.AppendJSON(nd, testCopy("SCP", i, 3000))
+				nd = nfcopy.AppendJSON(nd, testCopy("SCP", i, 3000))
 				nd = append(nd, '\n')
 			}
-			nd = append(nd, cpy.AppendJSON(nil, testCopy("SCP", 7, 3000))...) // a duplicate
-			nd = append(nd, "\n{\"metadata-list\":{}}\n"...)                  // invalid
+			nd = append(nd, nfcopy.AppendJSON(nil, testCopy("SCP", 7, 3000))...) // a duplicate
+			nd = append(nd, "\n{\"metadata-list\":{}}\n"...)                     // invalid
 			post("application/x-ndjson", nd)
-			post("application/json", cpy.AppendJSON(nil, testCopy("NRF", 1, 500)))
+			post("application/json", nfcopy.AppendJSON(nil, testCopy("NRF", 1, 500)))
 			resp, err := client.Get(url)
 			if err != nil {
 				t.Fatal(err)
@@ -412,7 +413,7 @@ func TestHTTP2AbortedRequest(t *testing.T) {
 		}
 		done <- err
 	}()
-	rec := cpy.AppendJSON(nil, testCopy("SCP", 1, 3000))
+	rec := nfcopy.AppendJSON(nil, testCopy("SCP", 1, 3000))
 	if _, err := pw.Write(rec[:1000]); err != nil { // part of the copy reaches the probe
 		t.Fatal(err)
 	}
@@ -547,7 +548,7 @@ func benchSyntheticDecode(b *testing.B, newFlows bool) {
 	}
 	r := bytes.NewReader(recs.Bytes())
 	b.ResetTimer()
-	defer reportCPU(b, cpuTime())
+	defer testkit.ReportCPU(b, testkit.CPUTime())
 	for i := 0; i < b.N; i += n {
 		r.Reset(recs.Bytes())
 		m := min(n, b.N-i)
@@ -586,11 +587,11 @@ func BenchmarkHTTP2Decode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec := cpy.AppendJSON(nil, testCopy("SCP", 1, 3000))
-	var c cpy.Copy
+	rec := nfcopy.AppendJSON(nil, testCopy("SCP", 1, 3000))
+	var c nfcopy.Copy
 	b.SetBytes(int64(len(rec)))
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer testkit.ReportCPU(b, testkit.CPUTime())
 	now := time.Now()
 	for b.Loop() {
 		p.jsonCopy(&c, rec, now)

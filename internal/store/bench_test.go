@@ -6,11 +6,11 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // go test -run '^$' -bench 100k -benchtime 3x ./internal/store/
@@ -24,7 +24,7 @@ func BenchmarkReplaceRules100k(b *testing.B) {
 			rctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			b.ResetTimer()
-			cpu := cpuTime()
+			cpu := testkit.CPUTime()
 			for range b.N {
 				if err := s.ReplaceRules(rctx, callpolicy.DefaultPolicyID, rules, nil); err != nil {
 					b.Fatal(err)
@@ -46,7 +46,7 @@ func BenchmarkLoadPolicies100k(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
-			cpu := cpuTime()
+			cpu := testkit.CPUTime()
 			defer reportCPU(b, cpu)
 			for range b.N {
 				pcs, err := s.LoadPolicies(ctx)
@@ -80,19 +80,8 @@ func BenchmarkInsertCalls1000(b *testing.B) {
 	}
 }
 
-// cpuTime is this process's user+system CPU time. On the shared 2-core test
-// machine wall time mostly measures the neighbours; CPU time per op does not
-// (it leaves out the PostgreSQL server's share).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64((cpuTime()-start).Milliseconds())/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64((testkit.CPUTime()-start).Milliseconds())/float64(b.N), "cpu-ms/op")
 }
 
 // outsideGo is this process's resident memory that the Go runtime did not

@@ -4,12 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // backendHarness hands out Options for a fresh, empty database; opening the
@@ -29,10 +30,7 @@ func sqliteHarness() backendHarness {
 // (search_path in the DSN), dropped at the end, so parallel test packages
 // sharing one PostgreSQL never clash.
 func postgresHarness(t testing.TB) backendHarness {
-	dsn := os.Getenv("SIGNALBOX_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		t.Fatal("SIGNALBOX_TEST_POSTGRES_DSN unset: run `make test`, which starts PostgreSQL")
-	}
+	dsn := testkit.PostgresDSN(t)
 	return backendHarness{name: "postgres", fresh: func(t testing.TB) Options {
 		var rnd [6]byte
 		if _, err := rand.Read(rnd[:]); err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // DefaultExpectedCopies is how many trigger points each NF type copies at:
@@ -196,12 +196,12 @@ func (x *Correlator) shardOf(id string) *shard {
 
 // Add joins c into its transaction and appends to out the records that c
 // completes, or that it pushed out of a full correlator (Evicted).
-func (x *Correlator) Add(c *cpy.Copy, out []Record) []Record {
+func (x *Correlator) Add(c *nfcopy.Copy, out []Record) []Record {
 	if c.CorrelationID == "" {
 		x.m.dropped.Inc()
 		return out
 	}
-	if c.Direction == cpy.DirUnknown || c.Direction > cpy.ResponseEgress {
+	if c.Direction == nfcopy.DirUnknown || c.Direction > nfcopy.ResponseEgress {
 		x.m.droppedDir.Inc()
 		return out
 	}
@@ -294,7 +294,7 @@ func (x *Correlator) Flush(out []Record) []Record {
 }
 
 // learn remembers c's NF as one that copies, for rule 4.
-func (x *Correlator) learn(c *cpy.Copy) {
+func (x *Correlator) learn(c *nfcopy.Copy) {
 	known := *x.known.Load()
 	_, a := known[c.NFInstanceID]
 	_, b := known[c.NFFQDN]
@@ -422,10 +422,10 @@ func (s *shard) str(v string) string {
 
 // Direction bits of nfPart.seen.
 const (
-	bReqIn  = 1 << (cpy.RequestIngress - 1)
-	bReqEg  = 1 << (cpy.RequestEgress - 1)
-	bRespIn = 1 << (cpy.ResponseIngress - 1)
-	bRespEg = 1 << (cpy.ResponseEgress - 1)
+	bReqIn  = 1 << (nfcopy.RequestIngress - 1)
+	bReqEg  = 1 << (nfcopy.RequestEgress - 1)
+	bRespIn = 1 << (nfcopy.ResponseIngress - 1)
+	bRespEg = 1 << (nfcopy.ResponseEgress - 1)
 )
 
 type nfPart struct {
@@ -478,7 +478,7 @@ func (t *txn) pairsMatched() bool {
 }
 
 // add records c; false when it is a duplicate.
-func (t *txn) add(c *cpy.Copy, s *shard) bool {
+func (t *txn) add(c *nfcopy.Copy, s *shard) bool {
 	var p *nfPart
 	for i := range t.nfs {
 		q := &t.nfs[i]
@@ -605,10 +605,10 @@ func (t *txn) record() Record {
 	parts := t.nfs // the txn is done with: sort in place
 	first := func(p *nfPart) int64 {
 		if p.seen&bReqIn != 0 {
-			return p.ts[cpy.RequestIngress-1]
+			return p.ts[nfcopy.RequestIngress-1]
 		}
 		if p.seen&bReqEg != 0 {
-			return p.ts[cpy.RequestEgress-1]
+			return p.ts[nfcopy.RequestEgress-1]
 		}
 		m := int64(1<<63 - 1)
 		for d := range 4 {
@@ -633,10 +633,10 @@ func (t *txn) record() Record {
 		p := &parts[i]
 		hl := HopLatency{NFType: p.nfType, NFFQDN: p.fqdn, NFInstanceID: p.id, TotalNs: -1, DownstreamNs: -1, ProcessingNs: -1}
 		if p.seen&bReqIn != 0 && p.seen&bRespEg != 0 {
-			hl.TotalNs = p.ts[cpy.ResponseEgress-1] - p.ts[cpy.RequestIngress-1]
+			hl.TotalNs = p.ts[nfcopy.ResponseEgress-1] - p.ts[nfcopy.RequestIngress-1]
 		}
 		if p.seen&bReqEg != 0 && p.seen&bRespIn != 0 {
-			hl.DownstreamNs = p.ts[cpy.ResponseIngress-1] - p.ts[cpy.RequestEgress-1]
+			hl.DownstreamNs = p.ts[nfcopy.ResponseIngress-1] - p.ts[nfcopy.RequestEgress-1]
 		}
 		if hl.TotalNs >= 0 && hl.DownstreamNs >= 0 {
 			hl.ProcessingNs = hl.TotalNs - hl.DownstreamNs

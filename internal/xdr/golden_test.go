@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -20,16 +20,16 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // cross-NF transaction with a duplicate, and of a timed-out one.
 func TestRecordGolden(t *testing.T) {
 	x, ck, _ := newTest(t, Config{Timeout: time.Second})
-	x.Add(mk("warm", "NRF", "nrf-1", cpy.RequestIngress, 1, 0), nil)
-	s, n := scp4("golden-1", 200), []*cpy.Copy{
-		mk("golden-1", "NRF", "nrf-1", cpy.RequestIngress, 3000, 0),
-		mk("golden-1", "NRF", "nrf-1", cpy.ResponseEgress, 7000, 200),
+	x.Add(mk("warm", "NRF", "nrf-1", nfcopy.RequestIngress, 1, 0), nil)
+	s, n := scp4("golden-1", 200), []*nfcopy.Copy{
+		mk("golden-1", "NRF", "nrf-1", nfcopy.RequestIngress, 3000, 0),
+		mk("golden-1", "NRF", "nrf-1", nfcopy.ResponseEgress, 7000, 200),
 	}
 	var out []Record
-	for _, c := range []*cpy.Copy{s[0], s[1], n[0], n[0], n[1], s[2], s[3]} {
+	for _, c := range []*nfcopy.Copy{s[0], s[1], n[0], n[0], n[1], s[2], s[3]} {
 		out = x.Add(c, out)
 	}
-	out = x.Add(mk("golden-2", "SEPP", "sepp-1", cpy.RequestIngress, 5000, 0), out)
+	out = x.Add(mk("golden-2", "SEPP", "sepp-1", nfcopy.RequestIngress, 5000, 0), out)
 	ck.add(2 * time.Second)
 	out = x.Expire(ck.Now(), out)
 	if len(out) != 3 { // golden-1, then warm and golden-2 timed out
@@ -83,7 +83,7 @@ func FuzzAdd(f *testing.F) {
 			}
 			nfs := []struct{ t, id string }{{"SCP", "scp-1"}, {"NRF", "nrf-1"}, {"SEPP", "sepp-1"}, {"PCF", ""}}
 			nf := nfs[a%4]
-			c := mk(corr, nf.t, nf.id, cpy.Direction(b%5), int64(b)*1000+int64(a), 200+int(a%4)*100)
+			c := mk(corr, nf.t, nf.id, nfcopy.Direction(b%5), int64(b)*1000+int64(a), 200+int(a%4)*100)
 			out = x.Add(c, out)
 			adds++
 		}

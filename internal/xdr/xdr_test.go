@@ -17,8 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	cpy "github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/nfsim"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // clock is a settable test clock.
@@ -48,26 +49,26 @@ const (
 )
 
 // mk builds a copy of correlation id corr made by NF id (type nf) at dir.
-func mk(corr, nf, id string, dir cpy.Direction, ts int64, status int) *cpy.Copy {
-	c := &cpy.Copy{CorrelationID: corr, NFType: nf, NFInstanceID: id, NFFQDN: strings.ToLower(nf) + "1.example",
+func mk(corr, nf, id string, dir nfcopy.Direction, ts int64, status int) *nfcopy.Copy {
+	c := &nfcopy.Copy{CorrelationID: corr, NFType: nf, NFInstanceID: id, NFFQDN: strings.ToLower(nf) + "1.example",
 		Direction: dir, Timestamp: ts, ProducerID: "nrf-1", ProducerFQDN: "udm1.example"}
 	if dir.IsRequest() {
-		c.Headers = []cpy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{path}}}
+		c.Headers = []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{path}}}
 		c.Body = []byte(`{"servingNetworkName":"5G:mnc030.mcc234.3gppnetwork.org","sNssai":{"sst":1,"sd":"000001"},"dnn":"internet"}`)
 	} else {
-		c.Headers = []cpy.Header{{Name: ":status", Values: []string{fmt.Sprint(status)}}}
+		c.Headers = []nfcopy.Header{{Name: ":status", Values: []string{fmt.Sprint(status)}}}
 		c.Body = []byte(`{"gpsis":["msisdn-447700900123"],"pei":"imeisv-3512345678901234"}`)
 	}
 	return c
 }
 
 // scp4 is an SCP's four copies of one transaction, 1ms apart, in flow order.
-func scp4(corr string, status int) []*cpy.Copy {
-	return []*cpy.Copy{
-		mk(corr, "SCP", "scp-1", cpy.RequestIngress, 1000, 0),
-		mk(corr, "SCP", "scp-1", cpy.RequestEgress, 2000, 0),
-		mk(corr, "SCP", "scp-1", cpy.ResponseIngress, 8000, status),
-		mk(corr, "SCP", "scp-1", cpy.ResponseEgress, 9500, status),
+func scp4(corr string, status int) []*nfcopy.Copy {
+	return []*nfcopy.Copy{
+		mk(corr, "SCP", "scp-1", nfcopy.RequestIngress, 1000, 0),
+		mk(corr, "SCP", "scp-1", nfcopy.RequestEgress, 2000, 0),
+		mk(corr, "SCP", "scp-1", nfcopy.ResponseIngress, 8000, status),
+		mk(corr, "SCP", "scp-1", nfcopy.ResponseEgress, 9500, status),
 	}
 }
 
@@ -86,7 +87,7 @@ func TestCompleteSCP(t *testing.T) {
 	r := out[0]
 	want := Record{CorrelationID: "c1", Service: "nudm-ueau", APIVersion: "v1", Method: "POST", Path: path, Status: 200,
 		SUPI: supi, GPSI: "msisdn-447700900123", PEI: "imeisv-3512345678901234", DNN: "internet", SNSSAI: "1-000001",
-		RequestSize: len(mk("", "", "", cpy.RequestIngress, 0, 0).Body), ResponseSize: len(mk("", "", "", cpy.ResponseEgress, 0, 200).Body),
+		RequestSize: len(mk("", "", "", nfcopy.RequestIngress, 0, 0).Body), ResponseSize: len(mk("", "", "", nfcopy.ResponseEgress, 0, 200).Body),
 		Start: 1000, End: 9500, LatencyNs: 8500, Result: ResultComplete, Copies: 4}
 	got := r
 	got.Hops, got.HopLatencies = nil, nil
@@ -193,7 +194,7 @@ func TestDuplicates(t *testing.T) {
 func TestTimeoutsAndResults(t *testing.T) {
 	tests := []struct {
 		name   string
-		copies []*cpy.Copy
+		copies []*nfcopy.Copy
 		result string
 		status int
 		class  string
@@ -202,7 +203,7 @@ func TestTimeoutsAndResults(t *testing.T) {
 		{"orphan response", scp4("t", 503)[2:], ResultOrphanResponse, 503, "5xx"},
 		{"partial: response egress lost", scp4("t", 200)[:3], ResultPartial, 200, "2xx"},
 		// An SCP answering itself copies only two of its four points.
-		{"scp local answer", []*cpy.Copy{scp4("t", 429)[0], scp4("t", 429)[3]}, ResultComplete, 429, "4xx"},
+		{"scp local answer", []*nfcopy.Copy{scp4("t", 429)[0], scp4("t", 429)[3]}, ResultComplete, 429, "4xx"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,18 +236,18 @@ func TestCrossNF(t *testing.T) {
 	x, _, _ := newTest(t, Config{})
 	// The NRF (instance nrf-1, the producer in mk's copies) is known to copy
 	// once it has copied anything.
-	x.Add(mk("warm", "NRF", "nrf-1", cpy.RequestIngress, 1, 0), nil)
+	x.Add(mk("warm", "NRF", "nrf-1", nfcopy.RequestIngress, 1, 0), nil)
 
-	nrf := func(corr string) []*cpy.Copy {
-		return []*cpy.Copy{
-			mk(corr, "NRF", "nrf-1", cpy.RequestIngress, 3000, 0),
-			mk(corr, "NRF", "nrf-1", cpy.ResponseEgress, 7000, 200),
+	nrf := func(corr string) []*nfcopy.Copy {
+		return []*nfcopy.Copy{
+			mk(corr, "NRF", "nrf-1", nfcopy.RequestIngress, 3000, 0),
+			mk(corr, "NRF", "nrf-1", nfcopy.ResponseEgress, 7000, 200),
 		}
 	}
-	orders := map[string]func(s, n []*cpy.Copy) []*cpy.Copy{
-		"flow order": func(s, n []*cpy.Copy) []*cpy.Copy { return []*cpy.Copy{s[0], s[1], n[0], n[1], s[2], s[3]} },
-		"scp first":  func(s, n []*cpy.Copy) []*cpy.Copy { return append(s, n...) },
-		"nrf late":   func(s, n []*cpy.Copy) []*cpy.Copy { return []*cpy.Copy{s[3], s[2], n[1], s[1], s[0], n[0]} },
+	orders := map[string]func(s, n []*nfcopy.Copy) []*nfcopy.Copy{
+		"flow order": func(s, n []*nfcopy.Copy) []*nfcopy.Copy { return []*nfcopy.Copy{s[0], s[1], n[0], n[1], s[2], s[3]} },
+		"scp first":  func(s, n []*nfcopy.Copy) []*nfcopy.Copy { return append(s, n...) },
+		"nrf late":   func(s, n []*nfcopy.Copy) []*nfcopy.Copy { return []*nfcopy.Copy{s[3], s[2], n[1], s[1], s[0], n[0]} },
 	}
 	for name, order := range orders {
 		t.Run(name, func(t *testing.T) {
@@ -281,12 +282,12 @@ func TestEviction(t *testing.T) {
 	x, _, reg := newTest(t, Config{MaxPending: 4, Shards: 1})
 	var out []Record
 	for i := range 4 {
-		out = x.Add(mk(fmt.Sprint("e", i), "NRF", "n", cpy.RequestIngress, int64(i), 0), out)
+		out = x.Add(mk(fmt.Sprint("e", i), "NRF", "n", nfcopy.RequestIngress, int64(i), 0), out)
 	}
 	if len(out) != 0 || x.Pending() != 4 {
 		t.Fatalf("pending %d, out %d", x.Pending(), len(out))
 	}
-	out = x.Add(mk("e4", "NRF", "n", cpy.RequestIngress, 4, 0), out)
+	out = x.Add(mk("e4", "NRF", "n", nfcopy.RequestIngress, 4, 0), out)
 	if len(out) != 1 || out[0].CorrelationID != "e0" || !out[0].Evicted || out[0].Result != ResultResponseTimeout {
 		t.Fatalf("%+v", out)
 	}
@@ -308,8 +309,8 @@ signalbox_xdr_evictions_total 1
 
 func TestDropped(t *testing.T) {
 	x, _, _ := newTest(t, Config{})
-	out := x.Add(&cpy.Copy{NFType: "SCP", Direction: cpy.RequestIngress}, nil)
-	out = x.Add(&cpy.Copy{NFType: "SCP", CorrelationID: "z"}, out)
+	out := x.Add(&nfcopy.Copy{NFType: "SCP", Direction: nfcopy.RequestIngress}, nil)
+	out = x.Add(&nfcopy.Copy{NFType: "SCP", CorrelationID: "z"}, out)
 	if len(out) != 0 || x.Pending() != 0 || testutil.ToFloat64(x.m.dropped) != 1 || testutil.ToFloat64(x.m.droppedDir) != 1 {
 		t.Fatalf("dropped copies not counted")
 	}
@@ -337,11 +338,11 @@ func TestConfigErrors(t *testing.T) {
 func TestCopiesNotRetained(t *testing.T) {
 	x, _, _ := newTest(t, Config{})
 	var buf []byte
-	var c cpy.Copy
+	var c nfcopy.Copy
 	var out []Record
 	for _, src := range scp4("r1", 200) {
-		buf = cpy.AppendJSON(buf[:0], src)
-		if err := cpy.Decode(buf, &c); err != nil {
+		buf = nfcopy.AppendJSON(buf[:0], src)
+		if err := nfcopy.Decode(buf, &c); err != nil {
 			t.Fatal(err)
 		}
 		out = x.Add(&c, out)
@@ -437,10 +438,10 @@ func TestNfsimTraffic(t *testing.T) {
 		rng.Shuffle(len(w), func(a, b int) { w[a], w[b] = w[b], w[a] })
 	}
 	x, ck, _ := newTest(t, Config{})
-	var c cpy.Copy
+	var c nfcopy.Copy
 	var out []Record
 	for i, b := range recs {
-		if err := cpy.Decode(b, &c); err != nil {
+		if err := nfcopy.Decode(b, &c); err != nil {
 			t.Fatal(err)
 		}
 		out = x.Add(&c, out)
@@ -467,9 +468,9 @@ func TestNfsimTraffic(t *testing.T) {
 
 func BenchmarkAdd(b *testing.B) {
 	recs := collectNfsim(b, nfsim.Config{Count: 4000, Size: 3000, RunID: "b1"})
-	copies := make([]cpy.Copy, len(recs))
+	copies := make([]nfcopy.Copy, len(recs))
 	for i := range recs {
-		if err := cpy.Decode(recs[i], &copies[i]); err != nil {
+		if err := nfcopy.Decode(recs[i], &copies[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -481,7 +482,7 @@ func BenchmarkAdd(b *testing.B) {
 	var out []Record
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := testkit.CPUTime()
 	for i := 0; i < b.N; i++ {
 		k := i % len(copies)
 		if k == 0 && i > 0 {
@@ -495,12 +496,12 @@ func BenchmarkAdd(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "copies/s")
-	reportCPU(b, cpu0)
+	testkit.ReportCPU(b, cpu0)
 }
 
 func TestInvalidDirection(t *testing.T) {
 	x, _, _ := newTest(t, Config{})
-	c := mk("bad", "SCP", "s", cpy.RequestIngress, 1, 0)
+	c := mk("bad", "SCP", "s", nfcopy.RequestIngress, 1, 0)
 	c.Direction = 9
 	if out := x.Add(c, nil); len(out) != 0 || x.Pending() != 0 || testutil.ToFloat64(x.m.droppedDir) != 1 {
 		t.Fatalf("invalid direction not dropped")
@@ -510,10 +511,10 @@ func TestInvalidDirection(t *testing.T) {
 // TestLinger: the NRF's copies come first (its topic is ahead) and complete
 // the transaction on their own; Linger keeps it open for the SCP's.
 func TestLinger(t *testing.T) {
-	nrf := func(corr string) []*cpy.Copy {
-		return []*cpy.Copy{
-			mk(corr, "NRF", "nrf-1", cpy.RequestIngress, 3000, 0),
-			mk(corr, "NRF", "nrf-1", cpy.ResponseEgress, 7000, 200),
+	nrf := func(corr string) []*nfcopy.Copy {
+		return []*nfcopy.Copy{
+			mk(corr, "NRF", "nrf-1", nfcopy.RequestIngress, 3000, 0),
+			mk(corr, "NRF", "nrf-1", nfcopy.ResponseEgress, 7000, 200),
 		}
 	}
 	for _, linger := range []time.Duration{0, 200 * time.Millisecond} {

@@ -3,7 +3,7 @@ package synthetic
 import (
 	"net/netip"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // Who is client and who is server. A copy is one HTTP/2 message on one hop;
@@ -39,14 +39,14 @@ import (
 // both NF identities, so each client/server pair is one TCP flow.
 type nfIdent struct{ fqdn, id, role string }
 
-func (e *Encoder) endpoints(c *copy.Copy, ci copyInfo) (client, server netip.AddrPort) {
+func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.AddrPort) {
 	nf := nfIdent{c.NFFQDN, c.NFInstanceID, "nf"}
 	cons := nfIdent{c.ConsumerFQDN, c.ConsumerID, "consumer"}
 	prod := nfIdent{c.ProducerFQDN, c.ProducerID, "producer"}
 	nfKnown := nf.fqdn != "" || nf.id != ""
 
 	var cl, sv nfIdent
-	egress := c.Direction == copy.RequestEgress || c.Direction == copy.ResponseIngress
+	egress := c.Direction == nfcopy.RequestEgress || c.Direction == nfcopy.ResponseIngress
 	switch {
 	case egress && nfKnown:
 		cl, sv = nf, prod

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // message is one HTTP/2 message read back from a synthetic stream.
@@ -245,7 +245,7 @@ func ipv4Checksum(h []byte) uint16 {
 
 // wantFields is the header list a copy should produce: pseudo-headers first,
 // names lowercased, the stream-id annotation and connection headers dropped.
-func wantFields(c *copy.Copy) []hpack.HeaderField {
+func wantFields(c *nfcopy.Copy) []hpack.HeaderField {
 	var pseudo, regular []hpack.HeaderField
 	for _, h := range c.Headers {
 		name := asciiLower(h.Name)
@@ -265,7 +265,7 @@ func wantFields(c *copy.Copy) []hpack.HeaderField {
 }
 
 // checkMessages compares decoded messages with the copies, in order.
-func checkMessages(t *testing.T, copies []*copy.Copy, msgs []message) {
+func checkMessages(t *testing.T, copies []*nfcopy.Copy, msgs []message) {
 	t.Helper()
 	if len(msgs) != len(copies) {
 		t.Fatalf("decoded %d messages, want %d", len(msgs), len(copies))
@@ -294,7 +294,7 @@ func checkMessages(t *testing.T, copies []*copy.Copy, msgs []message) {
 	}
 }
 
-func headerValue(c *copy.Copy, name string) string {
+func headerValue(c *nfcopy.Copy, name string) string {
 	for _, h := range c.Headers {
 		if strings.EqualFold(h.Name, name) && len(h.Values) > 0 {
 			return h.Values[0]

@@ -24,7 +24,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // pcap and HTTP/2 constants.
@@ -181,7 +181,7 @@ type copyInfo struct {
 	streamID uint32
 }
 
-func scanHeaders(c *copy.Copy) copyInfo {
+func scanHeaders(c *nfcopy.Copy) copyInfo {
 	var ci copyInfo
 	hasStatus := false
 	for i := range c.Headers {
@@ -203,9 +203,9 @@ func scanHeaders(c *copy.Copy) copyInfo {
 		}
 	}
 	switch c.Direction {
-	case copy.RequestIngress, copy.RequestEgress:
+	case nfcopy.RequestIngress, nfcopy.RequestEgress:
 		ci.request = true
-	case copy.ResponseIngress, copy.ResponseEgress:
+	case nfcopy.ResponseIngress, nfcopy.ResponseEgress:
 		ci.request = false
 	default:
 		ci.request = !hasStatus
@@ -221,7 +221,7 @@ func scanHeaders(c *copy.Copy) copyInfo {
 // A copy whose Encoded is a shared encoding of this encoder's key
 // (Shared.Encode) has its frames, addresses and payload checksum taken from
 // there; the bytes are the same either way.
-func (e *Encoder) AppendCopy(dst []byte, c *copy.Copy) []byte {
+func (e *Encoder) AppendCopy(dst []byte, c *nfcopy.Copy) []byte {
 	if p, ok := c.Encoded.(*precoded); ok && p.key == e.key {
 		key := flowKey{p.client, p.server}
 		slot, fl, dst := e.flow(dst, c.Timestamp, key)
@@ -265,7 +265,7 @@ func (e *Encoder) flow(dst []byte, ts int64, key flowKey) (*flowSlot, flowState,
 // streamID is the HTTP/2 stream of c when the copy alone tells it: its
 // x-http2-stream-id, else one derived from its correlation id; ok=false
 // means the flow numbers it (the next client stream).
-func streamID(c *copy.Copy, ci copyInfo) (uint32, bool) {
+func streamID(c *nfcopy.Copy, ci copyInfo) (uint32, bool) {
 	switch {
 	case ci.streamID != 0:
 		return ci.streamID, true
@@ -323,7 +323,7 @@ func isDroppedHeader(name string, values []string) bool {
 }
 
 // appendFrames appends the HEADERS (+CONTINUATION) and DATA frames of c.
-func (e *Encoder) appendFrames(p []byte, c *copy.Copy, sid uint32) []byte {
+func (e *Encoder) appendFrames(p []byte, c *nfcopy.Copy, sid uint32) []byte {
 	e.hblock.b = e.hblock.b[:0]
 	// Pseudo-headers first (RFC 9113 §8.3), each in record order.
 	for pass := 0; pass < 2; pass++ {

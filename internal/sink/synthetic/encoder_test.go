@@ -12,18 +12,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 const baseTS = 1678705695995010066
 
-func h(name string, values ...string) copy.Header { return copy.Header{Name: name, Values: values} }
+func h(name string, values ...string) nfcopy.Header { return nfcopy.Header{Name: name, Values: values} }
 
 // request and response build a transaction's copies the way an SCP writes them.
-func request(i int, dir copy.Direction, body []byte) *copy.Copy {
-	c := &copy.Copy{
+func request(i int, dir nfcopy.Direction, body []byte) *nfcopy.Copy {
+	c := &nfcopy.Copy{
 		Version:       "1.0.0",
 		CorrelationID: fmt.Sprintf("ff561bdb-%04d", i),
 		ProducerFQDN:  "udm1.5gc.mnc030.mcc234.3gppnetwork.org",
@@ -33,7 +33,7 @@ func request(i int, dir copy.Direction, body []byte) *copy.Copy {
 		NFType:        "SCP",
 		NFFQDN:        "scp901xwp.5gc.mnc030.mcc234.3gppnetwork.org",
 		NFInstanceID:  "c7c359b2-0000-4000-8000-000000000001",
-		Headers: []copy.Header{
+		Headers: []nfcopy.Header{
 			h("host", "10.251.11.99:8000"),
 			h("x-http2-scheme", "http"),
 			h("content-type", "application/json"),
@@ -50,11 +50,11 @@ func request(i int, dir copy.Direction, body []byte) *copy.Copy {
 	return c
 }
 
-func response(req *copy.Copy, dir copy.Direction, status string, body []byte) *copy.Copy {
+func response(req *nfcopy.Copy, dir nfcopy.Direction, status string, body []byte) *nfcopy.Copy {
 	c := *req
 	c.Direction = dir
 	c.Timestamp = req.Timestamp + 500_000
-	c.Headers = []copy.Header{
+	c.Headers = []nfcopy.Header{
 		h("content-type", "application/json"),
 		h("x-http2-stream-id", headerValue(req, "x-http2-stream-id")),
 		h(":status", status),
@@ -75,31 +75,31 @@ func jsonBody(n int) []byte {
 }
 
 // sampleCopies covers the cases the encoder distinguishes.
-func sampleCopies() []*copy.Copy {
-	req := request(1, copy.RequestIngress, jsonBody(300))
-	get := request(2, copy.RequestEgress, nil)
+func sampleCopies() []*nfcopy.Copy {
+	req := request(1, nfcopy.RequestIngress, jsonBody(300))
+	get := request(2, nfcopy.RequestEgress, nil)
 	get.Headers[9] = h(":method", "GET")
-	upper := request(3, copy.RequestIngress, jsonBody(50))
+	upper := request(3, nfcopy.RequestIngress, jsonBody(50))
 	upper.Headers = append(upper.Headers, h("Connection", "keep-alive"), h("X-Custom", "a", "b"))
-	v6 := request(4, copy.RequestIngress, jsonBody(20))
+	v6 := request(4, nfcopy.RequestIngress, jsonBody(20))
 	v6.SourceIP, v6.SourcePort, v6.DestIP, v6.DestPort = "2001:db8::1", 40000, "2001:db8::2", 443
-	noStream := request(5, copy.RequestEgress, jsonBody(10))
+	noStream := request(5, nfcopy.RequestEgress, jsonBody(10))
 	noStream.Headers = noStream.Headers[:5]
 	noStream.Headers = append(noStream.Headers, h(":method", "PUT"), h(":path", "/x"), h(":scheme", "https"))
-	return []*copy.Copy{
+	return []*nfcopy.Copy{
 		req,
-		response(req, copy.ResponseEgress, "200", jsonBody(200)),
+		response(req, nfcopy.ResponseEgress, "200", jsonBody(200)),
 		get,
-		response(get, copy.ResponseIngress, "204", nil),
+		response(get, nfcopy.ResponseIngress, "204", nil),
 		upper,
 		v6,
-		response(v6, copy.ResponseEgress, "503", []byte(`{"cause":"NF_CONGESTION"}`)),
+		response(v6, nfcopy.ResponseEgress, "503", []byte(`{"cause":"NF_CONGESTION"}`)),
 		noStream,
-		response(noStream, copy.ResponseIngress, "201", jsonBody(40)),
+		response(noStream, nfcopy.ResponseIngress, "201", jsonBody(40)),
 	}
 }
 
-func encodeAll(opts EncoderOptions, copies []*copy.Copy) []byte {
+func encodeAll(opts EncoderOptions, copies []*nfcopy.Copy) []byte {
 	e := NewEncoder(opts)
 	b := e.AppendHeader(nil)
 	for _, c := range copies {
@@ -126,12 +126,12 @@ func TestGolden(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	big := request(10, copy.RequestIngress, jsonBody(150_000)) // several DATA frames and TCP segments
-	hugeHdr := request(11, copy.RequestIngress, jsonBody(10))
+	big := request(10, nfcopy.RequestIngress, jsonBody(150_000)) // several DATA frames and TCP segments
+	hugeHdr := request(11, nfcopy.RequestIngress, jsonBody(10))
 	hugeHdr.Headers = append(hugeHdr.Headers, h("x-big", strings.Repeat("v", 40_000))) // CONTINUATION
-	hugeV6 := request(12, copy.RequestIngress, jsonBody(70_000))
+	hugeV6 := request(12, nfcopy.RequestIngress, jsonBody(70_000))
 	hugeV6.SourceIP, hugeV6.DestIP = "2001:db8::a", "2001:db8::b"
-	noCorr := request(13, copy.RequestIngress, jsonBody(10))
+	noCorr := request(13, nfcopy.RequestIngress, jsonBody(10))
 	noCorr.CorrelationID = ""
 	noCorr.Headers = noCorr.Headers[:5]
 	noCorr.Headers = append(noCorr.Headers, h(":method", "POST"), h(":path", "/y"))
@@ -139,13 +139,13 @@ func TestRoundTrip(t *testing.T) {
 	noCorr2.Timestamp++
 	tests := []struct {
 		name   string
-		copies []*copy.Copy
+		copies []*nfcopy.Copy
 	}{
 		{"sample", sampleCopies()},
-		{"large body", []*copy.Copy{big, response(big, copy.ResponseEgress, "200", jsonBody(100_000))}},
-		{"large header block", []*copy.Copy{hugeHdr}},
-		{"large ipv6", []*copy.Copy{hugeV6, response(hugeV6, copy.ResponseEgress, "200", nil)}},
-		{"no correlation id", []*copy.Copy{noCorr, &noCorr2}},
+		{"large body", []*nfcopy.Copy{big, response(big, nfcopy.ResponseEgress, "200", jsonBody(100_000))}},
+		{"large header block", []*nfcopy.Copy{hugeHdr}},
+		{"large ipv6", []*nfcopy.Copy{hugeV6, response(hugeV6, nfcopy.ResponseEgress, "200", nil)}},
+		{"no correlation id", []*nfcopy.Copy{noCorr, &noCorr2}},
 		{"repeated flow", append(sampleCopies(), sampleCopies()...)},
 	}
 	for _, tt := range tests {
@@ -183,7 +183,7 @@ func TestAddresses(t *testing.T) {
 		{NFFQDN: "ausf1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: ap("192.0.2.30:1234")},
 		{NFFQDN: "v6.example", Addr: ap("[2001:db8::30]:7777")},
 	}
-	base := func(dir copy.Direction) *copy.Copy {
+	base := func(dir nfcopy.Direction) *nfcopy.Copy {
 		c := request(1, dir, nil)
 		if !dir.IsRequest() {
 			c = response(c, dir, "200", nil)
@@ -192,43 +192,43 @@ func TestAddresses(t *testing.T) {
 	}
 	tests := []struct {
 		name           string
-		copy           func() *copy.Copy
+		copy           func() *nfcopy.Copy
 		client, server string // "" port means: check only the IP
 	}{
-		{"request ingress: consumer -> NF (mapped)", func() *copy.Copy { return base(copy.RequestIngress) },
+		{"request ingress: consumer -> NF (mapped)", func() *nfcopy.Copy { return base(nfcopy.RequestIngress) },
 			"192.0.2.30", "192.0.2.10:9443"},
-		{"response egress: NF -> consumer", func() *copy.Copy { return base(copy.ResponseEgress) },
+		{"response egress: NF -> consumer", func() *nfcopy.Copy { return base(nfcopy.ResponseEgress) },
 			"192.0.2.30", "192.0.2.10:9443"},
-		{"request egress: NF -> producer (by instance id)", func() *copy.Copy {
-			c := base(copy.RequestEgress)
+		{"request egress: NF -> producer (by instance id)", func() *nfcopy.Copy {
+			c := base(nfcopy.RequestEgress)
 			c.ProducerID = "udm-instance-1"
 			return c
 		}, "192.0.2.10", "192.0.2.20:8443"},
-		{"response ingress: producer fqdn is an IP", func() *copy.Copy {
-			c := base(copy.ResponseIngress)
+		{"response ingress: producer fqdn is an IP", func() *nfcopy.Copy {
+			c := base(nfcopy.ResponseIngress)
 			c.ProducerFQDN = "10.251.74.72"
 			return c
 		}, "192.0.2.10", "10.251.74.72:8080"},
-		{"metadata wins, request", func() *copy.Copy {
-			c := base(copy.RequestIngress)
+		{"metadata wins, request", func() *nfcopy.Copy {
+			c := base(nfcopy.RequestIngress)
 			c.SourceIP, c.SourcePort, c.DestIP, c.DestPort = "198.51.100.1", 50000, "198.51.100.2", 8443
 			return c
 		}, "198.51.100.1:50000", "198.51.100.2:8443"},
-		{"metadata wins, response: source is the server", func() *copy.Copy {
-			c := base(copy.ResponseEgress)
+		{"metadata wins, response: source is the server", func() *nfcopy.Copy {
+			c := base(nfcopy.ResponseEgress)
 			c.SourceIP, c.SourcePort, c.DestIP, c.DestPort = "198.51.100.2", 8443, "198.51.100.1", 50000
 			return c
 		}, "198.51.100.1:50000", "198.51.100.2:8443"},
-		{"https default port, hashed default address", func() *copy.Copy {
-			c := base(copy.RequestEgress)
+		{"https default port, hashed default address", func() *nfcopy.Copy {
+			c := base(nfcopy.RequestEgress)
 			c.NFFQDN, c.NFInstanceID = "", ""
 			c.ConsumerFQDN = "unmapped-consumer"
 			c.ProducerFQDN = "unmapped-producer"
 			c.Headers[6] = h(":scheme", "https")
 			return c
 		}, "10.", "10.*:443"},
-		{"mixed families lift IPv4 into IPv6", func() *copy.Copy {
-			c := base(copy.RequestIngress)
+		{"mixed families lift IPv4 into IPv6", func() *nfcopy.Copy {
+			c := base(nfcopy.RequestIngress)
 			c.NFFQDN = "v6.example"
 			return c
 		}, "::ffff:192.0.2.30", "[2001:db8::30]:7777"},
@@ -289,7 +289,7 @@ func TestFlowTableBounded(t *testing.T) {
 	}
 	setups := 0
 	for i := 0; i < 200; i++ {
-		c := request(i, copy.RequestIngress, nil)
+		c := request(i, nfcopy.RequestIngress, nil)
 		c.SourceIP, c.SourcePort = "192.0.2.1", uint16(30000+i%50)
 		first := len(e.AppendCopy(nil, c))
 		again := len(e.AppendCopy(nil, c))
@@ -314,7 +314,7 @@ func TestFlowTableBounded(t *testing.T) {
 
 func BenchmarkAppendCopy(b *testing.B) {
 	e := NewEncoder(EncoderOptions{})
-	c := request(1, copy.RequestIngress, jsonBody(3000))
+	c := request(1, nfcopy.RequestIngress, jsonBody(3000))
 	buf := e.AppendCopy(nil, c)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(c.Body)))
@@ -329,9 +329,9 @@ func FuzzAppendCopy(f *testing.F) {
 	f.Add("GET", "/", "", "X-Up", "v", []byte{}, uint8(0), "2001:db8::1", "10.0.0.1", "")
 	f.Add("", "", "500", "te", "gzip", make([]byte, 20000), uint8(4), "bad-ip", "", "99999999999")
 	f.Fuzz(func(t *testing.T, method, path, status, hname, hval string, body []byte, dir uint8, src, dst, sid string) {
-		c := &copy.Copy{
+		c := &nfcopy.Copy{
 			CorrelationID: path,
-			Direction:     copy.Direction(dir % 6),
+			Direction:     nfcopy.Direction(dir % 6),
 			SourceIP:      src,
 			DestIP:        dst,
 			NFFQDN:        hname,
@@ -414,7 +414,7 @@ func BenchmarkAppendCopyFlowPairs(b *testing.B) {
 
 func benchFlows(b *testing.B, client func(i int) (string, uint16)) {
 	e := NewEncoder(EncoderOptions{})
-	c := request(1, copy.RequestIngress, jsonBody(2400))
+	c := request(1, nfcopy.RequestIngress, jsonBody(2400))
 	c.SourceIP, c.DestIP, c.DestPort = "10.1.2.3", "10.200.3.4", 8080
 	buf := e.AppendCopy(nil, c)
 	b.ReportAllocs()

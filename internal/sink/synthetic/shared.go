@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // Shared makes, once per copy, the part of a copy's records that does not
@@ -56,7 +56,7 @@ const maxKeptShared = 16 << 20
 
 // Encode encodes the copies that tell their own stream id and sets their
 // Encoded.
-func (s *Shared) Encode(cs []*copy.Copy) {
+func (s *Shared) Encode(cs []*nfcopy.Copy) {
 	s.buf, s.ends, s.which = s.buf[:0], s.ends[:0], s.which[:0]
 	if cap(s.pre) < len(cs) {
 		s.pre = make([]precoded, 0, len(cs))

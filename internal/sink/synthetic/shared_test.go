@@ -5,18 +5,18 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // sharedCopies is sampleCopies with odd cases added: a message too big for one
 // segment, and one whose stream only its flow can number.
-func sharedCopies() []*copy.Copy {
+func sharedCopies() []*nfcopy.Copy {
 	cs := sampleCopies()
-	big := request(20, copy.RequestIngress, jsonBody(150_000))
-	anon := request(21, copy.RequestIngress, jsonBody(30))
+	big := request(20, nfcopy.RequestIngress, jsonBody(150_000))
+	anon := request(21, nfcopy.RequestIngress, jsonBody(30))
 	anon.CorrelationID = ""
 	anon.Headers = anon.Headers[:5] // no x-http2-stream-id
-	return append(cs, big, anon, response(anon, copy.ResponseEgress, "200", nil))
+	return append(cs, big, anon, response(anon, nfcopy.ResponseEgress, "200", nil))
 }
 
 // TestSharedEncodingSameBytes: encoders given the copies' shared encodings
@@ -75,7 +75,7 @@ func TestSharedEncodingKeyed(t *testing.T) {
 	}
 	c := sampleCopies()[0]
 	sh := newShared(nil)
-	sh.Encode([]*copy.Copy{c})
+	sh.Encode([]*nfcopy.Copy{c})
 	if c.Encoded == nil {
 		t.Fatal("no shared encoding")
 	}
@@ -92,8 +92,8 @@ func TestSharedEncodingKeyed(t *testing.T) {
 // for every feed: what each further feed pays.
 func BenchmarkAppendCopyShared(b *testing.B) {
 	e := NewEncoder(EncoderOptions{})
-	c := request(1, copy.RequestIngress, jsonBody(3000))
-	newShared(nil).Encode([]*copy.Copy{c})
+	c := request(1, nfcopy.RequestIngress, jsonBody(3000))
+	newShared(nil).Encode([]*nfcopy.Copy{c})
 	buf := e.AppendCopy(nil, c)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(c.Body)))

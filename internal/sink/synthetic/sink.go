@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // Config configures a Sink.
@@ -132,7 +132,7 @@ var errClosed = errors.New("synthetic: sink closed")
 // header is written again and flows restart). On failure the connection is
 // closed and the error returned; the caller sends the batch again. Send does
 // not retain batch.
-func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
+func (s *Sink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.write(ctx, batch)
@@ -156,7 +156,7 @@ func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
 // returns once the batch is written, with a ticket for Confirmed, so that the
 // caller can encode and write the next batch meanwhile. Tickets grow with
 // every byte written, so confirming one confirms every earlier one.
-func (s *Sink) Write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
+func (s *Sink) Write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.write(ctx, batch)
@@ -209,7 +209,7 @@ func (s *Sink) fail(err error) error {
 
 // write encodes and writes batch, connecting first if needed; it returns the
 // ticket of the batch's last byte. s.mu is held.
-func (s *Sink) write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
+func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error) {
 	if s.closed {
 		return 0, errClosed
 	}

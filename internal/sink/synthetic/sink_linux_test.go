@@ -2,12 +2,12 @@ package synthetic
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // TestSinkResetBeforeAck: a consumer that stops reading and then resets the
@@ -28,13 +28,13 @@ func TestSinkResetBeforeAck(t *testing.T) {
 			accepted <- c.(*net.TCPConn)
 		}
 	}()
-	s, err := New(Config{Endpoint: ln.Addr().String(), Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(Config{Endpoint: ln.Addr().String(), Logger: testkit.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	ctx := context.Background()
-	big := []*copy.Copy{request(1, copy.RequestIngress, jsonBody(60_000))}
+	big := []*nfcopy.Copy{request(1, nfcopy.RequestIngress, jsonBody(60_000))}
 	// Write until the consumer, reading nothing, stops acknowledging.
 	var ticket uint64
 	deadline := time.Now().Add(10 * time.Second)

@@ -10,16 +10,15 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/netip"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // selfSigned returns a server certificate for 127.0.0.1 and a pool trusting it.
@@ -74,7 +73,7 @@ func TestSinkStreamsAndReconnects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{Endpoint: ln.Addr().String(), Logger: slog.New(slog.DiscardHandler), BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
+			cfg := Config{Endpoint: ln.Addr().String(), Logger: testkit.Logger(), BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
 			if useTLS {
 				ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
 				cfg.TLS = &tls.Config{RootCAs: pool}
@@ -126,7 +125,7 @@ func TestSinkStreamsAndReconnects(t *testing.T) {
 			checkMessages(t, batch1, msgs)
 
 			// More on the same connection: no global header, no set-up.
-			batch2 := []*copy.Copy{request(50, copy.RequestIngress, jsonBody(3000))}
+			batch2 := []*nfcopy.Copy{request(50, nfcopy.RequestIngress, jsonBody(3000))}
 			if err := s.Send(ctx, batch2); err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +172,7 @@ func TestSinkConnectFailureBacksOff(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: connections are refused
-	s, err := New(Config{Endpoint: addr, Logger: slog.New(slog.DiscardHandler), BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second})
+	s, err := New(Config{Endpoint: addr, Logger: testkit.Logger(), BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,18 +266,18 @@ func BenchmarkSinkSend(b *testing.B) {
 			_, _ = io.Copy(io.Discard, c)
 		}
 	}()
-	s, err := New(Config{Endpoint: ln.Addr().String(), Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(Config{Endpoint: ln.Addr().String(), Logger: testkit.Logger()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	batch := make([]*copy.Copy, 256)
+	batch := make([]*nfcopy.Copy, 256)
 	for i := range batch {
-		batch[i] = request(i, copy.RequestIngress, jsonBody(3000))
+		batch[i] = request(i, nfcopy.RequestIngress, jsonBody(3000))
 	}
 	ctx := context.Background()
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := testkit.CPUTime()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := s.Send(ctx, batch); err != nil {
@@ -290,12 +289,5 @@ func BenchmarkSinkSend(b *testing.B) {
 	b.ReportMetric(copies/b.Elapsed().Seconds(), "copies/s")
 	// CPU time of the whole process (sink and loopback consumer): robust
 	// when the machine is shared and wall time is not.
-	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/copies, "cpu-µs/copy")
-}
-
-// processCPU is the user+system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((testkit.CPUTime()-cpu0).Microseconds())/copies, "cpu-µs/copy")
 }

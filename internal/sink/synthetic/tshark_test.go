@@ -10,20 +10,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // TestTshark decodes a file written by Writer with tshark, the reference
 // HTTP/2 dissector, and compares every header field and body with the copies.
 func TestTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Fatalf("tshark is required (make test installs it): %v", err)
-	}
-	big := request(20, copy.RequestIngress, jsonBody(100_000))
-	hugeHdr := request(21, copy.RequestIngress, jsonBody(10))
+	tshark := testkit.Tool(t, "tshark")
+	big := request(20, nfcopy.RequestIngress, jsonBody(100_000))
+	hugeHdr := request(21, nfcopy.RequestIngress, jsonBody(10))
 	hugeHdr.Headers = append(hugeHdr.Headers, h("x-big", strings.Repeat("v", 20_000)))
-	copies := append(sampleCopies(), big, response(big, copy.ResponseEgress, "200", jsonBody(3000)), hugeHdr)
+	copies := append(sampleCopies(), big, response(big, nfcopy.ResponseEgress, "200", jsonBody(3000)), hugeHdr)
 
 	path := filepath.Join(t.TempDir(), "feed.pcap")
 	f, err := os.Create(path)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // Writer writes the synthetic pcap stream to an io.Writer: with an os.File it
@@ -24,7 +24,7 @@ func NewWriter(w io.Writer, opts EncoderOptions) *Writer {
 }
 
 // WriteBatch encodes batch and writes it with one Write call.
-func (w *Writer) WriteBatch(batch []*copy.Copy) error {
+func (w *Writer) WriteBatch(batch []*nfcopy.Copy) error {
 	b := w.buf[:0]
 	if !w.started {
 		b = w.enc.AppendHeader(b)

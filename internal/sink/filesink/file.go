@@ -3,7 +3,7 @@
 // written under a hidden temporary name in the target directory, synced, and
 // renamed to its final name when it is rotated, so a reader listing the
 // directory never sees a half-written file.
-package file
+package filesink
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/sink/synthetic"
 )
 
@@ -122,7 +122,7 @@ func (s *Sink) tmpPrefix() string { return "." + s.cfg.Prefix + "-" }
 
 // Send writes batch to the current file, syncs it, and rotates when the file
 // is full or old.
-func (s *Sink) Send(_ context.Context, batch []*copy.Copy) error {
+func (s *Sink) Send(_ context.Context, batch []*nfcopy.Copy) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -145,7 +145,7 @@ func (s *Sink) Send(_ context.Context, batch []*copy.Copy) error {
 	return nil
 }
 
-func (s *Sink) write(batch []*copy.Copy) error {
+func (s *Sink) write(batch []*nfcopy.Copy) error {
 	if s.f == nil {
 		if err := s.open(); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package copy
+package nfcopy
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -240,7 +242,7 @@ func benchDecode(b *testing.B, raw []byte) {
 	var c Copy
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer testkit.ReportCPU(b, testkit.CPUTime())
 	for b.Loop() {
 		if err := Decode(raw, &c); err != nil {
 			b.Fatal(err)
@@ -274,7 +276,7 @@ func BenchmarkAppendJSON(b *testing.B) {
 	buf := make([]byte, 0, 4096)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
-	defer reportCPU(b, cpuTime())
+	defer testkit.ReportCPU(b, testkit.CPUTime())
 	for b.Loop() {
 		buf = AppendJSON(buf[:0], &c)
 	}

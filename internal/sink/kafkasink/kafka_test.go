@@ -10,43 +10,34 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 func startBroker(t *testing.T) *broker.Broker {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, err := broker.Start(ctx, broker.Config{
-		Addr:            "127.0.0.1:0",
+	return testkit.StartBroker(t, broker.Config{
 		MaxMessageBytes: 64 << 10,
 		Topics:          []broker.TopicSpec{{Name: "SCP", Partitions: 2}, {Name: "probe.out", Partitions: 3}},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return b
+	})
 }
 
-func batch(n, size int) []*copy.Copy {
-	out := make([]*copy.Copy, n)
+func batch(n, size int) []*nfcopy.Copy {
+	out := make([]*nfcopy.Copy, n)
 	for i := range out {
 		pad := make([]byte, size)
 		rand.Read(pad) // incompressible, so size is the size on the wire
 		raw := fmt.Sprintf(`{"version":"1.0.0","i":%d,"pad":"%s"}`, i, base64.StdEncoding.EncodeToString(pad))
-		out[i] = &copy.Copy{CorrelationID: fmt.Sprintf("corr-%d", i), Raw: []byte(raw)}
+		out[i] = &nfcopy.Copy{CorrelationID: fmt.Sprintf("corr-%d", i), Raw: []byte(raw)}
 	}
 	return out
 }
 
 func TestSendThenKcatConsumes(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatalf("kcat is required: %v", err)
-	}
+	kcat := testkit.Tool(t, "kcat")
 	b := startBroker(t)
 	s, err := New(Config{Client: b.ClientConfig(), Topic: "probe.out"})
 	if err != nil {
@@ -90,7 +81,7 @@ func TestSendErrors(t *testing.T) {
 	tests := []struct {
 		name   string
 		topic  string
-		copies []*copy.Copy
+		copies []*nfcopy.Copy
 		want   string
 	}{
 		{"unknown topic", "probe.missing", batch(1, 1), "UNKNOWN_TOPIC_OR_PARTITION"},

@@ -1,4 +1,4 @@
-package copy
+package nfcopy
 
 import (
 	"strconv"

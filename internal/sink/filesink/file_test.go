@@ -1,4 +1,4 @@
-package file
+package filesink
 
 import (
 	"context"
@@ -11,18 +11,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
-func testCopy(i int) *copy.Copy {
-	c := &copy.Copy{
+func testCopy(i int) *nfcopy.Copy {
+	c := &nfcopy.Copy{
 		Version: "1.0.0", CorrelationID: "c-" + strconv.Itoa(i), Timestamp: time.Now().UnixNano(),
-		Direction: copy.RequestIngress, NFType: "SCP", NFFQDN: "scp1.example.org", ProducerFQDN: "udm1.example.org",
+		Direction: nfcopy.RequestIngress, NFType: "SCP", NFFQDN: "scp1.example.org", ProducerFQDN: "udm1.example.org",
 		HopByHopID: "1", SourceIP: "10.0.0.1", DestIP: "10.0.0.2", SourcePort: 40000, DestPort: 8080,
-		Headers: []copy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/nudm-ueau/v1/x"}}},
+		Headers: []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/nudm-ueau/v1/x"}}},
 		Body:    []byte(`{"n":` + strconv.Itoa(i) + `}`),
 	}
-	c.Raw = copy.AppendJSON(nil, c)
+	c.Raw = nfcopy.AppendJSON(nil, c)
 	return c
 }
 
@@ -51,10 +52,7 @@ func pcapRecords(t *testing.T, path string) int {
 }
 
 func TestRotationKeepAndTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Fatal("tshark is required (make test installs it): ", err)
-	}
+	tshark := testkit.Tool(t, "tshark")
 	for _, format := range []string{FormatPCAP, FormatJSONL} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
@@ -65,7 +63,7 @@ func TestRotationKeepAndTshark(t *testing.T) {
 			ctx := context.Background()
 			sent := 0
 			for b := range 20 {
-				var batch []*copy.Copy
+				var batch []*nfcopy.Copy
 				for i := range 10 {
 					batch = append(batch, testCopy(b*10+i))
 				}
@@ -130,7 +128,7 @@ func TestTimeRotationAndRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(context.Background(), []*copy.Copy{testCopy(1), testCopy(2)}); err != nil {
+	if err := s.Send(context.Background(), []*nfcopy.Copy{testCopy(1), testCopy(2)}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)

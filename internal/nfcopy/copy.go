@@ -1,6 +1,6 @@
 // Package copy is the NF message-copy model: the JSON record a 5G network
 // function writes for every SBI message it handles, and its codecs.
-package copy
+package nfcopy
 
 import "strings"
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,11 +14,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // consumer is a test probe recording what it receives.
@@ -75,7 +74,7 @@ func (c *consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(code)
 }
 
-func (c *consumer) check(t *testing.T, batch []*copy.Copy) {
+func (c *consumer) check(t *testing.T, batch []*nfcopy.Copy) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -114,57 +113,14 @@ func startH2(t testing.TB, h http.Handler) (string, *tls.Config) {
 	return srv.URL + "/callproducer", &tls.Config{RootCAs: pool}
 }
 
-func makeBatch(n, size int, tag string) []*copy.Copy {
-	batch := make([]*copy.Copy, n)
+func makeBatch(n, size int, tag string) []*nfcopy.Copy {
+	batch := make([]*nfcopy.Copy, n)
 	for i := range batch {
 		raw := fmt.Sprintf(`{"version":"1.0.0","metadata-list":{"correlation-id":"%s-%d"},"5g-sbi-message":"`, tag, i)
 		raw += strings.Repeat("x", max(0, size-len(raw)-2)) + `"}`
-		batch[i] = &copy.Copy{CorrelationID: fmt.Sprintf("%s-%d", tag, i), Raw: []byte(raw)}
+		batch[i] = &nfcopy.Copy{CorrelationID: fmt.Sprintf("%s-%d", tag, i), Raw: []byte(raw)}
 	}
 	return batch
-}
-
-// processCPU is the user+system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func TestDelivery(t *testing.T) {
-	for _, proto := range []string{"h2c", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			c := newConsumer()
-			cfg := Config{Concurrency: 32, Logger: quiet()}
-			if proto == "h2c" {
-				cfg.URL = startH2C(t, c)
-			} else {
-				cfg.URL, cfg.TLS = startH2(t, c)
-			}
-			s, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			for round := 0; round < 3; round++ {
-				batch := makeBatch(200, 3000, fmt.Sprintf("%s-r%d", proto, round))
-				if err := s.Send(context.Background(), batch); err != nil {
-					t.Fatal(err)
-				}
-				c.check(t, batch)
-			}
-			if !s.Connected() || s.Retries() != 0 || s.LastError() != "" {
-				t.Errorf("Connected %v Retries %d LastError %q", s.Connected(), s.Retries(), s.LastError())
-			}
-			c.mu.Lock()
-			if len(c.remotes) != 1 {
-				t.Errorf("%d connections used, want 1", len(c.remotes))
-			}
-			c.mu.Unlock()
-		})
-	}
 }
 
 func TestRetries(t *testing.T) {
@@ -204,7 +160,7 @@ func TestRetries(t *testing.T) {
 			c := newConsumer()
 			c.answer = tt.answer
 			s, err := New(Config{URL: startH2C(t, c), MaxRetries: tt.maxRetries, BackoffMin: time.Millisecond,
-				BackoffMax: 5 * time.Millisecond, Logger: quiet()})
+				BackoffMax: 5 * time.Millisecond, Logger: testkit.Logger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +199,7 @@ func TestRetries(t *testing.T) {
 func TestConcurrencyBound(t *testing.T) {
 	c := newConsumer()
 	c.delay = 20 * time.Millisecond
-	s, err := New(Config{URL: startH2C(t, c), Concurrency: 8, Logger: quiet()})
+	s, err := New(Config{URL: startH2C(t, c), Concurrency: 8, Logger: testkit.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +247,7 @@ func workerGoroutines() int {
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "http2.(*Sink).worker(")
+			return strings.Count(string(buf[:n]), "http2sink.(*Sink).worker(")
 		}
 		buf = make([]byte, 2*len(buf))
 	}
@@ -304,7 +260,7 @@ func TestConnectionRefused(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s, err := New(Config{URL: "http://" + addr + "/", MaxRetries: 1, BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond, Logger: quiet()})
+	s, err := New(Config{URL: "http://" + addr + "/", MaxRetries: 1, BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond, Logger: testkit.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +276,7 @@ func TestConnectionRefused(t *testing.T) {
 func TestFireAndForget(t *testing.T) {
 	c := newConsumer()
 	c.block = make(chan struct{})
-	s, err := New(Config{URL: startH2C(t, c), FireAndForget: true, Logger: quiet()})
+	s, err := New(Config{URL: startH2C(t, c), FireAndForget: true, Logger: testkit.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +326,7 @@ func TestFireAndForgetUnwritable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s, err := New(Config{URL: "http://" + addr + "/", FireAndForget: true, Logger: quiet()})
+	s, err := New(Config{URL: "http://" + addr + "/", FireAndForget: true, Logger: testkit.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +364,7 @@ func BenchmarkSend(b *testing.B) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusOK)
 	})
-	s, err := New(Config{URL: startH2C(b, h), Logger: quiet()})
+	s, err := New(Config{URL: startH2C(b, h), Logger: testkit.Logger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -416,7 +372,7 @@ func BenchmarkSend(b *testing.B) {
 	batch := makeBatch(256, 3000, "bench")
 	ctx := context.Background()
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := testkit.CPUTime()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := s.Send(ctx, batch); err != nil {
@@ -428,5 +384,5 @@ func BenchmarkSend(b *testing.B) {
 	b.ReportMetric(copies/b.Elapsed().Seconds(), "copies/s")
 	// CPU time of the whole process (sink and loopback consumer): robust
 	// when the machine is shared and wall time is not.
-	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/copies, "cpu-µs/copy")
+	b.ReportMetric(float64((testkit.CPUTime()-cpu0).Microseconds())/copies, "cpu-µs/copy")
 }

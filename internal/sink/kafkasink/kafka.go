@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -94,7 +94,7 @@ func New(cfg Config) (*Sink, error) {
 // feed keeps until the ticket is confirmed or fails (director.PipelinedSink).
 // A feed thus has its next batches in flight while the broker acknowledges
 // the previous one, instead of one produce round trip (and linger) per batch.
-func (s *Sink) Write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
+func (s *Sink) Write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error) {
 	if err := s.ensure(ctx); err != nil {
 		return 0, err
 	}
@@ -119,7 +119,7 @@ func (s *Sink) Write(ctx context.Context, batch []*copy.Copy) (uint64, error) {
 // produce hands every copy of batch to the client as a record keyed by its
 // correlation id; done is called for each once the broker answered. The
 // records alias the copies' Raw.
-func (s *Sink) produce(ctx context.Context, batch []*copy.Copy, done func(*kgo.Record, error)) {
+func (s *Sink) produce(ctx context.Context, batch []*nfcopy.Copy, done func(*kgo.Record, error)) {
 	for _, c := range batch {
 		r := &kgo.Record{Topic: s.topic, Value: c.Raw}
 		if c.CorrelationID != "" {
@@ -173,7 +173,7 @@ type flight struct {
 
 // Send produces the batch and returns once the broker acknowledged every
 // record, or with the first error.
-func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
+func (s *Sink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	if len(batch) == 0 {
 		return nil
 	}

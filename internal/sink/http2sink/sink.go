@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/copy"
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // Config configures a Sink.
@@ -189,7 +189,7 @@ var errClosed = errors.New("http2sink: sink closed")
 // and returns nil once all were answered 2xx, or, with FireAndForget, once
 // all were written. Otherwise it returns an error and the caller sends the
 // batch again. Send does not retain batch or the copies' Raw buffers.
-func (s *Sink) Send(ctx context.Context, batch []*copy.Copy) error {
+func (s *Sink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -344,7 +344,7 @@ func finish(resp *http.Response) error {
 // sendNoWait starts every request and waits only until each was written.
 // Raw is copied: the caller reuses it once Send returns, while the request
 // lives on (and the transport may replay the body on a fresh connection).
-func (s *Sink) sendNoWait(ctx context.Context, batch []*copy.Copy) error {
+func (s *Sink) sendNoWait(ctx context.Context, batch []*nfcopy.Copy) error {
 	wrote := make(chan error, len(batch))
 	started := 0
 	for _, c := range batch {

@@ -1,0 +1,114 @@
+// Package testkit holds what the tests of several packages share: CPU-time
+// measurement for benchmarks, waiting on observable state, the embedded
+// broker on a loopback port, a discarding logger, and the outside tools
+// (PostgreSQL, tshark, kcat, Chromium) that `make test` provides.
+//
+// It is imported by tests only.
+package testkit
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/broker"
+)
+
+// CPUTime is this process's user+system CPU time. Benchmarks report it per
+// op beside wall time: on a shared machine wall time also counts the time
+// other processes held the cores.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ReportCPU reports the CPU nanoseconds per op since start as cpu-ns/op.
+func ReportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(CPUTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// WaitFor polls cond every 10 ms until it holds, failing the test after
+// timeout with what was awaited.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	WaitForState(t, timeout, what, func() (bool, string) { return cond(), "" })
+}
+
+// WaitForState is WaitFor whose condition also describes the state it
+// saw, for the failure message.
+func WaitForState(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			if state != "" {
+				t.Fatalf("timed out after %s waiting for %s; %s", timeout, what, state)
+			}
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Logger discards everything.
+func Logger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// StartBroker starts the embedded broker on a loopback port (cfg.Addr
+// empty) and closes it when the test ends.
+func StartBroker(t testing.TB, cfg broker.Config) *broker.Broker {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := broker.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// Tool returns the path of an outside program a test talks to. Missing,
+// it fails the test (make test installs it), except in -short mode (make
+// test-unit), where the test is skipped.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if testing.Short() {
+		t.Skipf("%s not installed (-short); make test installs it", name)
+	}
+	t.Fatalf("%s is required (make test installs it): %v", name, err)
+	return ""
+}
+
+// PostgresDSN is the DSN of the PostgreSQL database make test starts
+// (SIGNALBOX_TEST_POSTGRES_DSN). Unset, it fails the test, except in
+// -short mode, where the test is skipped.
+func PostgresDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("SIGNALBOX_TEST_POSTGRES_DSN")
+	if dsn != "" {
+		return dsn
+	}
+	if testing.Short() {
+		t.Skip("SIGNALBOX_TEST_POSTGRES_DSN unset (-short); make test starts PostgreSQL")
+	}
+	t.Fatal("SIGNALBOX_TEST_POSTGRES_DSN unset: run `make test`, which starts PostgreSQL")
+	return ""
+}
