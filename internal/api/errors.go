@@ -246,3 +246,18 @@ func prefixField(prefix string, err error) error {
 	}
 	return &apiError{Status: http.StatusBadRequest, Field: prefix, Msg: prefix + ": " + err.Error()}
 }
+
+// badRequestFrom turns a parser error into a 400 keeping its full message
+// (which names the line) and the field when the parser named one.
+func badRequestFrom(err error) error {
+	var cfe *callpolicy.FieldError
+	var dfe *director.FieldError
+	field := ""
+	switch {
+	case errors.As(err, &cfe):
+		field = cfe.Field
+	case errors.As(err, &dfe):
+		field = dfe.Field
+	}
+	return &apiError{Status: http.StatusBadRequest, Field: field, Msg: err.Error()}
+}

@@ -5,15 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 
 	"github.com/signalbox/signalbox/internal/director"
 	"github.com/signalbox/signalbox/internal/store"
 )
-
-// feedNameRE keeps feed names usable in URLs, metric labels and consumer
-// group ids.
-var feedNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
 // redacted replaces secrets in answers. A PUT that sends it back keeps the
 // stored secret, so a fetched spec can be edited and sent back.
@@ -95,8 +90,8 @@ func (s *server) createFeed(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if !feedNameRE.MatchString(spec.Name) {
-		s.fail(w, r, badRequest("name", "name: %q is not a valid feed name (lower-case letters, digits, _ . and -, starting with a letter or digit, at most 64)", spec.Name))
+	if err := director.CheckFeedName(spec.Name); err != nil {
+		s.fail(w, r, badRequestFrom(err))
 		return
 	}
 	if spec.Kafka != nil && spec.Kafka.Password == redacted {

@@ -211,17 +211,6 @@ func (s *server) addEntries(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{"entries": entries})
 }
 
-// badRequestFrom turns a parser error into a 400 keeping its full message
-// (which names the line) and the field when the parser named one.
-func badRequestFrom(err error) error {
-	var cfe *callpolicy.FieldError
-	field := ""
-	if errors.As(err, &cfe) {
-		field = cfe.Field
-	}
-	return &apiError{Status: http.StatusBadRequest, Field: field, Msg: err.Error()}
-}
-
 func (s *server) deleteEntry(w http.ResponseWriter, r *http.Request) {
 	pid, list, err := s.listPath(r)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/director"
+	"github.com/signalbox/signalbox/internal/ingest"
 	"github.com/signalbox/signalbox/internal/store"
 )
 
@@ -136,7 +137,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 			d.stop(ctx)
 			return nil, err
 		}
-		h := director.NewIngestHandler(d.ingestCl, director.IngestConfig{Topics: specs, Registerer: s.reg, Logger: s.log})
+		h := ingest.NewHandler(d.ingestCl, ingest.Config{Topics: specs, Registerer: s.reg, Logger: s.log})
 		var p http.Protocols
 		p.SetHTTP1(true)
 		p.SetUnencryptedHTTP2(true)

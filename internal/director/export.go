@@ -9,12 +9,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/signalbox/signalbox/internal/filter"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/sink/filesink"
 	"github.com/signalbox/signalbox/internal/sink/synthetic"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ExportQuery selects copies retained in the source topics for a one-shot

@@ -14,8 +14,9 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // feed is one running feed: a consumer group, a sink, and the loop between.
@@ -81,7 +82,7 @@ func (m *Manager) newFeed(s FeedSpec) *feed {
 	f.mFailed, f.mRetries = mt.failures.With(l), mt.retries.With(l)
 	f.mLost, f.mRedelivered = mt.lost.With(l), mt.duplicates.With(l)
 	f.mLag, f.mConnected, f.mLatency = mt.lag.With(l), mt.connected.With(l), mt.latency.With(l)
-	f.initExt()
+	f.initFilter()
 	return f
 }
 
@@ -145,7 +146,7 @@ func (f *feed) status() FeedStatus {
 	st.Failed, st.Retries = f.failed.Load(), f.retries.Load()
 	st.Redelivered, st.Invalid = f.redelivered.Load(), f.invalid.Load()
 	st.LostToRetention, st.Lag = f.lost.Load(), f.lag.Load()
-	f.extStatus(&st)
+	f.filterStatus(&st)
 	return st
 }
 
@@ -212,8 +213,8 @@ func (f *feed) run(ctx context.Context) {
 	defer f.sink.Close()
 
 	// Decompressed batches come from a pool and go back once their copies
-	// are delivered (pollBatch.release): they were 60 % of serve's
-	// allocations at 30K. Not for xdr feeds, whose commit marks outlive the
+	// are delivered (pollBatch.release): otherwise they are most of the
+	// director's allocations. Not for xdr feeds, whose commit marks outlive the
 	// batch (xdrSink.holdMarks).
 	pooled := f.xdrSink() == nil
 	p := f.startPipeline(ctx, pooled)
@@ -363,9 +364,9 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 // feed's own reader, a detached member's catch-up) followed by opts; pooled
 // takes decompressed batches and records from pools (pollBatch.release).
 // A reader that is behind always has a full fetch buffered besides the
-// batches in its pipeline. NF copies compress 2.5x (one per producer batch)
-// to 11x (snappy, 3 KB records), so at the 50 MB default a lagging feed
-// held ~0.5 GB; 4 MB is 1,300-15,000 copies, more than a batch, and a
+// batches in its pipeline. NF copies compress well (snappy, 3 KB records),
+// so franz-go's 50 MB default would hold several times that decompressed
+// per lagging feed; 4 MB compressed is still more than a batch, and a
 // lagging feed catches up in few fetches.
 func readerOpts(pooled bool, opts ...kgo.Opt) []kgo.Opt {
 	base := []kgo.Opt{kgo.FetchMaxWait(500 * time.Millisecond), kgo.FetchMaxBytes(4 << 20)}
@@ -601,7 +602,7 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 				break
 			}
 			if len(w.b.batch) > 0 {
-				f.delivered1(w.b.batch)
+				f.countDelivered(w.b.batch)
 			}
 			f.confirmed(ctx, w.b)
 			pend = append(pend[:0], pend[1:]...)
@@ -682,7 +683,7 @@ func (f *feed) send(ctx context.Context, batch []*nfcopy.Copy) bool {
 			return false
 		}
 	}
-	f.delivered1(batch)
+	f.countDelivered(batch)
 	return true
 }
 
@@ -707,8 +708,8 @@ func (f *feed) retryAfter(ctx context.Context, err error, attempt int, msg strin
 	return true
 }
 
-// delivered1 counts a confirmed batch: copies, bytes, latency.
-func (f *feed) delivered1(batch []*nfcopy.Copy) {
+// countDelivered counts a confirmed batch: copies, bytes, latency.
+func (f *feed) countDelivered(batch []*nfcopy.Copy) {
 	now := time.Now().UnixNano()
 	var bytes uint64
 	f.mu.Lock()

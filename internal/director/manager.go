@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
 )
 
 // Config configures a Manager.
@@ -93,12 +94,14 @@ type FeedStatus struct {
 	Pending int64  `json:"pending,omitempty"`
 }
 
-// Manager runs the feeds: one consumer group per feed.
+// Manager runs the feeds of this node: it starts, reconfigures and stops
+// them as Apply is given specs, shares a tap among the copy feeds of one
+// source set, and keeps every feed's offsets in the feed's own consumer
+// group.
 type Manager struct {
 	cfg         Config
 	log         *slog.Logger
 	m           *metrics
-	ext         *extMetrics
 	admin       *kgo.Client
 	adm         *kadm.Client
 	sources     map[string]bool
@@ -167,16 +170,12 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	ext, err := newExtMetrics(cfg.Registerer)
-	if err != nil {
-		return nil, err
-	}
 	admin, err := cfg.Client.NewClient()
 	if err != nil {
 		return nil, fmt.Errorf("director: %w", err)
 	}
 	m := &Manager{
-		cfg: cfg, log: cfg.Logger.With("component", "director"), m: mt, ext: ext,
+		cfg: cfg, log: cfg.Logger.With("component", "director"), m: mt,
 		admin: admin, adm: kadm.NewClient(admin),
 		sources: map[string]bool{}, feeds: map[string]*feed{}, delivered: map[string]map[tp]int64{},
 		taps: map[string]*tap{},
@@ -287,7 +286,6 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 		delete(m.feeds, name)
 		if !ok {
 			m.m.forget(name)
-			m.ext.forget(name)
 			m.dmu.Lock()
 			delete(m.delivered, name)
 			m.dmu.Unlock()

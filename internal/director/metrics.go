@@ -21,6 +21,11 @@ type metrics struct {
 	latency        *prometheus.HistogramVec
 	invalid        *prometheus.CounterVec
 	tapDrops       *prometheus.CounterVec
+	// filters (every feed type; xdr feeds filter records)
+	filterMatched *prometheus.CounterVec
+	filterDropped *prometheus.CounterVec
+	// xdr feeds
+	records *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -49,12 +54,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Times the feed's shared reader (tap) dropped it for taking no batch in time; it then reads on its own until it catches up."}, feed),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_copy_invalid_total",
 			Help: "Undecodable copies sent to the dead-letter topic."}, []string{"topic", "reason"}),
+		filterMatched: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_filter_matched_total",
+			Help: "Copies (xdr feeds: records) the feed's filter passed."}, feed),
+		filterDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_filter_dropped_total",
+			Help: "Copies (xdr feeds: records) the feed's filter dropped; their offsets are committed all the same."}, feed),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_records_delivered_total",
+			Help: "Transaction records an xdr feed's output confirmed."}, feed),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.tapDrops} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -67,7 +78,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) forget(feed string) {
-	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates, m.tapDrops} {
+	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
+		m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
 		v.DeleteLabelValues(feed)
 	}
 	m.lag.DeleteLabelValues(feed)

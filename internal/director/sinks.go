@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/sink/filesink"
 	"github.com/signalbox/signalbox/internal/sink/http2sink"
 	"github.com/signalbox/signalbox/internal/sink/kafkasink"
 	"github.com/signalbox/signalbox/internal/sink/synthetic"
@@ -54,7 +56,48 @@ func (m *Manager) defaultSink(spec *FeedSpec) (Sink, error) {
 		}
 		return http2sink.New(http2sink.Config{URL: spec.URL, TLS: tc, FireAndForget: spec.FireAndForget, Logger: log})
 	case TypeFile, TypeXDR:
-		return m.extSink(spec)
+		return m.fileOrRecordSink(spec)
 	}
 	return nil, fmt.Errorf("feed %q: unknown type %q", spec.Name, spec.Type)
+}
+
+// fileFormat is the spec's format with its default: pcap for copies, jsonl
+// for records.
+func fileFormat(spec *FeedSpec) string {
+	if spec.File.Format != "" {
+		return spec.File.Format
+	}
+	if spec.Type == TypeXDR {
+		return filesink.FormatJSONL
+	}
+	return filesink.FormatPCAP
+}
+
+// fileSink builds the file target of a file or xdr feed.
+func (m *Manager) fileSink(spec *FeedSpec) (Sink, error) {
+	fs := spec.File
+	return filesink.New(filesink.Config{
+		Dir: fs.Dir, Prefix: spec.Name, Format: fileFormat(spec),
+		RotateBytes: fs.RotateBytes, RotateInterval: time.Duration(fs.RotateSeconds) * time.Second, Keep: fs.Keep,
+		Logger: m.log.With("feed", spec.Name),
+	})
+}
+
+// fileOrRecordSink builds a file feed's files, or an xdr feed's record
+// output (records travel as copies whose Raw is the record's JSON and whose
+// correlation id is the key).
+func (m *Manager) fileOrRecordSink(spec *FeedSpec) (Sink, error) {
+	switch {
+	case spec.Type == TypeFile || spec.File != nil:
+		return m.fileSink(spec)
+	case spec.Topic != "":
+		s := *spec
+		s.Type = TypeKafka
+		return m.defaultSink(&s)
+	case spec.URL != "":
+		s := *spec
+		s.Type = TypeHTTP2
+		return m.defaultSink(&s)
+	}
+	return nil, fmt.Errorf("feed %q: no output", spec.Name)
 }

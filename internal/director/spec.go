@@ -1,6 +1,8 @@
 // Package director is the feed runtime: NF message copies flow from Kafka
-// (one consumer group per feed) through filter and optional correlation to a
-// sink; the sink's acknowledgements become committed offsets (at-least-once).
+// through filter and optional correlation to a sink, and the sink's
+// acknowledgements become committed offsets (at-least-once). Copy feeds of
+// one set of source topics share one reader (tap.go) and keep their
+// offsets in consumer groups of their own; xdr feeds read on their own.
 package director
 
 // Feed types.
@@ -9,7 +11,7 @@ const (
 	TypeHTTP2     = "http2"
 	TypeKafka     = "kafka"
 	TypeXDR       = "xdr"  // transaction records (see xdrfeed.go)
-	TypeFile      = "file" // copies to rotated files (see filefeed.go)
+	TypeFile      = "file" // copies to rotated files (sink/filesink)
 )
 
 // FeedSpec is a feed as the API takes it and the store keeps it (JSON).

@@ -18,7 +18,7 @@ func TestFeedStatusConcurrent(t *testing.T) {
 	f := m.newFeed(FeedSpec{Name: "probe-1", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "10.0.0.1:5000"})
 	sent := time.Now().Add(-2 * time.Millisecond).UnixNano()
 	batch := []*nfcopy.Copy{{Timestamp: sent, Raw: []byte("x")}, {Timestamp: sent, Raw: []byte("y")}}
-	f.delivered1(batch)
+	f.countDelivered(batch)
 
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
@@ -27,7 +27,7 @@ func TestFeedStatusConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
 				if g == 0 {
-					f.delivered1(batch)
+					f.countDelivered(batch)
 				}
 				st := f.status()
 				if st.LatencyP50 < 0.002 || st.LatencyMax < st.LatencyP50 { // seconds

@@ -12,19 +12,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/nfcopy"
-	"github.com/signalbox/signalbox/internal/sink/synthetic"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/sink/synthetic"
 )
 
 // A tap is the one reader of a set of source topics that the copy feeds
 // reading exactly that set share. It fetches and decodes each copy once and
 // hands every member feed, into the feed's own pipeline, a batch of the
 // copies that pass the feed's directions and filter. Four probes fed the
-// same stream cost one fetch and one decode per copy, not four: at 30K
-// copies/s a feed's own fetch, decompression and decode were ~55 % of its
-// CPU.
+// same stream cost one fetch and one decode per copy, not four: fetching,
+// decompressing and decoding are most of a copy feed's CPU.
 //
 // Each member keeps what makes it a feed of its own: its sink, its pace
 // within its pipeline, and its offsets in its own consumer group, which the
@@ -75,16 +75,16 @@ type tapMember struct {
 	detached bool          // under t.mu: dropped for stalling, catching up on its own
 	evicted  chan struct{} // under t.mu: closed when the tap detaches the member (a new one on attach)
 	gone     chan struct{} // closed when the member is off the tap (it left)
-	hmu      sync.Mutex    // held while the tap hands the member a batch
+	handMu   sync.Mutex    // held while the tap hands the member a batch
 
-	nmu  sync.Mutex
-	next map[tp]int64 // next offset to hand the member, per partition
+	nextMu sync.Mutex
+	next   map[tp]int64 // next offset to hand the member, per partition
 
-	cmu     sync.Mutex // one commit at a time, so they land in order
-	omu     sync.Mutex
-	done    map[tp]int64 // next offset after the member's confirmed copies
-	revoked map[tp]bool  // partitions another node reads now: not committed
-	dirty   bool
+	commitMu sync.Mutex // one commit at a time, so they land in order
+	doneMu   sync.Mutex
+	done     map[tp]int64 // next offset after the member's confirmed copies
+	revoked  map[tp]bool  // partitions another node reads now: not committed
+	dirty    bool
 }
 
 // sharedBatch is one poll of a tap, decoded once; the members' batches point
@@ -180,8 +180,8 @@ func (t *tap) leave(mem *tapMember) {
 		t.restart()
 	}
 	t.mu.Unlock()
-	mem.hmu.Lock() // a hand-off in progress ends first
-	mem.hmu.Unlock()
+	mem.handMu.Lock() // a hand-off in progress ends first
+	mem.handMu.Unlock()
 }
 
 // remove takes mem out of t.members and closes gone, once; t.mu is held.
@@ -401,11 +401,9 @@ func (t *tap) decode(fs kgo.Fetches) *sharedBatch {
 // hand gives every member its share of sb, waiting for each to have a free
 // batch; a member that has none for TapStall is dropped.
 //
-// The members take turns at being first: the feeds' sinks then encode and
-// write one after another, and in a fixed order the last member's copies
-// waited for every other member's write of every poll (-feeds 4, serve on
-// one core: the fourth feed's average latency 0.3-0.4 ms above the
-// first's, its p99 1.7-3.2 ms above).
+// The members take turns at being first: the feeds' sinks encode and write
+// one after another, and in a fixed order the last member's copies would
+// always wait for every other member's write.
 func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer, turn uint) {
 	mems := inTurn(t.attached(), turn)
 	sb.share(mems)
@@ -428,7 +426,7 @@ func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer, turn
 		if b == nil {
 			continue
 		}
-		mem.hmu.Lock()
+		mem.handMu.Lock()
 		select {
 		case <-mem.gone:
 			mem.p.free <- b
@@ -439,7 +437,7 @@ func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer, turn
 				mem.p.free <- b
 			}
 		}
-		mem.hmu.Unlock()
+		mem.handMu.Unlock()
 	}
 }
 
@@ -455,9 +453,8 @@ func inTurn(mems []*tapMember, turn uint) []*tapMember {
 
 // share has the part of sb's copies' encoding that does not depend on a
 // connection made once, when two or more of mems have sinks that encode
-// alike (SharedEncoder: synthetic feeds with the same address mappings);
-// with four synthetic feeds it was ~15 % of serve's CPU, made four times.
-// Other sinks ignore it.
+// alike (SharedEncoder: synthetic feeds with the same address mappings),
+// instead of once per feed. Other sinks ignore it.
 func (sb *sharedBatch) share(mems []*tapMember) {
 	var best SharedEncoder // of the key most members' sinks have, if two or more
 	most := 1
@@ -514,8 +511,8 @@ func (t *tap) evict(mem *tapMember) {
 func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) bool {
 	f := mem.f
 	b.batch, b.marks, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.dlq[:0], 0
-	mem.nmu.Lock()
-	defer mem.nmu.Unlock()
+	mem.nextMu.Lock()
+	defer mem.nextMu.Unlock()
 	for i := range sb.parts {
 		sp := &sb.parts[i]
 		k := tp{sp.topic, sp.partition}
@@ -564,14 +561,14 @@ func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) b
 	return true
 }
 
-// advance notes next as where mem continues in k; mem.nmu is held. Not for
+// advance notes next as where mem continues in k; mem.nextMu is held. Not for
 // a partition revoked meanwhile (another node reads it now): where it
 // resumes if it comes back is its group's commit, not a position whose
 // copies were never confirmed.
 func (mem *tapMember) advance(k tp, next int64) {
-	mem.omu.Lock()
+	mem.doneMu.Lock()
 	gone := mem.revoked[k]
-	mem.omu.Unlock()
+	mem.doneMu.Unlock()
 	if !gone {
 		mem.next[k] = next
 	}
@@ -642,7 +639,7 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		return false
 	}
 	mem.start(offs, committed, starts, map[tp]int64{})
-	mem.nmu.Lock()
+	mem.nextMu.Lock()
 	for topic, ps := range offs {
 		for part := range ps {
 			if at, ok := mem.next[tp{topic, part}]; ok {
@@ -650,7 +647,7 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 			}
 		}
 	}
-	mem.nmu.Unlock()
+	mem.nextMu.Unlock()
 	cl, err := t.m.cfg.Client.NewClient(readerOpts(true, kgo.ConsumePartitions(offs))...)
 	if err != nil {
 		f.setErr(err)
@@ -686,11 +683,11 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 			p.free <- b
 			continue
 		}
-		mem.nmu.Lock()
+		mem.nextMu.Lock()
 		for _, r := range b.marks {
 			mem.advance(tp{r.Topic, r.Partition}, r.Offset+1)
 		}
-		mem.nmu.Unlock()
+		mem.nextMu.Unlock()
 		b.mem = mem // its confirmations are the member's, which the tap commits
 		p.work <- b // never blocks: b came from free
 	}
@@ -756,10 +753,10 @@ func (t *tap) adjust(ctx context.Context, offs map[string]map[int32]kgo.Offset) 
 // copies retention deleted before it read them, and lowers low to it.
 func (mem *tapMember) start(offs map[string]map[int32]kgo.Offset, committed kadm.OffsetResponses, starts kadm.ListedOffsets, low map[tp]int64) {
 	f := mem.f
-	mem.nmu.Lock()
-	defer mem.nmu.Unlock()
-	mem.omu.Lock()
-	defer mem.omu.Unlock()
+	mem.nextMu.Lock()
+	defer mem.nextMu.Unlock()
+	mem.doneMu.Lock()
+	defer mem.doneMu.Unlock()
 	f.expMu.Lock()
 	defer f.expMu.Unlock()
 	for topic, ps := range offs {
@@ -810,8 +807,8 @@ func (t *tap) revoked(ctx context.Context) func(context.Context, *kgo.Client, ma
 }
 
 func (mem *tapMember) forget(parts map[string][]int32) {
-	mem.nmu.Lock()
-	mem.omu.Lock()
+	mem.nextMu.Lock()
+	mem.doneMu.Lock()
 	mem.f.expMu.Lock()
 	for topic, ps := range parts {
 		for _, p := range ps {
@@ -823,8 +820,8 @@ func (mem *tapMember) forget(parts map[string][]int32) {
 		}
 	}
 	mem.f.expMu.Unlock()
-	mem.omu.Unlock()
-	mem.nmu.Unlock()
+	mem.doneMu.Unlock()
+	mem.nextMu.Unlock()
 }
 
 // confirmed notes the marks of a batch the member's sink confirmed, for the
@@ -832,8 +829,8 @@ func (mem *tapMember) forget(parts map[string][]int32) {
 // node reads them now) are left out: committing them would move that node's
 // position back.
 func (mem *tapMember) confirmed(marks []*kgo.Record) {
-	mem.omu.Lock()
-	defer mem.omu.Unlock()
+	mem.doneMu.Lock()
+	defer mem.doneMu.Unlock()
 	for _, r := range marks {
 		k := tp{r.Topic, r.Partition}
 		if mem.revoked[k] {
@@ -872,11 +869,11 @@ func (t *tap) commitLoop(ctx context.Context, done chan<- struct{}) {
 
 // commit commits the member's confirmed offsets to its feed's group.
 func (mem *tapMember) commit(ctx context.Context) error {
-	mem.cmu.Lock()
-	defer mem.cmu.Unlock()
-	mem.omu.Lock()
+	mem.commitMu.Lock()
+	defer mem.commitMu.Unlock()
+	mem.doneMu.Lock()
 	if !mem.dirty {
-		mem.omu.Unlock()
+		mem.doneMu.Unlock()
 		return nil
 	}
 	offs := kadm.Offsets{}
@@ -884,15 +881,15 @@ func (mem *tapMember) commit(ctx context.Context) error {
 		offs.Add(kadm.Offset{Topic: k.topic, Partition: k.partition, At: at, LeaderEpoch: -1})
 	}
 	mem.dirty = false
-	mem.omu.Unlock()
+	mem.doneMu.Unlock()
 	resp, err := mem.t.m.adm.CommitOffsets(ctx, mem.f.group, offs)
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
-		mem.omu.Lock()
+		mem.doneMu.Lock()
 		mem.dirty = true
-		mem.omu.Unlock()
+		mem.doneMu.Unlock()
 		mem.f.setErr(fmt.Errorf("commit: %w", err))
 	}
 	return err

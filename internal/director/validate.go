@@ -12,9 +12,20 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/sink/filesink"
 )
 
-var feedName = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
+// feedName keeps feed names usable in URLs, metric labels, consumer group
+// ids and file names.
+var feedName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// CheckFeedName returns a *FieldError unless name is a valid feed name.
+func CheckFeedName(name string) error {
+	if !feedName.MatchString(name) {
+		return &FieldError{Field: "name", Msg: fmt.Sprintf("%q is not a valid feed name (lower-case letters, digits, _ . and -, starting with a letter or digit, at most 64)", name)}
+	}
+	return nil
+}
 
 // Validate checks a feed spec and returns a *FieldError naming the first
 // field at fault. It reads TLS files, so it also catches unreadable ones.
@@ -22,8 +33,8 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	if spec == nil {
 		return &FieldError{Field: "feed", Msg: "missing"}
 	}
-	if !feedName.MatchString(spec.Name) {
-		return &FieldError{Field: "name", Msg: fmt.Sprintf("%q: want 1-64 characters of a-z 0-9 . _ -", spec.Name)}
+	if err := CheckFeedName(spec.Name); err != nil {
+		return err
 	}
 	switch spec.Type {
 	case TypeSynthetic, TypeHTTP2, TypeKafka, TypeXDR, TypeFile:
@@ -54,7 +65,7 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	default:
 		return &FieldError{Field: "start", Msg: fmt.Sprintf("%q: want latest or earliest", spec.Start)}
 	}
-	if err := m.validateExt(spec); err != nil {
+	if err := m.validateOutputs(spec); err != nil {
 		return err
 	}
 	switch spec.Type {
@@ -165,4 +176,85 @@ func tlsConfig(t *TLSSpec, field string) (*tls.Config, error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// validateOutputs checks the filter, and the outputs of the xdr and file
+// feed types.
+func (m *Manager) validateOutputs(spec *FeedSpec) error {
+	if _, _, err := compileFilter(spec); err != nil {
+		return err
+	}
+	switch spec.Type {
+	case TypeFile:
+		if spec.File == nil {
+			return &FieldError{Field: "file", Msg: `required for a file feed: {"dir":...,"format":"pcap|jsonl"}`}
+		}
+		if err := validateFile(spec.File, false); err != nil {
+			return err
+		}
+	case TypeXDR:
+		outs := 0
+		for _, set := range []bool{spec.Topic != "", spec.URL != "", spec.File != nil} {
+			if set {
+				outs++
+			}
+		}
+		if outs != 1 {
+			return &FieldError{Field: "topic", Msg: "an xdr feed needs exactly one output: topic, url or file"}
+		}
+		if spec.File != nil {
+			if err := validateFile(spec.File, true); err != nil {
+				return err
+			}
+		}
+		if spec.Topic != "" {
+			if err := broker.ValidateTopicName(spec.Topic); err != nil {
+				return &FieldError{Field: "topic", Msg: err.Error()}
+			}
+			if spec.Kafka == nil && (m.sources[spec.Topic] || spec.Topic == m.cfg.DLQTopic) {
+				return &FieldError{Field: "topic", Msg: fmt.Sprintf("%q is a director topic; feeding it would loop", spec.Topic)}
+			}
+		}
+		if spec.URL != "" {
+			u, err := url.Parse(spec.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return &FieldError{Field: "url", Msg: fmt.Sprintf("%q: want an http:// or https:// URL", spec.URL)}
+			}
+		}
+		if _, err := xdrConfig(spec); err != nil {
+			return err
+		}
+	default:
+		if spec.File != nil {
+			return &FieldError{Field: "file", Msg: "only file and xdr feeds write files"}
+		}
+	}
+	if spec.XDR != nil && spec.Type != TypeXDR {
+		return &FieldError{Field: "xdr", Msg: "only for xdr feeds"}
+	}
+	return nil
+}
+
+func validateFile(fs *FileSpec, records bool) error {
+	if fs.Dir == "" {
+		return &FieldError{Field: "file.dir", Msg: "required"}
+	}
+	switch fs.Format {
+	case "", filesink.FormatPCAP, filesink.FormatJSONL:
+	default:
+		return &FieldError{Field: "file.format", Msg: fmt.Sprintf("%q: want pcap or jsonl", fs.Format)}
+	}
+	if records && fs.Format == filesink.FormatPCAP {
+		return &FieldError{Field: "file.format", Msg: "transaction records are written as jsonl"}
+	}
+	if fs.RotateBytes < 0 {
+		return &FieldError{Field: "file.rotate_bytes", Msg: "must not be negative"}
+	}
+	if fs.RotateSeconds < 0 {
+		return &FieldError{Field: "file.rotate_seconds", Msg: "must not be negative"}
+	}
+	if fs.Keep < 0 {
+		return &FieldError{Field: "file.keep", Msg: "must not be negative"}
+	}
+	return nil
 }

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/xdr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // An xdr feed runs the ordinary feed loop (poll → decode → "send" → mark)
@@ -29,11 +30,13 @@ import (
 // transactions among them are emitted again — some as partial or orphan
 // records, when their earlier copies were already committed.
 //
-// All copies of a transaction must reach the same correlator. One feed in one
-// process consumes every partition of its sources, so this holds on one node;
-// several nodes sharing an xdr feed's consumer group would split
-// transactions (nfsim keys copies by correlation id, but each NF type has
-// its own topic, so partitions do not line up across topics).
+// All copies of a transaction must reach the same correlator. On one node
+// one feed reads every partition of its sources, so this holds. Several
+// nodes sharing an xdr feed would split transactions (each NF type has its
+// own topic, so partitions do not line up across topics); with rekey the
+// feed first re-keys its copies by correlation id into an internal topic,
+// and the correlating stage reads that, so a transaction's copies meet on
+// one partition whichever node holds it.
 
 // xdrConfig turns a spec's xdr options into the correlator's config.
 func xdrConfig(spec *FeedSpec) (xdr.Config, error) {
@@ -121,14 +124,14 @@ type xdrSink struct {
 	out    []*nfcopy.Copy
 	outBuf []nfcopy.Copy
 
-	hmu  sync.Mutex
-	held []heldMarks
+	heldMu sync.Mutex
+	held   []heldMarks
 
 	// recent keeps the last records delivered, as JSON, for the console.
-	rmu    sync.Mutex
-	recent [recentRecords]json.RawMessage
-	rnext  int
-	rcount int
+	recentMu sync.Mutex
+	recent   [recentRecords]json.RawMessage
+	rnext    int
+	rcount   int
 
 	stop chan struct{}
 	done chan struct{}
@@ -218,7 +221,7 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 	f.setState(StateConnected)
 	s.remember(s.out)
 	f.records.Add(uint64(len(s.out)))
-	f.m.ext.records.WithLabelValues(f.spec.Name).Add(float64(len(s.out)))
+	f.m.m.records.WithLabelValues(f.spec.Name).Add(float64(len(s.out)))
 	return nil
 }
 
@@ -251,15 +254,15 @@ func (s *xdrSink) expireLoop(ctx context.Context) {
 // holdMarks keeps one poll's marks until release.
 func (s *xdrSink) holdMarks(recs []*kgo.Record) {
 	h := heldMarks{at: time.Now().UnixNano(), recs: append([]*kgo.Record(nil), recs...)}
-	s.hmu.Lock()
+	s.heldMu.Lock()
 	s.held = append(s.held, h)
-	s.hmu.Unlock()
+	s.heldMu.Unlock()
 }
 
 // release marks for commit the held marks of copies added at least
 // Timeout+Linger before now (every record an Expire(now) owes was delivered).
 func (s *xdrSink) release(now int64) {
-	s.hmu.Lock()
+	s.heldMu.Lock()
 	n := 0
 	for n < len(s.held) && s.held[n].at+s.hold <= now {
 		n++
@@ -269,7 +272,7 @@ func (s *xdrSink) release(now int64) {
 		recs = append(recs, h.recs...)
 	}
 	s.held = append(s.held[:0], s.held[n:]...)
-	s.hmu.Unlock()
+	s.heldMu.Unlock()
 	if len(recs) > 0 {
 		s.f.cl.MarkCommitRecords(recs...)
 	}
@@ -311,8 +314,8 @@ func (s *xdrSink) remember(out []*nfcopy.Copy) {
 	if len(out) > recentRecords {
 		out = out[len(out)-recentRecords:]
 	}
-	s.rmu.Lock()
-	defer s.rmu.Unlock()
+	s.recentMu.Lock()
+	defer s.recentMu.Unlock()
 	for _, c := range out {
 		s.recent[s.rnext] = append(json.RawMessage(nil), c.Raw...)
 		s.rnext = (s.rnext + 1) % recentRecords
@@ -322,8 +325,8 @@ func (s *xdrSink) remember(out []*nfcopy.Copy) {
 
 // recentJSON returns up to n of the last delivered records, newest first.
 func (s *xdrSink) recentJSON(n int) []json.RawMessage {
-	s.rmu.Lock()
-	defer s.rmu.Unlock()
+	s.recentMu.Lock()
+	defer s.recentMu.Unlock()
 	n = min(n, s.rcount)
 	out := make([]json.RawMessage, 0, n)
 	for i := 1; i <= n; i++ {

@@ -25,12 +25,10 @@ type sqliteBackend struct {
 
 // Page caches, in KiB (negative cache_size): SQLite's memory is outside the
 // Go heap but inside the server's RSS, and each connection has its own.
-// With 32 MiB each, a 100,000-rule replacement filled the writer's (28 MB
-// resident afterwards) and a full load one reader's, for no measurable gain:
-// the bulk insert appends to the table's last page and the index is rebuilt
-// in one sort; reads are scans or single-row lookups. ReplaceRules 100k
-// with 4 MiB: 733-762 CPU-ms against 685-813 with 32 MiB (busy box), SQLite
-// resident afterwards ~7 MB against ~28 MB.
+// Large caches buy nothing here: the bulk insert appends to the table's
+// last page and the index is rebuilt in one sort; reads are scans or
+// single-row lookups. A big cache would only stay resident after a bulk
+// replacement had filled it.
 const (
 	writerCache = "cache_size(-4096)"
 	readerCache = "cache_size(-2048)"
@@ -167,16 +165,14 @@ func (t *sqliteTx) copyRows(ctx context.Context, table string, cols []string, n 
 	//
 	// Each row runs under a context that cannot be cancelled: given a
 	// cancellable one, the driver starts a watcher goroutine and installs a
-	// progress handler for every statement, which for 100,000 rows was a
-	// third of the insert's CPU and 115 MB of garbage. Cancellation is
-	// checked every 1,024 rows instead (and the transaction itself still
-	// watches ctx).
+	// progress handler for every statement, which costs more than the
+	// insert. Cancellation is checked every 1,024 rows instead (and the
+	// transaction itself still watches ctx).
 	//
 	// The rows go to the driver's statement directly (sql.Conn.Raw), with
 	// one argument slice for all of them: through database/sql every Exec
-	// allocated its own converted copy of the arguments, 62 MB of garbage
-	// in a 100,000-rule replacement (a quarter of its allocations), and GC
-	// cycles during a replacement stop the calls beside it.
+	// allocates its own converted copy of the arguments, and the garbage of
+	// a bulk replacement is GC work beside the calls.
 	if t.c == nil {
 		return errors.New("copyRows outside a write transaction")
 	}

@@ -1,4 +1,7 @@
-package director
+// Package ingest is the HTTP/2 entry for NFs that cannot produce to Kafka:
+// it validates their message copies and produces them into the topic of
+// their NF type, answering only once Kafka has acknowledged them.
+package ingest
 
 import (
 	"bytes"
@@ -16,13 +19,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// IngestConfig configures the HTTP/2 ingest handler.
-type IngestConfig struct {
+// Config configures the ingest handler.
+type Config struct {
 	Topics         []broker.TopicSpec // NF type -> topic of the same name
 	MaxBodyBytes   int64              // whole request; default 64 MiB
 	MaxRecordBytes int                // one copy; default 1 MiB (the broker's record limit)
@@ -35,7 +39,7 @@ type IngestConfig struct {
 
 type ingest struct {
 	cl     *kgo.Client
-	cfg    IngestConfig
+	cfg    Config
 	topics map[string]string // NF type (upper case) -> topic
 	pool   sync.Pool
 
@@ -43,12 +47,12 @@ type ingest struct {
 	rejected *prometheus.CounterVec
 }
 
-// NewIngestHandler serves POST /v1/copies for NFs that cannot speak Kafka:
+// NewHandler serves POST /v1/copies for NFs that cannot speak Kafka:
 // one JSON copy (application/json) or many (application/x-ndjson). Every
 // copy is validated first; a bad one rejects the whole request (400 naming
 // the line) and nothing is produced. 200 {"accepted":N} is written only after
 // Kafka acknowledged every copy. Serve it over h2 or h2c.
-func NewIngestHandler(cl *kgo.Client, cfg IngestConfig) http.Handler {
+func NewHandler(cl *kgo.Client, cfg Config) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
 	}

@@ -1,4 +1,4 @@
-package director
+package ingest
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // 413, and a JSON answer; never a panic or a hang.
 func FuzzIngest(f *testing.F) {
 	ctx := context.Background()
-	b, err := broker.Start(ctx, broker.Config{Addr: "127.0.0.1:0", Topics: testTopics[:3]}, nil)
+	b, err := broker.Start(ctx, broker.Config{Addr: "127.0.0.1:0", Topics: testTopics}, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func FuzzIngest(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer cl.Close()
-	h := NewIngestHandler(cl, IngestConfig{Topics: testTopics[:3], MaxBodyBytes: 64 << 10, Timeout: 5 * time.Second})
+	h := NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 64 << 10, Timeout: 5 * time.Second})
 	f.Add(append(append(record("a", "SCP", nfcopy.RequestIngress), '\n'), record("b", "NRF", nfcopy.ResponseEgress)...))
 	f.Add([]byte("{\"version\":\n"))
 	f.Add([]byte("\n\n"))

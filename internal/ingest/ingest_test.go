@@ -1,4 +1,4 @@
-package director
+package ingest
 
 import (
 	"bytes"
@@ -19,10 +19,11 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 func TestIngest(t *testing.T) {
-	b := startBroker(t, broker.Config{MaxMessageBytes: 64 << 10})
+	b := testkit.StartBroker(t, broker.Config{MaxMessageBytes: 64 << 10, Topics: testTopics})
 	cc := b.ClientConfig()
 	cc.MaxMessageBytes = 1 << 20 // let the broker, not the client, refuse big copies
 	cl, err := cc.NewClient()
@@ -31,7 +32,7 @@ func TestIngest(t *testing.T) {
 	}
 	defer cl.Close()
 	reg := prometheus.NewRegistry()
-	srv := httptest.NewUnstartedServer(NewIngestHandler(cl, IngestConfig{Topics: testTopics[:3], MaxBodyBytes: 512 << 10, Registerer: reg}))
+	srv := httptest.NewUnstartedServer(NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 512 << 10, Registerer: reg}))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
@@ -115,4 +116,21 @@ func TestIngest(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "signalbox_ingest_copies_total", "signalbox_ingest_rejected_total"); err != nil || n != 5 {
 		t.Errorf("ingest metric series = %d (%v), want 5 (SCP, NRF, 400, 413, 415)", n, err)
 	}
+}
+
+var testTopics = []broker.TopicSpec{{Name: "SCP", Partitions: 4}, {Name: "NRF", Partitions: 2}, {Name: broker.DLQTopic, Partitions: 1}}
+
+// record builds a valid copy record with correlation id id.
+func record(id string, nf string, dir nfcopy.Direction) []byte {
+	c := &nfcopy.Copy{
+		Version: "1.0.0", CorrelationID: id, Timestamp: time.Now().UnixNano(), Direction: dir, NFType: nf,
+		NFFQDN: "scp1.5gc.mnc030.mcc234.3gppnetwork.org", ProducerFQDN: "udm1", HopByHopID: "1",
+		Body: []byte(`{"servingNetworkName":"5G:mnc030.mcc234.3gppnetwork.org"}`),
+	}
+	if dir.IsRequest() {
+		c.Headers = []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/nudm-ueau/v1/x"}}}
+	} else {
+		c.Headers = []nfcopy.Header{{Name: ":status", Values: []string{"200"}}}
+	}
+	return nfcopy.AppendJSON(nil, c)
 }

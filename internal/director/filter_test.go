@@ -86,8 +86,8 @@ func TestFeedFilters(t *testing.T) {
 				t.Errorf("receiver got %d distinct / %d copies, want %d", d, total, want)
 			}
 			if c.filter != "" {
-				m := testutil.ToFloat64(h.m.ext.matched.WithLabelValues(c.name))
-				d := testutil.ToFloat64(h.m.ext.dropped.WithLabelValues(c.name))
+				m := testutil.ToFloat64(h.m.m.filterMatched.WithLabelValues(c.name))
+				d := testutil.ToFloat64(h.m.m.filterDropped.WithLabelValues(c.name))
 				if uint64(m) != c.matched || uint64(d) != c.total-c.matched {
 					t.Errorf("metrics matched %v dropped %v", m, d)
 				}
@@ -254,7 +254,7 @@ func TestXDRFeedWithNfsim(t *testing.T) {
 	}
 	// Offsets get committed once the records are out: lag reaches 0.
 	testkit.WaitFor(t, 15*time.Second, "xdr feed commits", func() bool { return h.status("tx").Lag == 0 })
-	if v := testutil.ToFloat64(h.m.ext.records.WithLabelValues("tx")); int(v) != len(ids) {
+	if v := testutil.ToFloat64(h.m.m.records.WithLabelValues("tx")); int(v) != len(ids) {
 		t.Errorf("records metric %v", v)
 	}
 	t.Logf("%d copies → %d records %v", count, len(ids), results)
