@@ -441,27 +441,36 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 			b.recs = append(b.recs, p.Records...)
 		}
 		for _, r := range p.Records {
-			if seen && r.Offset <= h {
-				b.redelivered++
-			}
 			if n == len(b.arena) {
 				b.arena = append(b.arena, new(nfcopy.Copy))
 			}
 			c := b.arena[n]
 			b.used = max(b.used, n+1)
-			if err := nfcopy.Decode(r.Value, c); err != nil {
-				b.dlq = f.deadLetter(b.dlq, r, err)
-				continue
+			if f.admit(b, r, c, nfcopy.Decode(r.Value, c), seen && r.Offset <= h) {
+				n++ // c is in the batch: the next record takes a fresh copy
 			}
-			if !f.dirs[c.Direction] || !f.pass(c) {
-				continue
-			}
-			n++
-			b.batch = append(b.batch, c)
 		}
 		b.marks = append(b.marks, p.Records[len(p.Records)-1])
 	})
 	return len(b.marks) > 0
+}
+
+// admit adds the copy c decoded from r to b if it decoded (decodeErr nil)
+// and the feed takes it (its directions and filter); an undecodable record
+// goes to b's dead letters. redelivered: r was delivered before.
+func (f *feed) admit(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, decodeErr error, redelivered bool) bool {
+	if redelivered {
+		b.redelivered++
+	}
+	if decodeErr != nil {
+		b.dlq = f.deadLetter(b.dlq, r, decodeErr)
+		return false
+	}
+	if !f.dirs[c.Direction] || !f.pass(c) {
+		return false
+	}
+	b.batch = append(b.batch, c)
+	return true
 }
 
 // release drops b's references into the records it was decoded from, once
@@ -478,18 +487,27 @@ func (b *pollBatch) release() {
 		return
 	}
 	b.mem = nil // a detached member's own read (tapMember.catchUp)
-	for _, c := range b.arena[:b.used] {
-		unpin(c)
-	}
-	b.used = 0
 	clear(b.marks)
 	clear(b.dlq)
-	// Last: the copies, marks and dead letters no longer point into them.
-	for _, r := range b.recs {
-		r.Recycle()
-	}
+	releaseDecoded(b.arena[:b.used], func(yield func([]*kgo.Record)) { yield(b.recs) })
+	b.used = 0
 	clear(b.recs)
 	b.recs = b.recs[:0]
+}
+
+// releaseDecoded unpins copies, then recycles the records they were decoded
+// from (each set eachRecords yields) into franz-go's pools: in that order,
+// so that no copy points into a recycled record. The caller has dropped
+// every other reference into the records.
+func releaseDecoded(copies []*nfcopy.Copy, eachRecords func(yield func([]*kgo.Record))) {
+	for _, c := range copies {
+		unpin(c)
+	}
+	eachRecords(func(recs []*kgo.Record) {
+		for _, r := range recs {
+			r.Recycle()
+		}
+	})
 }
 
 // unpin clears the fields of c that alias the record it was decoded from

@@ -537,18 +537,7 @@ func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) b
 		h, seen := f.highDelivered(k)
 		for ; j < len(recs); j++ {
 			r := recs[j]
-			if seen && r.Offset <= h {
-				b.redelivered++
-			}
-			if err := sb.errs[sp.first+j]; err != nil {
-				b.dlq = f.deadLetter(b.dlq, r, err)
-				continue
-			}
-			c := sb.arena[sp.first+j]
-			if !f.dirs[c.Direction] || !f.pass(c) {
-				continue
-			}
-			b.batch = append(b.batch, c)
+			f.admit(b, r, sb.arena[sp.first+j], sb.errs[sp.first+j], seen && r.Offset <= h)
 		}
 		b.marks = append(b.marks, last)
 		mem.advance(k, last.Offset+1)
@@ -699,20 +688,16 @@ func (sb *sharedBatch) unref() {
 	if sb.refs.Add(-1) != 0 {
 		return
 	}
-	for _, c := range sb.arena[:sb.used] {
-		unpin(c)
-	}
+	releaseDecoded(sb.arena[:sb.used], func(yield func([]*kgo.Record)) {
+		for i := range sb.parts {
+			yield(sb.parts[i].recs)
+		}
+	})
 	if sb.enc != nil {
 		sb.enc.Reset() // after unpin: no copy points into it now
 	}
 	clear(sb.errs[:sb.used])
 	sb.used = 0
-	// Last: the copies no longer point into the records.
-	for i := range sb.parts {
-		for _, r := range sb.parts[i].recs {
-			r.Recycle()
-		}
-	}
 	clear(sb.parts)
 	sb.parts = sb.parts[:0]
 	select {
