@@ -112,9 +112,16 @@ func TestRotationKeepAndTshark(t *testing.T) {
 				if got := len(strings.Fields(string(out))); got != n {
 					t.Errorf("%s: tshark read %d frames, file has %d records", f, got, n)
 				}
-				out, err = exec.Command(tshark, "-n", "-r", f, "-Y", "http2.header.value == \"/nudm-ueau/v1/x\"", "-T", "fields", "-e", "frame.number").CombinedOutput()
-				if err != nil || len(strings.TrimSpace(string(out))) == 0 {
+				// Only stdout: a warning on stderr is not a decoded frame.
+				out, err = exec.Command(tshark, "-n", "-r", f, "-Y", "http2.header.value == \"/nudm-ueau/v1/x\"", "-T", "fields", "-e", "frame.number").Output()
+				frames := strings.Fields(string(out))
+				if err != nil || len(frames) == 0 {
 					t.Errorf("tshark finds no HTTP/2 request with the copy's :path in %s: %v %s", f, err, out)
+				}
+				for _, fr := range frames {
+					if _, err := strconv.Atoi(fr); err != nil {
+						t.Errorf("tshark printed %q where a frame number belongs", fr)
+					}
 				}
 			}
 			t.Logf("%s: %d copies, %d files kept: %v", format, sent, len(files), files)
