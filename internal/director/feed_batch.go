@@ -1,0 +1,164 @@
+package director
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/nfcopy"
+)
+
+// pipelineDepth is how many polled batches a feed holds at once: one being
+// decoded and the others written or waiting to be (with a PipelinedSink, one
+// of them may be written and awaiting confirmation).
+const pipelineDepth = 3
+
+// pollBatch is one poll's copies on their way to the sink. Its copies point
+// into the poll's record values, which the client does not reuse.
+type pollBatch struct {
+	arena       []*nfcopy.Copy // decoded copies, reused across polls
+	used        int            // arena entries decoded by this poll
+	batch       []*nfcopy.Copy // those that passed direction and filter
+	marks       []*kgo.Record
+	dlq         []*kgo.Record
+	redelivered uint64
+	recycle     bool          // the client pools decompressed batches: recycle recs on release
+	recs        []*kgo.Record // every record of the poll, when recycle
+
+	cl     *kgo.Client  // the feed's own reader that polled it, which commits its marks; or
+	mem    *tapMember   // the tap membership that handed it, which commits them, and
+	shared *sharedBatch // the tap's batch its copies point into
+}
+
+// decode fills b from one poll; false when the poll held no records.
+func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
+	b.batch, b.marks, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.dlq[:0], 0
+	n := 0
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		f.checkGap(ctx, p.Topic, p.Partition, p.Records[0].Offset, p.Records[len(p.Records)-1].Offset+1)
+		h, seen := f.highDelivered(tp{p.Topic, p.Partition})
+		if b.recycle {
+			b.recs = append(b.recs, p.Records...)
+		}
+		for _, r := range p.Records {
+			if n == len(b.arena) {
+				b.arena = append(b.arena, new(nfcopy.Copy))
+			}
+			c := b.arena[n]
+			b.used = max(b.used, n+1)
+			if f.admit(b, r, c, nfcopy.Decode(r.Value, c), seen && r.Offset <= h) {
+				n++ // c is in the batch: the next record takes a fresh copy
+			}
+		}
+		b.marks = append(b.marks, p.Records[len(p.Records)-1])
+	})
+	return len(b.marks) > 0
+}
+
+// admit adds the copy c decoded from r to b if it decoded (decodeErr nil)
+// and the feed takes it (its directions and filter); an undecodable record
+// goes to b's dead letters. redelivered: r was delivered before.
+func (f *feed) admit(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, decodeErr error, redelivered bool) bool {
+	if redelivered {
+		b.redelivered++
+	}
+	if decodeErr != nil {
+		b.dlq = f.deadLetter(b.dlq, r, decodeErr)
+		return false
+	}
+	if !f.dirs[c.Direction] || !f.pass(c) {
+		return false
+	}
+	b.batch = append(b.batch, c)
+	return true
+}
+
+// release drops b's references into the records it was decoded from, once
+// they are delivered: a decoded string pins the whole decompressed producer
+// batch it points into (~150 KB), and four lagging feeds' idle arenas held
+// ~1 GB that way. The copies keep their reusable buffers.
+func (b *pollBatch) release() {
+	if b.shared != nil {
+		clear(b.batch)
+		clear(b.marks)
+		clear(b.dlq)
+		b.shared.unref()
+		b.shared, b.mem = nil, nil
+		return
+	}
+	b.mem = nil // a detached member's own read (tapMember.catchUp)
+	clear(b.marks)
+	clear(b.dlq)
+	releaseDecoded(b.arena[:b.used], func(yield func([]*kgo.Record)) { yield(b.recs) })
+	b.used = 0
+	clear(b.recs)
+	b.recs = b.recs[:0]
+}
+
+// releaseDecoded unpins copies, then recycles the records they were decoded
+// from (each set eachRecords yields) into franz-go's pools: in that order,
+// so that no copy points into a recycled record. The caller has dropped
+// every other reference into the records.
+func releaseDecoded(copies []*nfcopy.Copy, eachRecords func(yield func([]*kgo.Record))) {
+	for _, c := range copies {
+		unpin(c)
+	}
+	eachRecords(func(recs []*kgo.Record) {
+		for _, r := range recs {
+			r.Recycle()
+		}
+	})
+}
+
+// unpin clears the fields of c that alias the record it was decoded from
+// (nfcopy.Decode: strings and header values alias the raw record; Body is
+// copied), keeping the capacity of Headers, their Values and Body.
+func unpin(c *nfcopy.Copy) {
+	for i, h := range c.Headers[:cap(c.Headers)] {
+		clear(h.Values[:cap(h.Values)])
+		c.Headers[:cap(c.Headers)][i].Name = ""
+	}
+	c.Version, c.CorrelationID, c.ProducerID, c.ProducerFQDN = "", "", "", ""
+	c.ConsumerID, c.ConsumerFQDN, c.HopByHopID, c.NFType = "", "", "", ""
+	c.NFFQDN, c.NFInstanceID, c.PodInstanceID, c.SourceIP, c.DestIP = "", "", "", "", ""
+	c.Raw, c.Encoded = nil, nil
+}
+
+// deadLetter queues an undecodable record for the DLQ; it is then skipped.
+func (f *feed) deadLetter(dlq []*kgo.Record, r *kgo.Record, err error) []*kgo.Record {
+	reason := "invalid"
+	var de *nfcopy.DecodeError
+	if errors.As(err, &de) {
+		reason = de.Reason
+	}
+	f.invalid.Add(1)
+	f.m.m.invalid.WithLabelValues(r.Topic, reason).Inc()
+	return append(dlq, &kgo.Record{
+		Topic: f.m.cfg.DLQTopic,
+		Key:   r.Key,
+		Value: r.Value,
+		Headers: []kgo.RecordHeader{
+			{Key: "signalbox-error", Value: []byte(err.Error())},
+			{Key: "signalbox-reason", Value: []byte(reason)},
+			{Key: "signalbox-source-topic", Value: []byte(r.Topic)},
+			{Key: "signalbox-source-partition", Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
+			{Key: "signalbox-source-offset", Value: strconv.AppendInt(nil, r.Offset, 10)},
+			{Key: "signalbox-feed", Value: []byte(f.spec.Name)},
+		},
+	})
+}
+
+func (f *feed) flushDLQ(ctx context.Context, dlq []*kgo.Record) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := f.m.admin.ProduceSync(ctx, dlq...).FirstErr(); err != nil {
+		// The record is still skipped: a broken DLQ must not stop the feed.
+		f.log.Error("feed: dead-letter produce failed; invalid copies skipped", "count", len(dlq), "err", err)
+	}
+}

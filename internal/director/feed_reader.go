@@ -1,0 +1,188 @@
+package director
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// runSolo reads the feed's sources with its own consumer group until ctx
+// ends, or until the client cannot be built: the feed then stays in the
+// error state.
+func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
+	cl, err := f.m.cfg.Client.NewClient(readerOpts(pooled,
+		kgo.ConsumerGroup(f.group),
+		kgo.ConsumeTopics(f.spec.Sources...),
+		// Deleted-by-retention offsets restart at the log start; the
+		// gap is counted as lost, never silently skipped to the end.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(time.Second),
+		kgo.OnPartitionsAssigned(f.assigned),
+		kgo.OnPartitionsRevoked(f.revoked),
+		kgo.OnPartitionsLost(f.revoked),
+	)...)
+	if err != nil {
+		f.setErr(err)
+		f.setState(StateError)
+		f.log.Error("feed: kafka client", "err", err)
+		return
+	}
+	f.cl = cl
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := cl.CommitMarkedOffsets(cctx); err != nil {
+			f.log.Warn("feed: final commit", "err", err)
+		}
+		cancel()
+		cl.Close()
+	}()
+
+	var lastFetchErr time.Time
+	for ctx.Err() == nil {
+		// A free slot first, then the poll: while the sender is busy,
+		// copies gather in the client into one larger batch.
+		var b *pollBatch
+		select {
+		case b = <-p.free:
+		case <-p.sent: // the sender stopped: ctx ended
+			continue
+		case <-ctx.Done():
+			continue
+		}
+		fs := cl.PollRecords(ctx, f.m.cfg.MaxBatch)
+		if ctx.Err() != nil {
+			p.free <- b
+			break
+		}
+		f.fetchErrors(fs, &lastFetchErr)
+		b.cl = cl
+		if !f.decode(ctx, fs, b) {
+			p.free <- b
+			continue
+		}
+		p.work <- b // never blocks: at most pipelineDepth batches exist
+	}
+	// ctx ended: the sender stops with the batch in hand; nothing after it
+	// is marked, and the marks so far are committed as the client closes.
+	p.close()
+}
+
+// readerOpts are the fetch options of every reader of copies (a tap, a
+// feed's own reader, a detached member's catch-up) followed by opts; pooled
+// takes decompressed batches and records from pools (pollBatch.release).
+// A reader that is behind always has a full fetch buffered besides the
+// batches in its pipeline. NF copies compress well (snappy, 3 KB records),
+// so franz-go's 50 MB default would hold several times that decompressed
+// per lagging feed; 4 MB compressed is still more than a batch, and a
+// lagging feed catches up in few fetches.
+func readerOpts(pooled bool, opts ...kgo.Opt) []kgo.Opt {
+	base := []kgo.Opt{kgo.FetchMaxWait(500 * time.Millisecond), kgo.FetchMaxBytes(4 << 20)}
+	if pooled {
+		base = append(base, kgo.WithPools(newDecompressPool(), newRecordPool()))
+	}
+	return append(base, opts...)
+}
+
+// fetchErrors notes a poll's fetch errors on the feed, logging one line
+// per burst (last is when the last was logged), not one per poll; a
+// cancelled or timed-out poll is no error.
+func (f *feed) fetchErrors(fs kgo.Fetches, last *time.Time) {
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		f.setErr(err)
+		if time.Since(*last) > 10*time.Second {
+			*last = time.Now()
+			f.log.Warn("feed: fetch", "topic", t, "partition", p, "err", err)
+		}
+	})
+}
+
+// highDelivered is the highest offset of the partition this feed delivered
+// in this process, if any.
+func (f *feed) highDelivered(k tp) (int64, bool) {
+	f.m.dmu.Lock()
+	defer f.m.dmu.Unlock()
+	h, ok := f.m.delivered[f.spec.Name][k]
+	return h, ok
+}
+
+// assigned notes, per new partition, where consumption resumes; a commit
+// below the log start means copies were deleted by retention unread.
+func (f *feed) assigned(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
+	committed, err := f.m.adm.FetchOffsets(ctx, f.group)
+	if err != nil {
+		f.log.Warn("feed: fetch committed offsets", "err", err)
+		return
+	}
+	starts, err := f.m.adm.ListStartOffsets(ctx, slices.Collect(maps.Keys(parts))...)
+	if err != nil {
+		f.log.Warn("feed: list start offsets", "err", err)
+		return
+	}
+	f.expMu.Lock()
+	defer f.expMu.Unlock()
+	for t, ps := range parts {
+		for _, p := range ps {
+			c, ok := committed.Lookup(t, p)
+			if !ok || c.Err != nil || c.At < 0 {
+				continue
+			}
+			next := c.At
+			if s, ok := starts.Lookup(t, p); ok && s.Err == nil && s.Offset > c.At {
+				f.countLost(t, p, s.Offset-c.At)
+				next = s.Offset
+			}
+			f.expect[tp{t, p}] = next
+		}
+	}
+}
+
+func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
+	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+		f.log.Warn("feed: commit on revoke", "err", err)
+	}
+	f.expMu.Lock()
+	for t, ps := range parts {
+		for _, p := range ps {
+			delete(f.expect, tp{t, p})
+		}
+	}
+	f.expMu.Unlock()
+}
+
+// checkGap counts copies skipped between what we expected next and what the
+// fetch returned, if retention deleted them (a gap can also be transaction
+// markers, which are not losses).
+func (f *feed) checkGap(ctx context.Context, t string, p int32, first, next int64) {
+	key := tp{t, p}
+	f.expMu.Lock()
+	exp, ok := f.expect[key]
+	f.expect[key] = next
+	f.expMu.Unlock()
+	if !ok || first <= exp {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	starts, err := f.m.adm.ListStartOffsets(lctx, t)
+	if err != nil {
+		return
+	}
+	if s, ok := starts.Lookup(t, p); ok && s.Err == nil && s.Offset > exp {
+		f.countLost(t, p, min(s.Offset, first)-exp)
+	}
+}
+
+func (f *feed) countLost(t string, p int32, n int64) {
+	f.lost.Add(uint64(n))
+	f.mLost.Add(float64(n))
+	f.setErr(errors.New("copies deleted by retention before delivery"))
+	f.log.Error("feed: copies deleted by retention before delivery", "topic", t, "partition", p, "lost", n)
+}
