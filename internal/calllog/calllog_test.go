@@ -125,15 +125,10 @@ func TestFullQueueDrops(t *testing.T) {
 	l := New(st, Config{QueueSize: 100}, reg, nil) // not running: nothing drains
 	const n = 200_000
 	r := rec(1)
-	start := time.Now()
+	// A Record that waited for the writer would never return here (nothing
+	// drains); its cost is BenchmarkRecord's.
 	for range n {
 		l.Record(r)
-	}
-	per := time.Since(start) / n
-	t.Logf("Record on a full queue: %v per call", per)
-	// Generous (race detector, shared cores); a blocking Record never returns.
-	if per > 20*time.Microsecond {
-		t.Errorf("Record took %v per call on a full queue", per)
 	}
 	if got := metric(t, reg, "signalbox_calllog_dropped_total"); got != n-100 {
 		t.Errorf("dropped = %v, want %d", got, n-100)

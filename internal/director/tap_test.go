@@ -157,16 +157,18 @@ func TestTapSpreadsPartitionsAcrossNodes(t *testing.T) {
 	n1.apply(specs...)
 	n2 := newHarness(t, b)
 	n2.run(specs...)
-	time.Sleep(time.Second) // the second node's tap joins the group
+	waitTapsSplit(t, []*harness{n1, n2}, 6) // SCP's 4 partitions and NRF's 2
 	const n = 3000
 	produce(t, pcl, "c", 0, n, 0)
 	for _, r := range []*receiver{ra, rb} {
 		testkit.WaitFor(t, 30*time.Second, "every copy on both feeds", func() bool { return len(r.missing("c", n)) == 0 })
 	}
 	for _, name := range []string{"a", "b"} {
+		// Each copy is read by the one node holding its partition: both
+		// deliver, and together exactly the copies produced.
 		d1, d2 := n1.status(name).Delivered, n2.status(name).Delivered
-		if d1 == 0 || d2 == 0 {
-			t.Errorf("feed %s: node 1 delivered %d, node 2 %d; want both to share the partitions", name, d1, d2)
+		if d1 == 0 || d2 == 0 || d1+d2 != n {
+			t.Errorf("feed %s: node 1 delivered %d, node 2 %d; want both to share the %d copies", name, d1, d2, n)
 		}
 	}
 	for i, r := range []*receiver{ra, rb} {
@@ -254,29 +256,7 @@ func TestTapDetachedFeedFollowsItsPartitions(t *testing.T) {
 
 	nodes = append(nodes, newHarness(t, b, cfg))
 	nodes[2].run(spec(rs[2]))
-	testkit.WaitFor(t, 20*time.Second, "the three taps to split the 6 partitions", func() bool {
-		seen := map[tp]int{}
-		for _, h := range nodes {
-			h.m.tmu.Lock()
-			for _, tap := range h.m.taps {
-				parts, _ := tap.assignment()
-				if len(parts) == 0 {
-					h.m.tmu.Unlock()
-					return false
-				}
-				for k := range parts {
-					seen[k]++
-				}
-			}
-			h.m.tmu.Unlock()
-		}
-		for _, c := range seen {
-			if c != 1 {
-				return false
-			}
-		}
-		return len(seen) == 6
-	})
+	waitTapsSplit(t, nodes, 6)
 	produce(t, pcl, "d", 0, n, 0)
 	rs[0].restart()
 	for _, prefix := range []string{"c", "d"} {
@@ -532,4 +512,34 @@ func TestTapMembersTakeTurns(t *testing.T) {
 	if !slices.Equal(mems, orig) {
 		t.Fatal("inTurn reordered its argument")
 	}
+}
+
+// waitTapsSplit waits until the nodes' taps hold the sources' parts
+// partitions between them, each partition on exactly one node and every
+// tap with some.
+func waitTapsSplit(t *testing.T, nodes []*harness, parts int) {
+	t.Helper()
+	testkit.WaitFor(t, 20*time.Second, fmt.Sprintf("the taps to split the %d partitions", parts), func() bool {
+		seen := map[tp]int{}
+		for _, h := range nodes {
+			h.m.tmu.Lock()
+			for _, tap := range h.m.taps {
+				held, _ := tap.assignment()
+				if len(held) == 0 {
+					h.m.tmu.Unlock()
+					return false
+				}
+				for k := range held {
+					seen[k]++
+				}
+			}
+			h.m.tmu.Unlock()
+		}
+		for _, c := range seen {
+			if c != 1 {
+				return false
+			}
+		}
+		return len(seen) == parts
+	})
 }

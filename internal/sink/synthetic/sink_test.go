@@ -172,7 +172,7 @@ func TestSinkConnectFailureBacksOff(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: connections are refused
-	s, err := New(Config{Endpoint: addr, Logger: testkit.Logger(), BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second})
+	s, err := New(Config{Endpoint: addr, Logger: testkit.Logger(), BackoffMin: time.Second, BackoffMax: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,12 +183,14 @@ func TestSinkConnectFailureBacksOff(t *testing.T) {
 	if s.Connected() || s.LastError() == "" {
 		t.Fatalf("Connected %v, LastError %q", s.Connected(), s.LastError())
 	}
-	// The next attempt waits out the backoff; a short ctx gives up first.
+	// The next attempt waits out the backoff (1 s); a short ctx gives up
+	// first. The bound is half the backoff, so a loaded box does not fail
+	// it, and a Send that waited the backoff out does.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	err = s.Send(ctx, sampleCopies())
-	if err == nil || ctx.Err() == nil || time.Since(start) > 150*time.Millisecond {
+	if err == nil || ctx.Err() == nil || time.Since(start) > 500*time.Millisecond {
 		t.Fatalf("Send during backoff: %v after %v", err, time.Since(start))
 	}
 
