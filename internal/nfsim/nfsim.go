@@ -265,68 +265,16 @@ type sender interface {
 // Run simulates the NFs until Count copies are sent, Duration passes or ctx
 // ends, printing progress to out every few seconds and a summary at the end.
 func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
-	if (len(cfg.Brokers) == 0) == (cfg.Ingest == "") {
-		return Stats{}, errors.New("nfsim: set exactly one of brokers and ingest")
+	if err := cfg.normalize(); err != nil {
+		return Stats{}, err
 	}
-	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
-		return Stats{}, fmt.Errorf("nfsim: rate %v: must be >= 0", cfg.Rate)
-	}
-	if cfg.Count < 0 || cfg.Duration < 0 || cfg.Size < 0 {
-		return Stats{}, errors.New("nfsim: count, duration and size must not be negative")
-	}
-	if cfg.Size == 0 {
-		cfg.Size = 3000
-	}
-	if cfg.Mix == nil {
-		cfg.Mix = DefaultMix()
-	}
-	for k, w := range cfg.Mix {
-		if !(w > 0) {
-			return Stats{}, fmt.Errorf("nfsim: mix %s: weight must be positive", k)
-		}
-	}
-	switch cfg.Key {
-	case "":
-		cfg.Key = "none"
-	case "none", "correlation":
-	default:
-		return Stats{}, fmt.Errorf("nfsim: key %q: want none or correlation", cfg.Key)
-	}
-	if cfg.Prewarm < 0 || cfg.Prewarm > 0 && (cfg.Ingest != "" || cfg.Rate == 0 || cfg.PrewarmRunID == "" ||
-		strings.Contains(cfg.PrewarmRunID, "/") || cfg.PrewarmRunID == cfg.RunID) {
-		return Stats{}, errors.New("nfsim: -prewarm needs Kafka, a rate, and a -prewarm-run-id (without '/') other than the run's")
-	}
-	if cfg.Progress <= 0 {
-		cfg.Progress = 5 * time.Second
-	}
-	if cfg.RunID == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		cfg.RunID = hex.EncodeToString(b[:])
-	}
-	if strings.Contains(cfg.RunID, "/") {
-		return Stats{}, fmt.Errorf("nfsim: run id %q must not contain '/'", cfg.RunID)
-	}
-
+	var seed [8]byte
+	_, _ = rand.Read(seed[:])
 	var quotas map[string]int64
 	if cfg.Count > 0 {
 		quotas = Quotas(cfg.Mix, cfg.Count)
 	}
-	var sum float64
-	for _, w := range cfg.Mix {
-		sum += w
-	}
-	var seed [8]byte
-	_, _ = rand.Read(seed[:])
-	var nfs []*nfState
-	for i, name := range sortedKeys(cfg.Mix) {
-		topic := cfg.Topics[name]
-		if topic == "" {
-			topic = name
-		}
-		nfs = append(nfs, &nfState{name: name, topic: topic, rate: cfg.Rate * cfg.Mix[name] / sum,
-			quota: quotas[name], gen: newGen(name, cfg.RunID, binary.LittleEndian.Uint64(seed[:])+uint64(i))})
-	}
+	nfs := newNFStates(&cfg, cfg.RunID, seed, quotas, 0)
 
 	var snd sender
 	var err error
@@ -339,96 +287,206 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 		return Stats{}, err
 	}
 	defer snd.close()
+	r := &runner{cfg: &cfg, snd: snd, ack: newLatencyHist(),
+		pool: sync.Pool{New: func() any { b := make([]byte, 0, cfg.Size+256); return &b }}}
 
-	var errs atomic.Int64
-	var firstErr atomic.Pointer[string]
-	var oversize int64
-	pool := sync.Pool{New: func() any { b := make([]byte, 0, cfg.Size+256); return &b }}
-	var measuring atomic.Bool // the run's own copies: their acks are timed
-	ack := newLatencyHist()
-
-	produce := func(nf *nfState) {
-		c := nf.gen.nextCopy()
-		bp := pool.Get().(*[]byte)
-		made := time.Now()
-		timed := measuring.Load()
-		rec, over := nf.gen.appendRecord((*bp)[:0], c, made.UnixNano(), cfg.Size)
-		if over {
-			oversize++
-		}
-		*bp = rec
-		nf.made++
-		// The parent ctx, not runCtx: copies made before the deadline still go.
-		snd.send(ctx, nf, c.CorrelationID, rec, func(err error) {
-			if err != nil {
-				if errs.Add(1) == 1 {
-					s := fmt.Sprintf("%s: %v", nf.name, err)
-					firstErr.Store(&s)
-				}
-			} else {
-				nf.sent.Add(1)
-				if timed {
-					ack.record(time.Since(made))
-				}
-			}
-			pool.Put(bp)
-		})
-	}
-
-	// A Kafka NF is connected before it has traffic to copy: its first
-	// copy of each type is sent alone and acknowledged before the clock
-	// starts, so that the connection, the topics' metadata and the
-	// producer id are not paid for by the first tens of milliseconds of
-	// paced copies (at 30K, ~2,000 copies waited 65-125 ms for them).
-	if ks, ok := snd.(*kafkaSender); ok {
-		for _, nf := range nfs {
-			if nf.quota == 0 || nf.made < nf.quota {
-				produce(nf)
-			}
-		}
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := ks.flush(wctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			return Stats{}, fmt.Errorf("nfsim: first copies: %w", err)
-		}
+	if err := r.connect(ctx, nfs); err != nil {
+		return Stats{}, err
 	}
 	var prewarmed int64
 	if cfg.Prewarm > 0 {
-		pre := make([]*nfState, len(nfs))
-		for i, nf := range nfs {
-			pre[i] = &nfState{name: nf.name, topic: nf.topic, rate: nf.rate,
-				gen: newGen(nf.name, cfg.PrewarmRunID, binary.LittleEndian.Uint64(seed[:])^uint64(i+1)<<40)}
-		}
-		if err := pace(ctx, pre, cfg.Prewarm, produce, snd); err != nil {
+		if prewarmed, err = r.prewarm(ctx, newNFStates(&cfg, cfg.PrewarmRunID, seed, nil, 1)); err != nil {
 			return Stats{}, err
 		}
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := snd.flush(wctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			return Stats{}, fmt.Errorf("nfsim: prewarm: %w", err)
-		}
-		prewarmed = sumSent(pre)
 	}
+	start := time.Now()
+	r.measure(ctx, nfs, start, out)
+	// Deliver what is in flight even when the run's time is up.
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ferr := snd.flush(flushCtx)
+	cancel()
+
+	st := r.stats(nfs, time.Since(start), prewarmed)
+	printSummary(out, cfg, st)
+	if ferr != nil {
+		return st, fmt.Errorf("nfsim: flush: %w", ferr)
+	}
+	if st.Errors > 0 {
+		return st, fmt.Errorf("nfsim: %d copies not delivered (first: %s)", st.Errors, st.FirstErr)
+	}
+	return st, nil
+}
+
+// normalize checks cfg and fills in its defaults.
+func (cfg *Config) normalize() error {
+	if (len(cfg.Brokers) == 0) == (cfg.Ingest == "") {
+		return errors.New("nfsim: set exactly one of brokers and ingest")
+	}
+	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
+		return fmt.Errorf("nfsim: rate %v: must be >= 0", cfg.Rate)
+	}
+	if cfg.Count < 0 || cfg.Duration < 0 || cfg.Size < 0 {
+		return errors.New("nfsim: count, duration and size must not be negative")
+	}
+	if cfg.Size == 0 {
+		cfg.Size = 3000
+	}
+	if cfg.Mix == nil {
+		cfg.Mix = DefaultMix()
+	}
+	for k, w := range cfg.Mix {
+		if !(w > 0) {
+			return fmt.Errorf("nfsim: mix %s: weight must be positive", k)
+		}
+	}
+	switch cfg.Key {
+	case "":
+		cfg.Key = "none"
+	case "none", "correlation":
+	default:
+		return fmt.Errorf("nfsim: key %q: want none or correlation", cfg.Key)
+	}
+	if cfg.Prewarm < 0 || cfg.Prewarm > 0 && (cfg.Ingest != "" || cfg.Rate == 0 || cfg.PrewarmRunID == "" ||
+		strings.Contains(cfg.PrewarmRunID, "/") || cfg.PrewarmRunID == cfg.RunID) {
+		return errors.New("nfsim: -prewarm needs Kafka, a rate, and a -prewarm-run-id (without '/') other than the run's")
+	}
+	if cfg.Progress <= 0 {
+		cfg.Progress = 5 * time.Second
+	}
+	if cfg.RunID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg.RunID = hex.EncodeToString(b[:])
+	}
+	if strings.Contains(cfg.RunID, "/") {
+		return fmt.Errorf("nfsim: run id %q must not contain '/'", cfg.RunID)
+	}
+	return nil
+}
+
+// newNFStates returns one state per NF type of the mix, in name order, with
+// its share of the rate and of quotas (nil: none). The run's own NFs have
+// prewarm 0; the prewarm's, 1, which gives their generators other seeds.
+func newNFStates(cfg *Config, runID string, seed [8]byte, quotas map[string]int64, prewarm uint64) []*nfState {
+	var sum float64
+	for _, w := range cfg.Mix {
+		sum += w
+	}
+	var nfs []*nfState
+	for i, name := range sortedKeys(cfg.Mix) {
+		topic := cfg.Topics[name]
+		if topic == "" {
+			topic = name
+		}
+		s := binary.LittleEndian.Uint64(seed[:]) + uint64(i)
+		if prewarm != 0 {
+			s = binary.LittleEndian.Uint64(seed[:]) ^ uint64(i+1)<<40
+		}
+		nfs = append(nfs, &nfState{name: name, topic: topic, rate: cfg.Rate * cfg.Mix[name] / sum,
+			quota: quotas[name], gen: newGen(name, runID, s)})
+	}
+	return nfs
+}
+
+// runner is what the phases of a run share: the sender, the record buffers,
+// and the tallies of acknowledged copies.
+type runner struct {
+	cfg       *Config
+	snd       sender
+	pool      sync.Pool
+	errs      atomic.Int64
+	firstErr  atomic.Pointer[string]
+	oversize  int64
+	measuring atomic.Bool // the run's own copies: their acks are timed
+	ack       *latencyHist
+}
+
+// produce makes nf's next copy and hands it to the sender.
+func (r *runner) produce(ctx context.Context, nf *nfState) {
+	c := nf.gen.nextCopy()
+	bp := r.pool.Get().(*[]byte)
+	made := time.Now()
+	timed := r.measuring.Load()
+	rec, over := nf.gen.appendRecord((*bp)[:0], c, made.UnixNano(), r.cfg.Size)
+	if over {
+		r.oversize++
+	}
+	*bp = rec
+	nf.made++
+	r.snd.send(ctx, nf, c.CorrelationID, rec, func(err error) {
+		if err != nil {
+			if r.errs.Add(1) == 1 {
+				s := fmt.Sprintf("%s: %v", nf.name, err)
+				r.firstErr.Store(&s)
+			}
+		} else {
+			nf.sent.Add(1)
+			if timed {
+				r.ack.record(time.Since(made))
+			}
+		}
+		r.pool.Put(bp)
+	})
+}
+
+// connect has a Kafka NF connected before it has traffic to copy: its
+// first copy of each type is sent alone and acknowledged before the clock
+// starts, so that the connection, the topics' metadata and the producer id
+// are not paid for by the first paced copies.
+func (r *runner) connect(ctx context.Context, nfs []*nfState) error {
+	ks, ok := r.snd.(*kafkaSender)
+	if !ok {
+		return nil
+	}
+	for _, nf := range nfs {
+		if nf.quota == 0 || nf.made < nf.quota {
+			r.produce(ctx, nf)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := ks.flush(wctx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("nfsim: first copies: %w", err)
+	}
+	return nil
+}
+
+// prewarm sends the prewarm NFs' copies for cfg.Prewarm, unmeasured, and
+// returns how many were acknowledged.
+func (r *runner) prewarm(ctx context.Context, pre []*nfState) (int64, error) {
+	if err := pace(ctx, pre, r.cfg.Prewarm, func(nf *nfState) { r.produce(ctx, nf) }, r.snd); err != nil {
+		return 0, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := r.snd.flush(wctx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		return 0, fmt.Errorf("nfsim: prewarm: %w", err)
+	}
+	return sumSent(pre), nil
+}
+
+// measure is the measured phase: every NF's copies at its rate (or as fast
+// as the sender takes them) until the quotas are sent, the duration passes
+// or ctx ends, with progress lines to out.
+func (r *runner) measure(ctx context.Context, nfs []*nfState, start time.Time, out io.Writer) {
+	cfg := r.cfg
 	runCtx := ctx
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
-	measuring.Store(true)
-	if ks, ok := snd.(*kafkaSender); ok {
+	r.measuring.Store(true)
+	if ks, ok := r.snd.(*kafkaSender); ok {
 		ks.rtt.timing.Store(true)
 	}
-	start := time.Now()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	nextProgress := start.Add(cfg.Progress)
 	var lastTotal int64
 	lastAt := start
-
-loop:
 	for {
 		now := time.Now()
 		elapsed := now.Sub(start).Seconds()
@@ -445,63 +503,57 @@ loop:
 			}
 			for nf.made < due {
 				if runCtx.Err() != nil {
-					break loop
+					return
 				}
-				produce(nf)
+				// The parent ctx, not runCtx: copies made before the
+				// deadline still go.
+				r.produce(ctx, nf)
 			}
 			if nf.quota == 0 || nf.made < nf.quota {
 				finished = false
 			}
 		}
-		snd.endTick(ctx)
+		r.snd.endTick(ctx)
 		if finished {
-			break
+			return
 		}
 		if now.After(nextProgress) {
 			total := sumSent(nfs)
 			fmt.Fprintf(out, "nfsim %s: sent %d (%.0f/s), errors %d\n", cfg.RunID, total,
-				float64(total-lastTotal)/now.Sub(lastAt).Seconds(), errs.Load())
+				float64(total-lastTotal)/now.Sub(lastAt).Seconds(), r.errs.Load())
 			lastTotal, lastAt = total, now
 			nextProgress = now.Add(cfg.Progress)
 		}
 		if cfg.Rate > 0 {
 			select {
 			case <-runCtx.Done():
-				break loop
+				return
 			case <-tick.C:
 			}
 		} else if runCtx.Err() != nil {
-			break loop
+			return
 		}
 	}
-	// Deliver what is in flight even when the run's time is up.
-	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	ferr := snd.flush(flushCtx)
-	cancel()
+}
 
-	st := Stats{RunID: cfg.RunID, Sent: map[string]int64{}, Errors: errs.Load(), Oversize: oversize, Elapsed: time.Since(start),
+// stats is the run's outcome.
+func (r *runner) stats(nfs []*nfState, elapsed time.Duration, prewarmed int64) Stats {
+	st := Stats{RunID: r.cfg.RunID, Sent: map[string]int64{}, Errors: r.errs.Load(), Oversize: r.oversize, Elapsed: elapsed,
 		Prewarm: prewarmed}
 	for _, nf := range nfs {
 		st.Sent[nf.name] = nf.sent.Load()
 	}
-	if p := firstErr.Load(); p != nil {
+	if p := r.firstErr.Load(); p != nil {
 		st.FirstErr = *p
 	}
-	st.Ack = ack.summary()
-	if ks, ok := snd.(*kafkaSender); ok {
+	st.Ack = r.ack.summary()
+	if ks, ok := r.snd.(*kafkaSender); ok {
 		st.ProduceRTT = ks.rtt.h.summary()
 	}
 	if secs := st.Elapsed.Seconds(); secs > 0 {
 		st.Rate = float64(st.Total()) / secs
 	}
-	printSummary(out, cfg, st)
-	if ferr != nil {
-		return st, fmt.Errorf("nfsim: flush: %w", ferr)
-	}
-	if st.Errors > 0 {
-		return st, fmt.Errorf("nfsim: %d copies not delivered (first: %s)", st.Errors, st.FirstErr)
-	}
-	return st, nil
+	return st
 }
 
 // pace produces nfs' copies at their rates for d: every copy due by d,
