@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -46,7 +47,20 @@ func FuzzDecodeRule(f *testing.F) {
 		var in ruleInput
 		err := decodeJSONBytes(b, &in)
 		if err == nil {
-			_ = in.rule("default")
+			// What was accepted survives a round trip: written out and
+			// decoded again, it is the same rule.
+			out1, err := json.Marshal(in)
+			if err != nil {
+				t.Fatalf("%q: accepted, but cannot be written: %v", b, err)
+			}
+			var again ruleInput
+			if err := decodeJSONBytes(out1, &again); err != nil {
+				t.Fatalf("%q: accepted, but its own encoding %s is refused: %v", b, out1, err)
+			}
+			out2, _ := json.Marshal(again)
+			if !bytes.Equal(out1, out2) {
+				t.Fatalf("%q: round trip differs:\n%s\n%s", b, out1, out2)
+			}
 			return
 		}
 		var ae *apiError
