@@ -12,6 +12,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
 
@@ -51,8 +52,26 @@ func TestXDRRekeyAcrossNodes(t *testing.T) {
 	if st, ok := nodes[0].Status("tx.rekey"); !ok || st.Type != TypeKafka {
 		t.Fatalf("first stage missing: %+v %v", st, ok)
 	}
-	// Let both members join the groups so that partitions are split.
-	time.Sleep(3 * time.Second)
+	// Both nodes are members of the correlating stage's group, each with
+	// partitions of the re-key topic, before anything is produced.
+	group := "signalbox-feed-tx"
+	testkit.WaitForState(t, 30*time.Second, "both nodes to hold partitions of "+group, func() (bool, string) {
+		gs, err := nodes[0].adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return false, err.Error()
+		}
+		g := gs[group]
+		if g.State != "Stable" || len(g.Members) != 2 {
+			return false, fmt.Sprintf("state %s, %d members", g.State, len(g.Members))
+		}
+		for _, mem := range g.Members {
+			ca, ok := mem.Assigned.AsConsumer()
+			if !ok || len(ca.Topics) == 0 {
+				return false, "a member without partitions"
+			}
+		}
+		return true, ""
+	})
 
 	cl := producer(t, b)
 	const n = 200
@@ -102,6 +121,6 @@ func TestXDRRekeyAcrossNodes(t *testing.T) {
 		}
 	}
 	if worked != 2 {
-		t.Logf("only %d of 2 nodes correlated (partition assignment may have given one node everything)", worked)
+		t.Errorf("%d of 2 nodes correlated, though both held partitions of the re-key topic", worked)
 	}
 }
