@@ -77,8 +77,8 @@ type Log struct {
 	log *slog.Logger
 
 	// The queue is a slice under a mutex rather than a channel: a channel
-	// receive in Run woke the writer goroutine for every call (a futex wake
-	// and a reschedule per call, ~5 % of the CURRI server's CPU). Record only
+	// receive in Run would wake the writer goroutine for every call (a futex
+	// wake and a reschedule per call). Record only
 	// wakes Run when a whole batch is waiting; otherwise Run takes what has
 	// queued every FlushInterval.
 	mu      sync.Mutex

@@ -112,8 +112,8 @@ func (p decompressPool) PutDecompressBytes(b []byte) { p.put(b) }
 func poolClass(n int) int { return classPool[byte]{minShift: poolMinShift}.class(n) }
 
 // recordPool is a feed client's kgo.PoolRecords: the slices a fetched
-// batch's records are decoded into (one per producer batch: ~90 MB/s of
-// garbage at 30K copies/s before), by power-of-two length from 8 to 32,768
+// batch's records are decoded into (one per producer batch, otherwise
+// garbage at the copy rate), by power-of-two length from 8 to 32,768
 // records, at most recordClassBytes of free ones per class. Like the
 // decompressed bytes, a slice comes back once every record of its batch is
 // recycled (pollBatch.release), zeroed: its records point into the batch's

@@ -205,9 +205,8 @@ type gen struct {
 	scratch              [5][]byte // per-transaction string storage, reused
 	// The transaction's other strings and one-value header lists, in
 	// storage reused transaction after transaction (a copy is sent before
-	// the next transaction starts): nfsim allocated ~40 small objects per
-	// transaction, 16 % of its CPU on the harness core it shares with the
-	// probes.
+	// the next transaction starts), so that nfsim allocates nothing per
+	// copy on the harness core it shares with the probes.
 	arena   []byte
 	vals    []string
 	errRate float64

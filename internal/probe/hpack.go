@@ -11,8 +11,8 @@ import (
 // hpackDecoder decodes HPACK header blocks (RFC 7541) in place, handing each
 // field to flow.field as slices of the block (or of a scratch buffer, for
 // Huffman-coded strings) without making strings. x/net's Decoder made a
-// string of every name and value, a copy's 2.5 KB padding header among them:
-// 30 % of a probe's CPU. It is the whole of RFC 7541's decoding — static
+// string of every name and value, a copy's 2.5 KB padding header among them,
+// which made it most of a probe's CPU. It is the whole of RFC 7541's decoding — static
 // and dynamic tables, size updates, Huffman strings — and FuzzHPACK holds it
 // to x/net's Decoder: the same blocks accepted, the same fields out.
 type hpackDecoder struct {

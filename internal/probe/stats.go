@@ -60,7 +60,7 @@ type Report struct {
 // seqTrack is the set of seq numbers seen for one run/NF type: all up to low,
 // plus the out-of-order ones above it, as bits from base on (a copy stream
 // interleaves the producer's partitions, so most copies arrive out of
-// order; a map of them cost the probe 6 % of its CPU). Numbers too far
+// order, and a map of them would be a hash per copy). Numbers too far
 // ahead for the window go to far.
 type seqTrack struct {
 	low, max int64

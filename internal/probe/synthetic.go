@@ -122,8 +122,7 @@ type flowSlot struct {
 
 // flow returns the state of key's flow. The table is direct-mapped: a new
 // flow takes its slot from whichever flow held it (a map with a victim
-// evicted per new flow spent 13 % of the probe's CPU probing past its
-// deleted entries). The HPACK decoder is then fresh: a flow's dynamic table
+// evicted per new flow probes past its deleted entries). The HPACK decoder is then fresh: a flow's dynamic table
 // must not leak into another.
 func (d *connDecoder) flow(key flowKey) *flow {
 	if d.slots == nil {

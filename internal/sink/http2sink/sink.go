@@ -65,9 +65,9 @@ type Sink struct {
 	client    *http.Client
 
 	// Requests run on long-lived workers, at most Concurrency of them,
-	// started as the load needs them: a goroutine per copy grew its stack
-	// through the HTTP/2 client and TLS (copystack was 16 % of serve's CPU
-	// on an http2 feed at 10K), a worker keeps its grown stack.
+	// started as the load needs them: a goroutine per copy would grow its
+	// stack through the HTTP/2 client and TLS every time; a worker keeps its
+	// grown stack.
 	work    chan func()
 	stop    chan struct{}
 	wmu     sync.Mutex

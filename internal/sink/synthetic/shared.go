@@ -15,9 +15,8 @@ import (
 // them are synthetic feeds of one key (the same address mappings), it has
 // the copies encoded this way once, and each feed's encoder adds only what
 // its own connection decides: the set-up records of a flow it has not seen,
-// the sequence numbers, the headers below HTTP/2 and the checksums. With
-// four such feeds that part was most of each sink's encoding, and 15 % of
-// serve's CPU.
+// the sequence numbers, the headers below HTTP/2 and the checksums. The
+// shared part is most of a sink's encoding.
 //
 // A copy whose stream id only the flow can give (no x-http2-stream-id and no
 // correlation id: the flow's next stream) is left to each encoder. Encode

@@ -3,9 +3,8 @@
 // blob, the batch's time range, a bitmask of its decisions and a Bloom
 // filter of its numbers. Writing a call
 // then costs an append to a buffer, not a B-tree insert into a table and its
-// indexes per call (profiled at ~34 µs of CPU per call on the embedded
-// SQLite with two number indexes, a third of the CURRI server's CPU at
-// 10,000 calls/s). A search walks segments newest first, skips those whose
+// indexes per call, which on the embedded SQLite cost more than answering
+// the call. A search walks segments newest first, skips those whose
 // time range, decisions or number filter rule them out, and decodes the rest.
 //
 // A record's ID is segmentID<<16 | index, so IDs grow with every write
