@@ -127,7 +127,7 @@ func unpin(c *nfcopy.Copy) {
 	c.Version, c.CorrelationID, c.ProducerID, c.ProducerFQDN = "", "", "", ""
 	c.ConsumerID, c.ConsumerFQDN, c.HopByHopID, c.NFType = "", "", "", ""
 	c.NFFQDN, c.NFInstanceID, c.PodInstanceID, c.SourceIP, c.DestIP = "", "", "", "", ""
-	c.Raw, c.Encoded = nil, nil
+	c.Raw = nil
 }
 
 // deadLetter queues an undecodable record for the DLQ; it is then skipped.

@@ -38,7 +38,13 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 			pend = append(pend, written{b, t})
 			return nil
 		}
-		t, err := ps.Write(ctx, b.batch)
+		var t uint64
+		var err error
+		if se, ok := ps.(SharedEncoder); ok && b.shared != nil && b.shared.enc != nil {
+			t, err = se.WriteShared(ctx, b.batch, b.shared.enc)
+		} else {
+			t, err = ps.Write(ctx, b.batch)
+		}
 		if err != nil {
 			return err
 		}

@@ -41,14 +41,15 @@ type PipelinedSink interface {
 	Confirmed(t uint64) (bool, error)
 }
 
-// SharedEncoder is a sink part of whose encoding of a copy does not depend
-// on its connection, so that a tap has that part made once for all its
-// members' sinks of one ShareKey (sharedBatch.share) and marks each copy with
-// it (nfcopy.Copy.Encoded) before handing it out; the sink uses it, and
-// encodes the copy itself when it is absent or of another key.
+// SharedEncoder is a pipelined sink part of whose encoding of a copy does
+// not depend on its connection (the synthetic sink), so that a tap has that
+// part made once for all its members' sinks of one ShareKey
+// (sharedBatch.share) and hands it to each with the batch (WriteShared);
+// the sink encodes a copy itself when the Shared has none of its key.
 type SharedEncoder interface {
 	ShareKey() any
 	NewShared() *synthetic.Shared
+	WriteShared(ctx context.Context, batch []*nfcopy.Copy, sh *synthetic.Shared) (uint64, error)
 }
 
 // SinkStatus is optionally implemented by sinks to report their connection.

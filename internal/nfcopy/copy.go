@@ -69,14 +69,6 @@ type Copy struct {
 	Body          []byte // the 5g-sbi-message, unescaped
 	Raw           []byte // the whole record as received
 
-	// Encoded is an encoding of the copy that several consumers of one
-	// decoded copy share: the director hands one decoded copy to every
-	// feed of a stream, and the synthetic sinks among them have the part
-	// of their encoding that does not depend on their connection made
-	// once (synthetic.Shared). Its maker owns its meaning and clears it
-	// before the copy is reused; Decode clears it too.
-	Encoded any
-
 	scratch []byte // unescaped strings of the last Decode; reused
 }
 

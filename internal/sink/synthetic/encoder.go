@@ -218,11 +218,16 @@ func scanHeaders(c *nfcopy.Copy) copyInfo {
 // CONTINUATION) and DATA frames in one TCP segment, or several when they
 // exceed what one IP packet holds.
 //
-// A copy whose Encoded is a shared encoding of this encoder's key
-// (Shared.Encode) has its frames, addresses and payload checksum taken from
-// there; the bytes are the same either way.
 func (e *Encoder) AppendCopy(dst []byte, c *nfcopy.Copy) []byte {
-	if p, ok := c.Encoded.(*precoded); ok && p.key == e.key {
+	return e.AppendCopyFrom(dst, c, nil)
+}
+
+// AppendCopyFrom is AppendCopy for a copy that sh (nil: none) may hold a
+// shared encoding of: when it holds one of this encoder's key, the copy's
+// frames, addresses and payload checksum are taken from there. The bytes
+// are the same either way.
+func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte {
+	if p := sh.encoding(c); p != nil && p.key == e.key {
 		key := flowKey{p.client, p.server}
 		slot, fl, dst := e.flow(dst, c.Timestamp, key)
 		dst = e.appendSegments(dst, c.Timestamp, key, &fl, p.request, p.payload, p.sum)

@@ -19,16 +19,17 @@ import (
 // shared part is most of a sink's encoding.
 //
 // A copy whose stream id only the flow can give (no x-http2-stream-id and no
-// correlation id: the flow's next stream) is left to each encoder. Encode
-// points each copy's Encoded at its encoding; the copies must not be
-// encoded by a sink after Reset, which the caller does once none of them
-// is in use (clearing their Encoded).
+// correlation id: the flow's next stream) is left to each encoder. A sink
+// is given the Shared beside the batch (Sink.WriteShared) and finds each
+// copy's encoding in it; Reset forgets them, which the caller does once no
+// sink is writing those copies.
 type Shared struct {
 	enc   *Encoder
 	buf   []byte // every copy's frames, end to end
 	pre   []precoded
 	ends  []int // end of each precoded's frames in buf
 	which []int // index in the copies of each precoded
+	at    map[*nfcopy.Copy]int32 // a copy's precoded
 }
 
 // precoded is one copy's shared encoding.
@@ -47,14 +48,13 @@ func (s *Sink) NewShared() *Shared { return newShared(s.cfg.Mappings) }
 func (s *Sink) ShareKey() any { return s.enc.key }
 
 func newShared(maps []Mapping) *Shared {
-	return &Shared{enc: NewEncoder(EncoderOptions{Mappings: maps, MaxFlows: 1})}
+	return &Shared{enc: NewEncoder(EncoderOptions{Mappings: maps, MaxFlows: 1}), at: map[*nfcopy.Copy]int32{}}
 }
 
 // maxKeptShared bounds the frames buffer a Shared keeps between batches.
 const maxKeptShared = 16 << 20
 
-// Encode encodes the copies that tell their own stream id and sets their
-// Encoded.
+// Encode encodes the copies that tell their own stream id.
 func (s *Shared) Encode(cs []*nfcopy.Copy) {
 	s.buf, s.ends, s.which = s.buf[:0], s.ends[:0], s.which[:0]
 	if cap(s.pre) < len(cs) {
@@ -82,12 +82,24 @@ func (s *Shared) Encode(cs []*nfcopy.Copy) {
 		p := &s.pre[k]
 		p.payload = s.buf[start:s.ends[k]:s.ends[k]]
 		start = s.ends[k]
-		cs[s.which[k]].Encoded = p
+		s.at[cs[s.which[k]]] = int32(k)
 	}
+}
+
+// encoding is c's shared encoding, nil if s (which may be nil) has none.
+func (s *Shared) encoding(c *nfcopy.Copy) *precoded {
+	if s == nil {
+		return nil
+	}
+	if k, ok := s.at[c]; ok {
+		return &s.pre[k]
+	}
+	return nil
 }
 
 // Reset forgets the last Encode's encodings, keeping the buffers.
 func (s *Shared) Reset() {
+	clear(s.at)
 	clear(s.pre)
 	s.pre = s.pre[:0]
 	if cap(s.buf) > maxKeptShared {

@@ -34,7 +34,7 @@ func TestSharedEncodingSameBytes(t *testing.T) {
 			sh.Encode(cs)
 			shared := 0
 			for _, c := range cs {
-				if c.Encoded != nil {
+				if sh.encoding(c) != nil {
 					shared++
 				}
 			}
@@ -46,19 +46,18 @@ func TestSharedEncodingSameBytes(t *testing.T) {
 					plain.Reset()
 					withShared.Reset()
 				}
-				enc := c.Encoded
-				c.Encoded = nil
 				want = plain.AppendCopy(want[:0], c)
-				c.Encoded = enc
-				got = withShared.AppendCopy(got[:0], c)
+				got = withShared.AppendCopyFrom(got[:0], c, sh)
 				if !bytes.Equal(got, want) {
 					t.Fatalf("round %d, copy %d: %d bytes with the shared encoding, %d without; they differ", round, i, len(got), len(want))
 				}
 			}
-			for _, c := range cs {
-				c.Encoded = nil
-			}
 			sh.Reset()
+			for _, c := range cs {
+				if sh.encoding(c) != nil {
+					t.Fatal("a shared encoding outlived Reset")
+				}
+			}
 		}
 	}
 }
@@ -76,12 +75,11 @@ func TestSharedEncodingKeyed(t *testing.T) {
 	c := sampleCopies()[0]
 	sh := newShared(nil)
 	sh.Encode([]*nfcopy.Copy{c})
-	if c.Encoded == nil {
+	if sh.encoding(c) == nil {
 		t.Fatal("no shared encoding")
 	}
 	mapped := NewEncoder(EncoderOptions{Mappings: maps})
-	got := mapped.AppendCopy(nil, c)
-	c.Encoded = nil
+	got := mapped.AppendCopyFrom(nil, c, sh)
 	want := NewEncoder(EncoderOptions{Mappings: maps}).AppendCopy(nil, c)
 	if !bytes.Equal(got, want) {
 		t.Fatal("an encoder of another key used the shared encoding")
@@ -93,11 +91,12 @@ func TestSharedEncodingKeyed(t *testing.T) {
 func BenchmarkAppendCopyShared(b *testing.B) {
 	e := NewEncoder(EncoderOptions{})
 	c := request(1, nfcopy.RequestIngress, jsonBody(3000))
-	newShared(nil).Encode([]*nfcopy.Copy{c})
-	buf := e.AppendCopy(nil, c)
+	sh := newShared(nil)
+	sh.Encode([]*nfcopy.Copy{c})
+	buf := e.AppendCopyFrom(nil, c, sh)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(c.Body)))
 	for b.Loop() {
-		buf = e.AppendCopy(buf[:0], c)
+		buf = e.AppendCopyFrom(buf[:0], c, sh)
 	}
 }

@@ -135,7 +135,7 @@ var errClosed = errors.New("synthetic: sink closed")
 func (s *Sink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, err := s.write(ctx, batch)
+	t, err := s.write(ctx, batch, nil)
 	if err != nil {
 		return err
 	}
@@ -157,9 +157,15 @@ func (s *Sink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 // caller can encode and write the next batch meanwhile. Tickets grow with
 // every byte written, so confirming one confirms every earlier one.
 func (s *Sink) Write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error) {
+	return s.WriteShared(ctx, batch, nil)
+}
+
+// WriteShared is Write for a batch whose copies sh (nil: none) holds shared
+// encodings of (Shared.Encode); the bytes written are the same as Write's.
+func (s *Sink) WriteShared(ctx context.Context, batch []*nfcopy.Copy, sh *Shared) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.write(ctx, batch)
+	return s.write(ctx, batch, sh)
 }
 
 // Confirmed reports whether the consumer's TCP stack acknowledged every byte
@@ -209,7 +215,7 @@ func (s *Sink) fail(err error) error {
 
 // write encodes and writes batch, connecting first if needed; it returns the
 // ticket of the batch's last byte. s.mu is held.
-func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error) {
+func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy, sh *Shared) (uint64, error) {
 	if s.closed {
 		return 0, errClosed
 	}
@@ -239,7 +245,7 @@ func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error) 
 		b = s.enc.AppendHeader(b)
 	}
 	for _, c := range batch {
-		b = s.enc.AppendCopy(b, c)
+		b = s.enc.AppendCopyFrom(b, c, sh)
 	}
 	if cap(b) <= maxKeptBuf {
 		s.buf = b
