@@ -217,7 +217,6 @@ func scanHeaders(c *nfcopy.Copy) copyInfo {
 // records the first time the flow is seen, then the copy's HEADERS (+
 // CONTINUATION) and DATA frames in one TCP segment, or several when they
 // exceed what one IP packet holds.
-//
 func (e *Encoder) AppendCopy(dst []byte, c *nfcopy.Copy) []byte {
 	return e.AppendCopyFrom(dst, c, nil)
 }

@@ -27,8 +27,8 @@ type Shared struct {
 	enc   *Encoder
 	buf   []byte // every copy's frames, end to end
 	pre   []precoded
-	ends  []int // end of each precoded's frames in buf
-	which []int // index in the copies of each precoded
+	ends  []int                  // end of each precoded's frames in buf
+	which []int                  // index in the copies of each precoded
 	at    map[*nfcopy.Copy]int32 // a copy's precoded
 }
 
