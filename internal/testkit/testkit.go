@@ -112,3 +112,22 @@ func PostgresDSN(t testing.TB) string {
 	t.Fatal("SIGNALBOX_TEST_POSTGRES_DSN unset: run `make test`, which starts PostgreSQL")
 	return ""
 }
+
+// BenchSends runs send(batch) b.N times and reports copies/s and the whole
+// process's CPU µs per copy (the sink and its loopback consumer): robust
+// where wall time is not, on a shared machine.
+func BenchSends[T any](b *testing.B, batch []T, send func(context.Context, []T) error) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	cpu0 := CPUTime()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := send(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	copies := float64(b.N * len(batch))
+	b.ReportMetric(copies/b.Elapsed().Seconds(), "copies/s")
+	b.ReportMetric(float64((CPUTime()-cpu0).Microseconds())/copies, "cpu-µs/copy")
+}

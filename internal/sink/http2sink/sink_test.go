@@ -370,19 +370,5 @@ func BenchmarkSend(b *testing.B) {
 	}
 	defer s.Close()
 	batch := makeBatch(256, 3000, "bench")
-	ctx := context.Background()
-	b.ReportAllocs()
-	cpu0 := testkit.CPUTime()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := s.Send(ctx, batch); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	copies := float64(b.N * len(batch))
-	b.ReportMetric(copies/b.Elapsed().Seconds(), "copies/s")
-	// CPU time of the whole process (sink and loopback consumer): robust
-	// when the machine is shared and wall time is not.
-	b.ReportMetric(float64((testkit.CPUTime()-cpu0).Microseconds())/copies, "cpu-µs/copy")
+	testkit.BenchSends(b, batch, s.Send)
 }
