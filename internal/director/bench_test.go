@@ -11,6 +11,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit/fixture"
 )
 
 // countSink confirms every batch at once: the benchmark measures the feed
@@ -36,7 +37,7 @@ func BenchmarkFeed(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pcl.Close()
-	tmpl := string(record("x", "SCP", nfcopy.RequestIngress))
+	tmpl := string(fixture.Record("x", "SCP", nfcopy.RequestIngress))
 	pad := make([]byte, 3000-len(tmpl))
 	for i := range pad {
 		pad[i] = 'a' + byte(i%26)
@@ -108,7 +109,7 @@ func BenchmarkFeedLatency(b *testing.B) {
 	}
 	// Warm up until the group has joined and delivers.
 	for sink.n.Load() == 0 {
-		pcl.ProduceSync(ctx, &kgo.Record{Topic: "SCP", Value: record("warm", "SCP", nfcopy.RequestIngress)})
+		pcl.ProduceSync(ctx, &kgo.Record{Topic: "SCP", Value: fixture.Record("warm", "SCP", nfcopy.RequestIngress)})
 		time.Sleep(20 * time.Millisecond)
 	}
 	m.mu.Lock()

@@ -28,7 +28,8 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 		b      *pollBatch
 		ticket uint64
 	}
-	var pend []written // oldest first
+	var pend []written          // oldest first
+	se, _ := ps.(SharedEncoder) // takes the tap's shared encoding with a batch
 	write := func(b *pollBatch) error {
 		if len(b.batch) == 0 { // nothing to write: confirmed with what precedes it
 			t := uint64(0)
@@ -40,7 +41,7 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 		}
 		var t uint64
 		var err error
-		if se, ok := ps.(SharedEncoder); ok && b.shared != nil && b.shared.enc != nil {
+		if se != nil && b.shared != nil && b.shared.enc != nil {
 			t, err = se.WriteShared(ctx, b.batch, b.shared.enc)
 		} else {
 			t, err = ps.Write(ctx, b.batch)

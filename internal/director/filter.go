@@ -69,14 +69,7 @@ func (f *feed) pass(c *nfcopy.Copy) bool {
 	if f.filt == nil || f.filt.copies == nil {
 		return true
 	}
-	if f.filt.copies.Match(c) {
-		f.matched.Add(1)
-		f.filt.mMatched.Inc()
-		return true
-	}
-	f.filteredOut.Add(1)
-	f.filt.mDropped.Inc()
-	return false
+	return f.countFiltered(f.filt.copies.Match(c))
 }
 
 // passRecord applies an xdr feed's filter to r, counting.
@@ -84,14 +77,19 @@ func (f *feed) passRecord(r *xdr.Record) bool {
 	if f.filt == nil || f.filt.records == nil {
 		return true
 	}
-	if f.filt.records.Match(r) {
+	return f.countFiltered(f.filt.records.Match(r))
+}
+
+// countFiltered counts one filter verdict and returns it.
+func (f *feed) countFiltered(matched bool) bool {
+	if matched {
 		f.matched.Add(1)
 		f.filt.mMatched.Inc()
-		return true
+	} else {
+		f.filteredOut.Add(1)
+		f.filt.mDropped.Inc()
 	}
-	f.filteredOut.Add(1)
-	f.filt.mDropped.Inc()
-	return false
+	return matched
 }
 
 // filterStatus adds the filter and record counters to st.

@@ -22,6 +22,7 @@ import (
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/nfsim"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/fixture"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
 
@@ -35,7 +36,7 @@ func filterCorpus(t *testing.T, cl *kgo.Client, n int) {
 	for _, nf := range []string{"SCP", "NRF"} {
 		for _, d := range []nfcopy.Direction{nfcopy.RequestIngress, nfcopy.RequestEgress, nfcopy.ResponseIngress, nfcopy.ResponseEgress} {
 			for i := range n {
-				recs = append(recs, &kgo.Record{Topic: nf, Value: record(fmt.Sprintf("f-%s-%s-%d", nf, d, i), nf, d)})
+				recs = append(recs, &kgo.Record{Topic: nf, Value: fixture.Record(fmt.Sprintf("f-%s-%s-%d", nf, d, i), nf, d)})
 			}
 		}
 	}
@@ -277,8 +278,8 @@ func TestXDRFeedRecordFilterToFile(t *testing.T) {
 			nf = "NRF"
 		}
 		id := fmt.Sprintf("t-%d", i)
-		recs = append(recs, &kgo.Record{Topic: nf, Value: record(id, nf, nfcopy.RequestIngress)},
-			&kgo.Record{Topic: nf, Value: record(id, nf, nfcopy.ResponseEgress)})
+		recs = append(recs, &kgo.Record{Topic: nf, Value: fixture.Record(id, nf, nfcopy.RequestIngress)},
+			&kgo.Record{Topic: nf, Value: fixture.Record(id, nf, nfcopy.ResponseEgress)})
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -341,7 +342,7 @@ func TestExport(t *testing.T) {
 				d = nfcopy.ResponseEgress
 			}
 			recs = append(recs, &kgo.Record{Topic: nf, Timestamp: base.Add(time.Duration(w)*time.Minute + time.Duration(i)*time.Millisecond),
-				Value: record(fmt.Sprintf("e%d-%d", w, i), nf, d)})
+				Value: fixture.Record(fmt.Sprintf("e%d-%d", w, i), nf, d)})
 		}
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/fixture"
 )
 
 var testTopics = []broker.TopicSpec{
@@ -32,21 +33,6 @@ func startBroker(t *testing.T, cfg broker.Config) *broker.Broker {
 	return testkit.StartBroker(t, cfg)
 }
 
-// record builds a valid copy record with correlation id id.
-func record(id string, nf string, dir nfcopy.Direction) []byte {
-	c := &nfcopy.Copy{
-		Version: "1.0.0", CorrelationID: id, Timestamp: time.Now().UnixNano(), Direction: dir, NFType: nf,
-		NFFQDN: "scp1.5gc.mnc030.mcc234.3gppnetwork.org", ProducerFQDN: "udm1", HopByHopID: "1",
-		Body: []byte(`{"servingNetworkName":"5G:mnc030.mcc234.3gppnetwork.org"}`),
-	}
-	if dir.IsRequest() {
-		c.Headers = []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/nudm-ueau/v1/x"}}}
-	} else {
-		c.Headers = []nfcopy.Header{{Name: ":status", Values: []string{"200"}}}
-	}
-	return nfcopy.AppendJSON(nil, c)
-}
-
 // producer writes copies with ids prefix-0..n-1 alternating SCP and NRF.
 func produce(t *testing.T, cl *kgo.Client, prefix string, from, to int, pace time.Duration) {
 	t.Helper()
@@ -59,7 +45,7 @@ func produce(t *testing.T, cl *kgo.Client, prefix string, from, to int, pace tim
 			if i%3 == 0 {
 				nf = "NRF"
 			}
-			recs = append(recs, &kgo.Record{Topic: nf, Value: record(fmt.Sprintf("%s-%d", prefix, i), nf, nfcopy.RequestIngress)})
+			recs = append(recs, &kgo.Record{Topic: nf, Value: fixture.Record(fmt.Sprintf("%s-%d", prefix, i), nf, nfcopy.RequestIngress)})
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Errorf("produce: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/fixture"
 )
 
 func testLogger() *slog.Logger {
@@ -221,9 +222,9 @@ func TestBadRecordGoesToDLQ(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	recs := []*kgo.Record{
-		{Topic: "SCP", Key: []byte("bad"), Value: record("good-0", "SCP", nfcopy.RequestIngress)},
+		{Topic: "SCP", Key: []byte("bad"), Value: fixture.Record("good-0", "SCP", nfcopy.RequestIngress)},
 		{Topic: "SCP", Key: []byte("bad"), Value: []byte(`{"version":"1.0.0","metadata-list":{`)},
-		{Topic: "SCP", Key: []byte("bad"), Value: record("good-1", "SCP", nfcopy.ResponseEgress)},
+		{Topic: "SCP", Key: []byte("bad"), Value: fixture.Record("good-1", "SCP", nfcopy.ResponseEgress)},
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -270,7 +271,7 @@ func TestDirectionFilter(t *testing.T) {
 	defer cancel()
 	var recs []*kgo.Record
 	for i, d := range []nfcopy.Direction{nfcopy.RequestIngress, nfcopy.RequestEgress, nfcopy.ResponseIngress, nfcopy.ResponseEgress} {
-		recs = append(recs, &kgo.Record{Topic: "SCP", Value: record("d-"+d.String()+"-"+string(rune('0'+i)), "SCP", d)})
+		recs = append(recs, &kgo.Record{Topic: "SCP", Value: fixture.Record("d-"+d.String()+"-"+string(rune('0'+i)), "SCP", d)})
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -333,7 +334,7 @@ func TestLostToRetentionCounted(t *testing.T) {
 	}
 	var recs []*kgo.Record
 	for i := range 20 {
-		recs = append(recs, &kgo.Record{Topic: "NRF", Value: record("x-"+string(rune('a'+i)), "NRF", nfcopy.RequestIngress)})
+		recs = append(recs, &kgo.Record{Topic: "NRF", Value: fixture.Record("x-"+string(rune('a'+i)), "NRF", nfcopy.RequestIngress)})
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/fixture"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
 
@@ -54,7 +55,7 @@ func TestXDRRekeyAcrossNodes(t *testing.T) {
 	}
 	// Both nodes are members of the correlating stage's group, each with
 	// partitions of the re-key topic, before anything is produced.
-	group := "signalbox-feed-tx"
+	group := nodes[0].cfg.GroupPrefix + spec.Name
 	testkit.WaitForState(t, 30*time.Second, "both nodes to hold partitions of "+group, func() (bool, string) {
 		gs, err := nodes[0].adm.DescribeGroups(ctx, group)
 		if err != nil {
@@ -86,7 +87,7 @@ func TestXDRRekeyAcrossNodes(t *testing.T) {
 			// would partition: without re-keying the copies of one
 			// transaction land on partitions owned by different nodes.
 			key := []byte(c.nf + "/" + id)
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: c.nf, Key: key, Value: record(id, c.nf, c.dir)}).FirstErr(); err != nil {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: c.nf, Key: key, Value: fixture.Record(id, c.nf, c.dir)}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
 		}

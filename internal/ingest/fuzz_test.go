@@ -11,6 +11,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit/fixture"
 )
 
 // FuzzIngest: any body gets 200 (with every non-blank line accepted), 400 or
@@ -28,7 +29,7 @@ func FuzzIngest(f *testing.F) {
 	}
 	defer cl.Close()
 	h := NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 64 << 10, Timeout: 5 * time.Second})
-	f.Add(append(append(record("a", "SCP", nfcopy.RequestIngress), '\n'), record("b", "NRF", nfcopy.ResponseEgress)...))
+	f.Add(append(append(fixture.Record("a", "SCP", nfcopy.RequestIngress), '\n'), fixture.Record("b", "NRF", nfcopy.ResponseEgress)...))
 	f.Add([]byte("{\"version\":\n"))
 	f.Add([]byte("\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -20,6 +20,7 @@ import (
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/fixture"
 )
 
 func TestIngest(t *testing.T) {
@@ -56,14 +57,14 @@ func TestIngest(t *testing.T) {
 		line     int
 		field    string
 	}{
-		{"one json copy", "application/json", string(record("j-1", "SCP", nfcopy.RequestIngress)), 200, 1, 0, ""},
-		{"ndjson batch", "application/x-ndjson", nd(record("n-1", "SCP", nfcopy.RequestIngress), record("n-2", "NRF", nfcopy.ResponseEgress), record("n-3", "SCP", nfcopy.RequestEgress)), 200, 3, 0, ""},
-		{"bad line rejects batch", "application/x-ndjson", nd(record("b-1", "SCP", nfcopy.RequestIngress), []byte(`{"version":`), record("b-3", "SCP", nfcopy.RequestIngress)), 400, 0, 2, ""},
+		{"one json copy", "application/json", string(fixture.Record("j-1", "SCP", nfcopy.RequestIngress)), 200, 1, 0, ""},
+		{"ndjson batch", "application/x-ndjson", nd(fixture.Record("n-1", "SCP", nfcopy.RequestIngress), fixture.Record("n-2", "NRF", nfcopy.ResponseEgress), fixture.Record("n-3", "SCP", nfcopy.RequestEgress)), 200, 3, 0, ""},
+		{"bad line rejects batch", "application/x-ndjson", nd(fixture.Record("b-1", "SCP", nfcopy.RequestIngress), []byte(`{"version":`), fixture.Record("b-3", "SCP", nfcopy.RequestIngress)), 400, 0, 2, ""},
 		{"missing field named", "application/json", `{"version":"1.0.0","metadata-list":{"timestamp":"1","message-direction":"REQUEST_INGRESS"},"header-list":{":method":["GET"],":path":["/"]}}`, 400, 0, 1, "metadata-list.feed-source.nf-type"},
-		{"unknown nf type", "application/x-ndjson", nd(record("u-1", "SCP", nfcopy.RequestIngress), record("u-2", "AMF", nfcopy.RequestIngress)), 400, 0, 2, "metadata-list.feed-source.nf-type"},
+		{"unknown nf type", "application/x-ndjson", nd(fixture.Record("u-1", "SCP", nfcopy.RequestIngress), fixture.Record("u-2", "AMF", nfcopy.RequestIngress)), 400, 0, 2, "metadata-list.feed-source.nf-type"},
 		{"empty", "application/x-ndjson", "\n\n", 400, 0, 0, ""},
 		{"wrong content type", "text/plain", "x", 415, 0, 0, ""},
-		{"body too large", "application/x-ndjson", strings.Repeat(string(record("l", "SCP", nfcopy.RequestIngress))+"\n", 2000), 413, 0, 0, ""},
+		{"body too large", "application/x-ndjson", strings.Repeat(string(fixture.Record("l", "SCP", nfcopy.RequestIngress))+"\n", 2000), 413, 0, 0, ""},
 		{"record too large for broker", "application/json", string(big), 413, 0, 0, ""},
 	}
 	adm := kadm.NewClient(cl)
@@ -119,18 +120,3 @@ func TestIngest(t *testing.T) {
 }
 
 var testTopics = []broker.TopicSpec{{Name: "SCP", Partitions: 4}, {Name: "NRF", Partitions: 2}, {Name: broker.DLQTopic, Partitions: 1}}
-
-// record builds a valid copy record with correlation id id.
-func record(id string, nf string, dir nfcopy.Direction) []byte {
-	c := &nfcopy.Copy{
-		Version: "1.0.0", CorrelationID: id, Timestamp: time.Now().UnixNano(), Direction: dir, NFType: nf,
-		NFFQDN: "scp1.5gc.mnc030.mcc234.3gppnetwork.org", ProducerFQDN: "udm1", HopByHopID: "1",
-		Body: []byte(`{"servingNetworkName":"5G:mnc030.mcc234.3gppnetwork.org"}`),
-	}
-	if dir.IsRequest() {
-		c.Headers = []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/nudm-ueau/v1/x"}}}
-	} else {
-		c.Headers = []nfcopy.Header{{Name: ":status", Values: []string{"200"}}}
-	}
-	return nfcopy.AppendJSON(nil, c)
-}

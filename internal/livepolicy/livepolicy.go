@@ -50,11 +50,11 @@ type Config struct {
 // Manager owns the lifecycle of the live policy snapshot. Load builds the
 // first one, Run keeps it current until its context ends.
 type Manager struct {
-	cfg     Config
-	engine  *callpolicy.Engine
-	store   Store
-	log     *slog.Logger
-	reloads *prometheus.CounterVec
+	checkEvery, hitsEvery time.Duration
+	engine                *callpolicy.Engine
+	store                 Store
+	log                   *slog.Logger
+	reloads               *prometheus.CounterVec
 
 	reload  chan struct{}  // full rebuild requests (Changed)
 	rulesCh chan *replaced // one policy's rules replaced (Replacing)
@@ -81,10 +81,11 @@ func New(cfg Config) *Manager {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{
-		cfg:    cfg,
-		engine: cfg.Engine,
-		store:  cfg.Store,
-		log:    log,
+		checkEvery: cfg.CheckEvery,
+		hitsEvery:  cfg.HitsEvery,
+		engine:     cfg.Engine,
+		store:      cfg.Store,
+		log:        log,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_policy_reloads_total",
 			Help: "Policy snapshots built: scope all (every policy loaded from the store) or policy (one policy's bulk-replaced rules recompiled)."},
 			[]string{"scope"}),
@@ -167,9 +168,9 @@ func (m *Manager) Replacing(policyID string, rules []callpolicy.Rule) (done func
 func (m *Manager) Run(ctx context.Context) {
 	defer m.compiles.Wait()
 	changes := m.store.Changes(ctx)
-	check := time.NewTicker(m.cfg.CheckEvery)
+	check := time.NewTicker(m.checkEvery)
 	defer check.Stop()
-	hits := time.NewTicker(m.cfg.HitsEvery)
+	hits := time.NewTicker(m.hitsEvery)
 	defer hits.Stop()
 	m.check(ctx) // anything committed between Load and the LISTEN above
 	for {

@@ -274,7 +274,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	if cfg.Count > 0 {
 		quotas = Quotas(cfg.Mix, cfg.Count)
 	}
-	nfs := newNFStates(&cfg, cfg.RunID, seed, quotas, 0)
+	base := binary.LittleEndian.Uint64(seed[:])
+	nfs := newNFStates(&cfg, cfg.RunID, quotas, func(i int) uint64 { return base + uint64(i) })
 
 	var snd sender
 	var err error
@@ -295,7 +296,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	}
 	var prewarmed int64
 	if cfg.Prewarm > 0 {
-		if prewarmed, err = r.prewarm(ctx, newNFStates(&cfg, cfg.PrewarmRunID, seed, nil, 1)); err != nil {
+		// Other seeds than the run's NFs: the prewarm's copies are its own.
+		pre := newNFStates(&cfg, cfg.PrewarmRunID, nil, func(i int) uint64 { return base ^ uint64(i+1)<<40 })
+		if prewarmed, err = r.prewarm(ctx, pre); err != nil {
 			return Stats{}, err
 		}
 	}
@@ -365,9 +368,9 @@ func (cfg *Config) normalize() error {
 }
 
 // newNFStates returns one state per NF type of the mix, in name order, with
-// its share of the rate and of quotas (nil: none). The run's own NFs have
-// prewarm 0; the prewarm's, 1, which gives their generators other seeds.
-func newNFStates(cfg *Config, runID string, seed [8]byte, quotas map[string]int64, prewarm uint64) []*nfState {
+// its share of the rate and of quotas (nil: none), the i-th generator seeded
+// with seed(i).
+func newNFStates(cfg *Config, runID string, quotas map[string]int64, seed func(i int) uint64) []*nfState {
 	var sum float64
 	for _, w := range cfg.Mix {
 		sum += w
@@ -378,12 +381,8 @@ func newNFStates(cfg *Config, runID string, seed [8]byte, quotas map[string]int6
 		if topic == "" {
 			topic = name
 		}
-		s := binary.LittleEndian.Uint64(seed[:]) + uint64(i)
-		if prewarm != 0 {
-			s = binary.LittleEndian.Uint64(seed[:]) ^ uint64(i+1)<<40
-		}
 		nfs = append(nfs, &nfState{name: name, topic: topic, rate: cfg.Rate * cfg.Mix[name] / sum,
-			quota: quotas[name], gen: newGen(name, runID, s)})
+			quota: quotas[name], gen: newGen(name, runID, seed(i))})
 	}
 	return nfs
 }

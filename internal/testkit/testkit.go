@@ -81,36 +81,39 @@ func StartBroker(t testing.TB, cfg broker.Config) *broker.Broker {
 	return b
 }
 
-// Tool returns the path of an outside program a test talks to. Missing,
-// it fails the test (make test installs it), except in -short mode (make
-// test-unit), where the test is skipped.
+// Outside marks a test that talks to an outside program or server (tshark,
+// kcat, Chromium, PostgreSQL). make test provides them all and runs such
+// tests; the developers' fast loop, make test-unit (-short), leaves them
+// out whether or not the tool happens to be installed.
+func Outside(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("talks to %s: left out of -short (make test-unit); make test runs it", what)
+	}
+}
+
+// Tool returns the path of an outside program a test talks to (see
+// Outside). Missing, it fails the test: make test installs it.
 func Tool(t testing.TB, name string) string {
 	t.Helper()
+	Outside(t, name)
 	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
+	if err != nil {
+		t.Fatalf("%s is required (make test installs it): %v", name, err)
 	}
-	if testing.Short() {
-		t.Skipf("%s not installed (-short); make test installs it", name)
-	}
-	t.Fatalf("%s is required (make test installs it): %v", name, err)
-	return ""
+	return path
 }
 
 // PostgresDSN is the DSN of the PostgreSQL database make test starts
-// (SIGNALBOX_TEST_POSTGRES_DSN). Unset, it fails the test, except in
-// -short mode, where the test is skipped.
+// (SIGNALBOX_TEST_POSTGRES_DSN; see Outside). Unset, it fails the test.
 func PostgresDSN(t testing.TB) string {
 	t.Helper()
+	Outside(t, "PostgreSQL")
 	dsn := os.Getenv("SIGNALBOX_TEST_POSTGRES_DSN")
-	if dsn != "" {
-		return dsn
+	if dsn == "" {
+		t.Fatal("SIGNALBOX_TEST_POSTGRES_DSN unset: run `make test`, which starts PostgreSQL")
 	}
-	if testing.Short() {
-		t.Skip("SIGNALBOX_TEST_POSTGRES_DSN unset (-short); make test starts PostgreSQL")
-	}
-	t.Fatal("SIGNALBOX_TEST_POSTGRES_DSN unset: run `make test`, which starts PostgreSQL")
-	return ""
+	return dsn
 }
 
 // BenchSends runs send(batch) b.N times and reports copies/s and the whole
