@@ -469,3 +469,100 @@ func withPolicy(s *Snapshot, cfg *PolicyConfig) (*Snapshot, error) {
 	}
 	return s.With(cp), nil
 }
+
+// CUCM sends the calling number as the trigger point saw it and, in
+// transformedcgpn, usually globalized; lists keyed in either form match a
+// call presenting the other, and a withheld number matches "anonymous".
+func TestListsMatchEitherFormAndAnonymous(t *testing.T) {
+	e := mustEngine(t, PolicyConfig{
+		Policy: Policy{ID: "p", DefaultAction: permit()},
+		Rules: []Rule{
+			{ID: 1, Priority: 1, Enabled: true, Match: Match{Calling: Anonymous, Called: "911"}, Action: permit()},
+			{ID: 2, Priority: 2, Enabled: true, Match: Match{TransformedCalling: Anonymous, Calling: "prefix:8"},
+				Action: Action{Decision: Divert, Destination: "5000"}},
+		},
+		Block: []ListEntry{
+			{ID: 10, Calling: "+13222000111"},
+			{ID: 11, Calling: "4000", Called: "+4930123"},
+			{ID: 12, Calling: Anonymous},
+		},
+	})
+	tests := []struct {
+		name  string
+		call  Call
+		step  Step
+		id    int64
+		form  string
+		allow bool
+	}{
+		{"E.164 entry, local calling, globalized transformed",
+			Call{Calling: "3222000111", TransformedCalling: "+13222000111", Called: "5"}, StepBlockList, 10, "transformed_calling", false},
+		{"E.164 entry, E.164 calling", Call{Calling: "+13222000111", Called: "5"}, StepBlockList, 10, "calling", false},
+		{"called in its transformed form",
+			Call{Calling: "4000", Called: "30123", TransformedCalled: "+4930123"}, StepBlockList, 11, "calling+transformed_called", false},
+		{"calling and called both transformed",
+			Call{Calling: "04000", TransformedCalling: "4000", Called: "30123", TransformedCalled: "+4930123"}, StepBlockList, 11,
+			"transformed_calling+transformed_called", false},
+		{"withheld caller is blocked", Call{Called: "5"}, StepBlockList, 12, "calling", false},
+		{"an empty calling number with a transformed one is not anonymous",
+			Call{TransformedCalling: "+13222000111", Called: "5"}, StepBlockList, 10, "transformed_calling", false},
+		{"other numbers pass", Call{Calling: "3222000112", TransformedCalling: "+13222000112", Called: "5"}, StepDefault, 0, "", true},
+	}
+	for _, tc := range tests {
+		d, ok := e.DryRun("p", &tc.call, t0)
+		if !ok || d.Step != tc.step || d.EntryID != tc.id || d.Form != tc.form || (d.Action.Decision == Permit) != tc.allow {
+			t.Errorf("%s: got step %s entry %d form %q %s; want %s %d %q", tc.name, d.Step, d.EntryID, d.Form, d.Action.Decision, tc.step, tc.id, tc.form)
+		}
+	}
+
+	// Rules name their fields: "anonymous" in calling holds for an empty
+	// calling field. The block list is empty here, so rules decide.
+	e = mustEngine(t, PolicyConfig{
+		Policy: Policy{ID: "p", DefaultAction: deny()},
+		Rules: []Rule{
+			{ID: 1, Priority: 1, Enabled: true, Match: Match{Calling: Anonymous, Called: "911"}, Action: permit()},
+			{ID: 2, Priority: 2, Enabled: true, Match: Match{TransformedCalling: Anonymous, Calling: "prefix:8"},
+				Action: Action{Decision: Divert, Destination: "5000"}},
+		},
+	})
+	for _, tc := range []struct {
+		call Call
+		rule int64
+	}{
+		{Call{Called: "911"}, 1},
+		{Call{Called: "912"}, 0},
+		{Call{Calling: "8123", Called: "1"}, 2},
+		{Call{Calling: "8123", TransformedCalling: "+18123", Called: "1"}, 0},
+	} {
+		if d, _ := e.DryRun("p", &tc.call, t0); d.RuleID != tc.rule {
+			t.Errorf("%+v: rule %d (%s), want %d", tc.call, d.RuleID, d.Step, tc.rule)
+		}
+	}
+}
+
+// One caller presented in both forms is one caller to the rate limit.
+func TestRateLimitKeyIsTheGlobalizedNumber(t *testing.T) {
+	e := mustEngine(t, PolicyConfig{Policy: Policy{ID: "p", DefaultAction: permit(),
+		RateLimit: &RateLimit{PerCalling: &Limit{Calls: 2, WindowSeconds: 60}}}})
+	calls := []Call{
+		{Calling: "3222000111", TransformedCalling: "+13222000111", Called: "1"},
+		{Calling: "+13222000111", Called: "1"},
+		{Calling: "93222000111", TransformedCalling: "+13222000111", Called: "1"},
+	}
+	for i := range calls {
+		d, _ := e.Evaluate("p", &calls[i], t0.Add(time.Duration(i)*time.Second))
+		if want := i == 2; (d.Step == StepRateLimit) != want {
+			t.Fatalf("call %d: step %s; the third call of one number should be limited", i, d.Step)
+		}
+		if i == 2 && d.Form != "transformed_calling" {
+			t.Errorf("form %q, want transformed_calling", d.Form)
+		}
+	}
+	// Withheld callers share one count.
+	for i := range 3 {
+		d, _ := e.Evaluate("p", &Call{Called: "1"}, t0.Add(time.Duration(i)*time.Second))
+		if want := i == 2; (d.Step == StepRateLimit) != want {
+			t.Fatalf("anonymous call %d: step %s", i, d.Step)
+		}
+	}
+}

@@ -62,14 +62,16 @@ type hitCounter struct {
 }
 
 type entry struct {
-	id      int64
-	expires int64
-	reason  string
+	id        int64
+	expires   int64
+	reason    string
+	hasCalled bool
 }
 
 type entryList struct {
-	entries []entry
-	matcher *match.Matcher // nil when the list is empty
+	entries   []entry
+	matcher   *match.Matcher // nil when the list is empty
+	anyCalled bool           // some entry has a called number
 }
 
 type rateLimit struct {
@@ -297,9 +299,10 @@ func compileList(kind ListKind, entries []ListEntry) (entryList, error) {
 		if err := b.Add([]string{e.Calling, e.Called}); err != nil {
 			return l, fmt.Errorf("%s list entry %d: %w", kind, e.ID, err)
 		}
-		ce := entry{id: e.ID, reason: fmt.Sprintf("%s list entry %d (calling %s", kind, e.ID, e.Calling)}
+		ce := entry{id: e.ID, reason: fmt.Sprintf("%s list entry %d (calling %s", kind, e.ID, e.Calling), hasCalled: e.Called != ""}
 		if e.Called != "" {
 			ce.reason += ", called " + e.Called
+			l.anyCalled = true
 		}
 		ce.reason += ") matched"
 		if e.ExpiresAt != nil {

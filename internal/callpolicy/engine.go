@@ -145,16 +145,15 @@ func (e *Engine) evaluate(policyID string, call *Call, now time.Time, live bool)
 		return Decision{}, false
 	}
 	nowN := now.UnixNano()
-	lists := [2]string{call.Calling, call.Called}
 
 	// 1. Allow list: permit and stop. 2. Block list: deny and stop.
-	if i := p.allow.match(lists[:], nowN); i >= 0 {
+	if i, form := p.allow.matchCall(call, nowN); i >= 0 {
 		en := &p.allow.entries[i]
-		return Decision{Policy: p.id, Action: Action{Decision: Permit}, Step: StepAllowList, EntryID: en.id, Reason: en.reason}, true
+		return Decision{Policy: p.id, Action: Action{Decision: Permit}, Step: StepAllowList, EntryID: en.id, Form: form, Reason: en.reason}, true
 	}
-	if i := p.block.match(lists[:], nowN); i >= 0 {
+	if i, form := p.block.matchCall(call, nowN); i >= 0 {
 		en := &p.block.entries[i]
-		return Decision{Policy: p.id, Action: Action{Decision: Deny, Reason: "blocked"}, Step: StepBlockList, EntryID: en.id, Reason: en.reason}, true
+		return Decision{Policy: p.id, Action: Action{Decision: Deny, Reason: "blocked"}, Step: StepBlockList, EntryID: en.id, Form: form, Reason: en.reason}, true
 	}
 
 	// 3. Rate limits.
@@ -162,8 +161,14 @@ func (e *Engine) evaluate(policyID string, call *Call, now time.Time, live bool)
 		if l.overall != nil && e.lim.take(limKey{policy: p.id, overall: true}, l.overall, l.block, nowN, live) {
 			return Decision{Policy: p.id, Action: l.action, Step: StepRateLimit, Reason: l.reasonOverall}, true
 		}
-		if l.perCalling != nil && e.lim.take(limKey{policy: p.id, calling: call.Calling}, l.perCalling, l.block, nowN, live) {
-			return Decision{Policy: p.id, Action: l.action, Step: StepRateLimit, Reason: l.reasonCalling}, true
+		if l.perCalling != nil {
+			key, form := call.TransformedCalling, formNames[1][0]
+			if key == "" {
+				key, form = call.Calling, formNames[0][0]
+			}
+			if e.lim.take(limKey{policy: p.id, calling: key}, l.perCalling, l.block, nowN, live) {
+				return Decision{Policy: p.id, Action: l.action, Step: StepRateLimit, Form: form, Reason: l.reasonCalling}, true
+			}
 		}
 	}
 
@@ -185,12 +190,58 @@ func (e *Engine) evaluate(policyID string, call *Call, now time.Time, live bool)
 	return Decision{Policy: p.id, Action: p.def, Step: StepDefault, Reason: "no rule matched: policy default"}, true
 }
 
-func (l *entryList) match(vals []string, now int64) int {
-	if l.matcher == nil {
-		return -1
+// formNames[i][j] names calling form i (0 plain, 1 transformed) and called
+// form j (0 plain, 1 transformed, 2 not matched on), as Decision.Form says.
+var formNames = [2][3]string{
+	{"calling", "calling+called", "calling+transformed_called"},
+	{"transformed_calling", "transformed_calling+called", "transformed_calling+transformed_called"},
+}
+
+// numberForms returns the distinct forms a number was presented in, and
+// which they are (0 as at the trigger point, 1 transformed): one empty form
+// when neither was presented.
+func numberForms(plain, transformed string) (vals [2]string, which [2]uint8, n int) {
+	switch {
+	case plain == "" && transformed != "":
+		return [2]string{transformed}, [2]uint8{1}, 1
+	case transformed == "" || transformed == plain:
+		return [2]string{plain}, [2]uint8{0}, 1
 	}
-	return l.matcher.Match(vals, func(i int) bool {
+	return [2]string{plain, transformed}, [2]uint8{0, 1}, 2
+}
+
+// matchCall returns the index of the lowest-id unexpired entry matching the
+// call in any form of its numbers, and the form it matched (Decision.Form),
+// or -1.
+func (l *entryList) matchCall(call *Call, now int64) (int, string) {
+	if l.matcher == nil {
+		return -1, ""
+	}
+	accept := func(i int) bool {
 		x := l.entries[i].expires
 		return x == 0 || x > now
-	})
+	}
+	cg, cgWhich, cgN := numberForms(call.Calling, call.TransformedCalling)
+	cd, cdWhich, cdN := numberForms(call.Called, call.TransformedCalled)
+	if !l.anyCalled {
+		cdN = 1 // no entry names a called number: one pass per calling form
+	}
+	best, form := -1, ""
+	var vals [2]string
+	for i := range cgN {
+		for j := range cdN {
+			vals[0], vals[1] = cg[i], cd[j]
+			k := l.matcher.Match(vals[:], accept)
+			if k < 0 || best >= 0 && k >= best {
+				continue
+			}
+			best = k
+			if l.entries[k].hasCalled {
+				form = formNames[cgWhich[i]][1+cdWhich[j]]
+			} else {
+				form = formNames[cgWhich[i]][0]
+			}
+		}
+	}
+	return best, form
 }

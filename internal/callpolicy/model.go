@@ -35,6 +35,10 @@ const (
 // `POST /curri` (no policy in the path) is evaluated against.
 const DefaultPolicyID = "default"
 
+// Anonymous is the match value (in calling and transformed_calling, and a
+// list entry's calling) that holds for a caller who presented no number.
+const Anonymous = "anonymous"
+
 // Call holds the six attributes CUCM sends for a call (empty when absent).
 type Call struct {
 	Calling            string `json:"calling"`
@@ -44,6 +48,10 @@ type Call struct {
 	TriggerPoint       string `json:"trigger_point"`
 	DeviceName         string `json:"device_name"`
 }
+
+// Anonymous reports whether the caller presented no number in either form
+// (a withheld or restricted caller ID).
+func (c *Call) Anonymous() bool { return c.Calling == "" && c.TransformedCalling == "" }
 
 // Policy is a named set of rules, lists and limits. Its ID is a slug used in
 // the CURRI URL (/curri/{id}).
@@ -59,6 +67,9 @@ type Policy struct {
 
 // RateLimit protects against toll fraud and TDoS: at most Calls calls in
 // WindowSeconds per calling number (and, when Overall is set, per policy).
+// A caller is counted under its transformed (globalized) number when CUCM
+// sends one, else under the calling number, so both forms of one number
+// share a count; callers who presented no number share one count.
 // When exceeded, Action (default deny) applies for BlockSeconds.
 type RateLimit struct {
 	PerCalling   *Limit  `json:"per_calling,omitempty"`
@@ -94,7 +105,8 @@ type Rule struct {
 
 // Match values: bare digits (optional leading +, also * # A-D) = exact;
 // "prefix:DIGITS"; "pattern:" CUCM route-pattern wildcards; "regex:" RE2,
-// anchored by the author. Empty = any.
+// anchored by the author; "anonymous" (calling, transformed_calling) = no
+// number presented in that field. Empty = any.
 type Match struct {
 	Calling            string `json:"calling,omitempty"`
 	Called             string `json:"called,omitempty"`
@@ -133,7 +145,10 @@ type Schedule struct {
 }
 
 // ListEntry is an allow or block list entry. Calling is required; Called is
-// optional (both must match when set). Values are exact, prefix: or pattern:.
+// optional (both must match when set). Values are exact, prefix: or pattern:;
+// Calling "anonymous" matches callers who presented no number. A number
+// matches in either form CUCM sends it: calling or transformed_calling
+// (usually the globalized +E.164 form), called or transformed_called.
 type ListEntry struct {
 	ID        int64      `json:"id"`
 	PolicyID  string     `json:"policy_id"`
@@ -160,7 +175,11 @@ type Decision struct {
 	Step    Step   `json:"step"`
 	RuleID  int64  `json:"rule_id,omitempty"`
 	EntryID int64  `json:"entry_id,omitempty"`
-	Reason  string `json:"explanation,omitempty"`
+	// Form names the number fields a list entry or per-caller rate limit
+	// matched on: "calling" or "transformed_calling", joined by "+" to
+	// "called" or "transformed_called" for an entry with a called number.
+	Form   string `json:"matched_form,omitempty"`
+	Reason string `json:"explanation,omitempty"`
 }
 
 // FieldError is a validation error naming the offending field.

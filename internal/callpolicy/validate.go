@@ -13,9 +13,9 @@ var ruleFieldNames = [6]string{"calling", "called", "transformed_calling", "tran
 
 func ruleFields() []match.FieldSpec {
 	return []match.FieldSpec{
-		{Name: "calling"},
+		{Name: "calling", Empty: Anonymous},
 		{Name: "called"},
-		{Name: "transformed_calling"},
+		{Name: "transformed_calling", Empty: Anonymous},
 		{Name: "transformed_called"},
 		{Name: "trigger_point", Text: true, FoldCase: true},
 		{Name: "device_name", Text: true},
@@ -23,7 +23,7 @@ func ruleFields() []match.FieldSpec {
 }
 
 func listFields() []match.FieldSpec {
-	return []match.FieldSpec{{Name: "calling", NoRegex: true}, {Name: "called", NoRegex: true}}
+	return []match.FieldSpec{{Name: "calling", NoRegex: true, Empty: Anonymous}, {Name: "called", NoRegex: true}}
 }
 
 func (m *Match) values() [6]string {

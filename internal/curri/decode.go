@@ -34,7 +34,7 @@ func decErr(reason, msg string) *DecodeError { return &DecodeError{Reason: reaso
 // maxDepth bounds element nesting; a CUCM request is four levels deep.
 const maxDepth = 64
 
-// The six Cisco attributes, in the order of fieldNames.
+// The six Cisco attributes Decode keeps.
 const (
 	fCalling = iota
 	fCalled
@@ -47,8 +47,12 @@ const (
 
 const ciscoAttrPrefix = "urn:cisco:uc:1.0:"
 
-// fieldFor maps a decoded AttributeId to a field index, or -1. The match is
-// ASCII case-insensitive: Cisco writes "urn:Cisco:uc:1.0:", its docs lowercase.
+// fieldOther marks a urn:Cisco:uc:1.0: attribute Decode does not know.
+const fieldOther = -2
+
+// fieldFor maps a decoded AttributeId to a field index, fieldOther for
+// another urn:Cisco:uc:1.0: attribute, or -1. The match is ASCII
+// case-insensitive: Cisco writes "urn:Cisco:uc:1.0:", its docs lowercase.
 func fieldFor(id []byte) int {
 	if len(id) <= len(ciscoAttrPrefix) || !equalFoldASCII(id[:len(ciscoAttrPrefix)], ciscoAttrPrefix) {
 		return -1
@@ -68,7 +72,7 @@ func fieldFor(id []byte) int {
 	case equalFoldASCII(n, "callingdevicename"):
 		return fDevice
 	}
-	return -1
+	return fieldOther
 }
 
 // equalFoldASCII reports whether b equals s ignoring ASCII case only (no
@@ -123,14 +127,36 @@ func charsetKind(label []byte) int {
 // decides the charset (CUCM's Content-Type says ISO-8859-1 while the body
 // says UTF-8); a declared ISO-8859-1 body is converted to UTF-8.
 //
-// Only callingnumber and callednumber are required (ReasonMissingAttribute
-// otherwise). transformedcgpn, transformedcdpn, triggerpointtype and
-// callingdevicename are left empty when absent; they are not copied from the
-// untransformed values. Values are trimmed of XML whitespace.
+// Only callednumber is required (ReasonMissingAttribute otherwise). An
+// empty or absent callingnumber is a caller who withheld their number
+// (callpolicy.Call.Anonymous). transformedcgpn, transformedcdpn,
+// triggerpointtype and callingdevicename are left empty when absent; they
+// are not copied from the untransformed values. Values are trimmed of XML
+// whitespace. An attribute given twice keeps its first value, as the other
+// CURRI parsers do (ElementTree's find, SAX handlers that keep the first).
 //
 // Any <!DOCTYPE or <!ENTITY is refused before parsing, so entity expansion
 // and external entities cannot happen. Errors are always *DecodeError.
 func Decode(body []byte, call *callpolicy.Call) error {
+	return DecodeRequest(body, call, nil)
+}
+
+// MaxUnknown is how many unknown urn:Cisco:uc:1.0: attribute ids one
+// request reports.
+const MaxUnknown = 4
+
+// Unknown collects the ids (after urn:Cisco:uc:1.0:) of Cisco attributes
+// Decode does not know, so a new CUCM release's attributes get noticed. The
+// ids are slices of the request body, valid while it is; an id written with
+// character references is not reported.
+type Unknown struct {
+	IDs [MaxUnknown][]byte
+	N   int
+}
+
+// DecodeRequest is Decode that also reports unknown Cisco attributes into
+// unknown (which may be nil).
+func DecodeRequest(body []byte, call *callpolicy.Call, unknown *Unknown) error {
 	body = bytes.TrimPrefix(body, utf8BOM)
 	if len(trimWS(body)) == 0 {
 		return decErr(ReasonEmpty, "empty body")
@@ -139,13 +165,13 @@ func Decode(body []byte, call *callpolicy.Call) error {
 		return decErr(ReasonDoctype, "DOCTYPE or ENTITY declarations are refused")
 	}
 	var scratch [512]byte
-	s := scanner{in: body}
+	s := scanner{in: body, unknown: unknown}
+	if unknown != nil {
+		unknown.N = 0
+	}
 	vals, err := s.run(scratch[:0])
 	if err != nil {
 		return err
-	}
-	if !s.seen[fCalling] || s.spans[fCalling][0] == s.spans[fCalling][1] {
-		return decErr(ReasonMissingAttribute, "no urn:Cisco:uc:1.0:callingnumber value")
 	}
 	if !s.seen[fCalled] || s.spans[fCalled][0] == s.spans[fCalled][1] {
 		return decErr(ReasonMissingAttribute, "no urn:Cisco:uc:1.0:callednumber value")
@@ -200,9 +226,10 @@ func isNameByte(c byte) bool {
 
 // scanner holds the state of one Decode; it lives on Decode's stack.
 type scanner struct {
-	in     []byte
-	pos    int
-	latin1 bool
+	in      []byte
+	pos     int
+	latin1  bool
+	unknown *Unknown
 
 	stack [maxDepth][2]int // open element names as [start,end) offsets into in
 	depth int
@@ -527,6 +554,13 @@ func (s *scanner) startTag(vals []byte) error {
 				return err
 			}
 			field = fieldFor(id)
+			if field == fieldOther {
+				if u := s.unknown; u != nil && u.N < MaxUnknown && isPlainASCII(raw) && bytes.IndexByte(raw, '&') < 0 {
+					u.IDs[u.N] = raw[len(ciscoAttrPrefix):]
+					u.N++
+				}
+				field = -1
+			}
 		} else if !isPlainASCII(raw) {
 			if _, err := s.decodeChars(nil, raw, kindAttr, false); err != nil {
 				return err
@@ -557,9 +591,10 @@ func (s *scanner) startTag(vals []byte) error {
 		}
 		if field >= 0 {
 			if s.seen[field] {
-				return s.malformed("duplicate attribute " + string(in[start:end]) + " " + fieldName(field))
+				field = -1 // the first value stands
+			} else {
+				s.seen[field] = true
 			}
-			s.seen[field] = true
 		}
 		s.inAttr, s.attrDepth, s.attrField, s.valueDone = true, s.depth, field, false
 	case s.inAttr && s.attrField >= 0 && !s.valueDone && !s.capturing && equalFoldASCII(loc, "attributevalue"):
@@ -571,21 +606,6 @@ func (s *scanner) startTag(vals []byte) error {
 	return nil
 }
 
-func fieldName(f int) string {
-	switch f {
-	case fCalling:
-		return "callingnumber"
-	case fCalled:
-		return "callednumber"
-	case fTransformedCalling:
-		return "transformedcgpn"
-	case fTransformedCalled:
-		return "transformedcdpn"
-	case fTrigger:
-		return "triggerpointtype"
-	}
-	return "callingdevicename"
-}
 
 // text handles character data (raw text or a CDATA section's content):
 // outside the root it must be white space, inside a captured AttributeValue

@@ -76,15 +76,16 @@ func decodeStd(body []byte, call *callpolicy.Call) error {
 				inAttr, attrDepth, field, valueDone = true, depth, -1, false
 				for _, a := range t.Attr {
 					if equalFoldASCII([]byte(a.Name.Local), "attributeid") {
-						field = fieldFor([]byte(a.Value))
+						field = max(fieldFor([]byte(a.Value)), -1)
 						break
 					}
 				}
 				if field >= 0 {
 					if seen[field] {
-						return errors.New("duplicate")
+						field = -1 // the first value stands
+					} else {
+						seen[field] = true
 					}
-					seen[field] = true
 				}
 			case inAttr && field >= 0 && !valueDone && !capturing && equalFoldASCII([]byte(t.Name.Local), "attributevalue"):
 				capturing, valDepth = true, depth
@@ -122,8 +123,8 @@ func decodeStd(body []byte, call *callpolicy.Call) error {
 	if !rootSeen {
 		return errors.New("no root")
 	}
-	if vals[fCalling] == "" || vals[fCalled] == "" {
-		return errors.New("missing attribute")
+	if vals[fCalled] == "" {
+		return errors.New("missing called number") // an absent calling number is an anonymous caller
 	}
 	*call = callpolicy.Call{
 		Calling: vals[fCalling], Called: vals[fCalled],

@@ -100,8 +100,8 @@ func TestDecodeEdges(t *testing.T) {
 	}
 	tests := []struct {
 		name, body string
-		calling    string // "" = must fail
-		reason     string
+		calling    string
+		reason     string // "" = must succeed with calling
 	}{
 		{"entities", wrap("&lt;&gt;&amp;&apos;&quot;"), `<>&'"`, ""},
 		{"char refs", wrap("&#43;&#x31;&#X32;"), "", ReasonMalformed},
@@ -116,7 +116,11 @@ func TestDecodeEdges(t *testing.T) {
 		{"comment in value", wrap("1<!-- 9 -->2"), "12", ""},
 		{"double dash comment", wrap("1<!-- a--b -->2"), "", ReasonMalformed},
 		{"]]> in text", wrap("1]]>2"), "", ReasonMalformed},
-		{"duplicate calling", strings.Replace(wrap("1"), "<Subject>", `<Subject><Attribute AttributeId="urn:cisco:uc:1.0:CALLINGNUMBER"><AttributeValue>9</AttributeValue></Attribute>`, 1), "", ReasonMalformed},
+		{"duplicate calling keeps the first", strings.Replace(wrap("1"), "<Subject>", `<Subject><Attribute AttributeId="urn:cisco:uc:1.0:CALLINGNUMBER"><AttributeValue>9</AttributeValue></Attribute>`, 1), "9", ""},
+		{"duplicate empty calling keeps the first", strings.Replace(wrap("1"), "<Subject>", `<Subject><Attribute AttributeId="urn:Cisco:uc:1.0:callingnumber"><AttributeValue/></Attribute>`, 1), "", ""},
+		{"absent calling is anonymous", strings.Replace(wrap("1"), "urn:Cisco:uc:1.0:callingnumber", "urn:Cisco:uc:1.0:callingdevicename", 1), "", ""},
+		{"unknown Cisco attribute", strings.Replace(wrap("1"), "<Subject>", `<Subject><Attribute AttributeId="urn:Cisco:uc:1.0:callingpartyname"><AttributeValue>Alice</AttributeValue></Attribute>`, 1), "1", ""},
+		{"padded value", wrap(" \t\n +4930123 \r\n"), "+4930123", ""},
 		{"second root", wrap("1") + "<Request/>", "", ReasonMalformed},
 		{"text after root", wrap("1") + "x", "", ReasonMalformed},
 		{"whitespace char ref after root", wrap("1") + "&#32;\n", "1", ""},
@@ -131,7 +135,7 @@ func TestDecodeEdges(t *testing.T) {
 		{"second AttributeValue ignored", strings.Replace(wrap("1"), "1</AttributeValue>", "1</AttributeValue><AttributeValue>7</AttributeValue>", 1), "1", ""},
 		{"whitespace only", " \r\n\t", "", ReasonEmpty},
 		{"BOM only", "\xEF\xBB\xBF", "", ReasonEmpty},
-		{"blank calling", wrap("  "), "", ReasonMissingAttribute},
+		{"blank calling is anonymous", wrap("  "), "", ""},
 		{"unsupported charset", `<?xml version="1.0" encoding="Shift_JIS"?>` + wrap("1"), "", ReasonBadEncoding},
 		{"latin1 value", `<?xml version='1.0' encoding='latin1'?>` + wrap("\xe91"), "é1", ""},
 	}
@@ -140,7 +144,7 @@ func TestDecodeEdges(t *testing.T) {
 			var got, std callpolicy.Call
 			err := Decode([]byte(tc.body), &got)
 			stdErr := decodeStd([]byte(tc.body), &std)
-			if tc.calling == "" {
+			if tc.reason != "" {
 				var de *DecodeError
 				if !errors.As(err, &de) || de.Reason != tc.reason {
 					t.Fatalf("Decode = %+v, %v; want reason %q", got, err, tc.reason)
@@ -217,4 +221,31 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestDecodeReportsUnknownCiscoAttributes(t *testing.T) {
+	body, err := os.ReadFile("testdata/requests/cisco_hello_world.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := `<Attribute AttributeId="urn:Cisco:uc:1.0:callingpartyname"><AttributeValue>Alice</AttributeValue></Attribute>` +
+		`<Attribute AttributeId="urn:oasis:names:tc:xacml:1.0:subject:subject-id"><AttributeValue>x</AttributeValue></Attribute>` +
+		`<Attribute AttributeId="URN:CISCO:UC:1.0:Verstat"><AttributeValue>TN-Validation-Passed</AttributeValue></Attribute>`
+	body = []byte(strings.Replace(string(body), "</Subject>", extra+"</Subject>", 1))
+	var c callpolicy.Call
+	var u Unknown
+	if err := DecodeRequest(body, &c, &u); err != nil {
+		t.Fatal(err)
+	}
+	if u.N != 2 || string(u.IDs[0]) != "callingpartyname" || string(u.IDs[1]) != "Verstat" {
+		t.Fatalf("unknown = %d %q %q; want callingpartyname and Verstat (not the OASIS attribute)", u.N, u.IDs[0], u.IDs[1])
+	}
+	if c.Calling != "9725550101" {
+		t.Errorf("calling = %q", c.Calling)
+	}
+	// A plain request reports none, and the count is reset per request.
+	plain, _ := os.ReadFile("testdata/requests/cisco_hello_world.xml")
+	if err := DecodeRequest(plain, &c, &u); err != nil || u.N != 0 {
+		t.Fatalf("plain request: N = %d, err %v", u.N, err)
+	}
 }

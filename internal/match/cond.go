@@ -50,6 +50,11 @@ type FieldSpec struct {
 	FoldCase bool
 	// NoRegex refuses "regex:" (list entries allow exact, prefix, pattern).
 	NoRegex bool
+	// Empty, if set, is the word that matches an empty value: a condition
+	// that holds only when the field is absent (for a calling number,
+	// "anonymous": a caller who withheld their number). An empty condition
+	// string still means any value.
+	Empty string
 }
 
 // Limits on condition values, to keep bad input from costing memory or time.
@@ -97,6 +102,9 @@ func (e *SyntaxError) Error() string {
 func Parse(spec FieldSpec, s string) (Cond, error) {
 	if s == "" {
 		return Cond{Kind: Any}, nil
+	}
+	if spec.Empty != "" && s == spec.Empty {
+		return Cond{Kind: Exact, Value: ""}, nil
 	}
 	kind, body, hasKind := splitKind(s)
 	if !hasKind {

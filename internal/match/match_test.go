@@ -358,3 +358,44 @@ func ExamplePatternRegexp() {
 	fmt.Println(s)
 	// Output: ^[9][1][23456789][0123456789][0123456789]+$
 }
+
+// The Empty word is a condition that holds only for an empty value; it is
+// indexed like an exact value and checked like one in a rule's other fields.
+func TestEmptyWord(t *testing.T) {
+	fields := []FieldSpec{{Name: "calling", Empty: "anonymous"}, {Name: "called"}}
+	if _, err := Parse(FieldSpec{Name: "called"}, "anonymous"); err == nil {
+		t.Fatal("anonymous accepted as a dial string in a field without the word")
+	}
+	b := NewBuilder(fields, Options{})
+	for _, r := range [][]string{
+		{"anonymous", "5000"}, // 0: withheld caller to 5000
+		{"prefix:+1", ""},     // 1
+		{"anonymous", ""},     // 2: any withheld caller
+	} {
+		if err := b.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		vals []string
+		want int
+	}{
+		{[]string{"", "5000"}, 0},
+		{[]string{"", "6000"}, 2},
+		{[]string{"+1555", ""}, 1},
+		{[]string{"anonymous", "5000"}, -1}, // the word is not a value
+		{[]string{"5000", "5000"}, -1},
+	} {
+		if got := m.Match(tt.vals, nil); got != tt.want {
+			t.Errorf("Match(%q) = %d, want %d", tt.vals, got, tt.want)
+		}
+	}
+	c, _ := Parse(fields[0], "anonymous")
+	if !c.MatchString("") || c.MatchString("1") {
+		t.Error("MatchString disagrees with the matcher on the Empty word")
+	}
+}
