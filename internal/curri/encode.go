@@ -7,49 +7,68 @@ import (
 	"github.com/signalbox/signalbox/internal/callpolicy"
 )
 
-// The response is assembled from these templates. Everything after
+// The response is assembled from these templates, which are the forms of
+// Cisco's DevNet CURRI sample server byte for byte (testdata/cisco cites
+// them), since those are what CUCM is known to accept. Everything after
 // "<AttributeValue ...>" and before "</AttributeValue>" is CIXML that has
 // already been escaped once for the XACML document, as Cisco requires
-// ("The < and > characters have to be escaped as &lt; and &gt;"). The
-// ObligationId is the one Cisco documents; the AttributeId strings follow
-// Cisco's sample server (CUCM does not interpret either).
+// ("The < and > characters have to be escaped as &lt; and &gt;"). Where
+// the samples differ from Cisco's prose or from the one published CIXML
+// schema (ver= rather than version=, an empty or absent <Status>,
+// <reason> after </divert> and </reject> rather than inside them), the
+// samples are followed: CUCM's parser is the judge, and the samples are what
+// Cisco ran against it. The samples' XML declaration is left out: it is
+// malformed (encoding before version), and without one a document is UTF-8.
 const (
-	permitHead = `<Response><Result><Decision>Permit</Decision>` + statusOK +
-		`<Obligations><Obligation FulfillOn="Permit" ObligationId="urn:cisco:cepm:3.3:xacml:policy-attribute">`
-	denyHead = `<Response><Result><Decision>Deny</Decision>` + statusOK +
-		`<Obligations><Obligation FulfillOn="Deny" ObligationId="urn:cisco:cepm:3.3:xacml:policy-attribute">`
-	statusOK = `<Status><StatusCode Value="urn:oasis:names:tc:xacml:1.0:status:ok"/></Status>`
+	permitHead = `<Response><Result><Decision>Permit</Decision><Status></Status>` +
+		`<Obligations><Obligation FulfillOn="Permit" ObligationId="urn:cisco:xacml:policy-attribute">` +
+		`<AttributeAssignment AttributeId="Policy:simplecontinue">` + valueOpen
+	divertHead = `<Response><Result><Decision>Permit</Decision>` +
+		`<Obligations><Obligation FulfillOn="Permit" ObligationId="continue.simple">` +
+		`<AttributeAssignment AttributeId="Policy:continue.simple">` + valueOpen
+	rejectHead = `<Response><Result><Decision>Deny</Decision><Status></Status>` +
+		`<Obligations><Obligation FulfillOn="Deny" ObligationId="deny.simple">` +
+		`<AttributeAssignment AttributeId="Policy:deny.simple">` + valueOpen
+	// denyPlain is a Deny with nothing to say: the sample's form carries no
+	// CIXML at all.
+	denyPlain = `<Response><Result><Decision>Deny</Decision><Status></Status><Obligations>` +
+		`<Obligation FulfillOn="Deny" ObligationId="urn:cisco:xacml:response-qualifier">` +
+		`<AttributeAssignment AttributeId="urn:cisco:xacml:is-resource">` +
+		`<AttributeValue DataType="http://www.w3.org/2001/XMLSchema#string">resource</AttributeValue>` +
+		`</AttributeAssignment></Obligation></Obligations></Result></Response>`
 
-	assignContinue = `<AttributeAssignment AttributeId="Policy:continue.simple">`
-	assignDivert   = `<AttributeAssignment AttributeId="Policy:divert.simple">`
-	assignReject   = `<AttributeAssignment AttributeId="Policy:deny.simple">`
-	valueOpen      = `<AttributeValue DataType="http://www.w3.org/2001/XMLSchema#string">&lt;cixml version="1.0"&gt;`
-	tail           = `&lt;/cixml&gt;</AttributeValue></AttributeAssignment></Obligation></Obligations></Result></Response>`
+	valueOpen = `<AttributeValue DataType="http://www.w3.org/2001/XMLSchema#string">&lt;cixml ver="1.0"&gt;`
+	tail      = `&lt;/cixml&gt;</AttributeValue></AttributeAssignment></Obligation></Obligations></Result></Response>`
 
-	indetHead = `<Response><Result><Decision>Indeterminate</Decision><Status><StatusCode Value="urn:oasis:names:tc:xacml:1.0:status:`
+	indetHead = `<Response><Result ResourceId=""><Decision>Indeterminate</Decision><Status><StatusCode Value="`
 	indetMid  = `"/><StatusMessage>`
-	indetTail = `</StatusMessage></Status></Result></Response>`
+	indetTail = `</StatusMessage><StatusDetail>Request failed</StatusDetail></Status></Result></Response>`
 )
 
-// XACML status codes for Indeterminate.
+// XACML status codes for Indeterminate: missing-attribute as Cisco's sample
+// writes it, the others as XACML 2.0 defines them.
 const (
-	statusSyntaxError      = "syntax-error"
-	statusMissingAttribute = "missing-attribute"
-	statusProcessingError  = "processing-error"
+	statusSyntaxError      = "urn:oasis:names:tc:xacml:1.0:status:syntax-error"
+	statusMissingAttribute = "urn:cisco:xacml:status:missing-attribute"
+	statusProcessingError  = "urn:oasis:names:tc:xacml:1.0:status:processing-error"
 )
 
 // AppendResponse appends the XACML response for a to dst.
 //
 //   - permit: Decision Permit with <continue>, optionally carrying
-//     <greeting identification=".."/> and <modify callingnumber=".."
-//     callednumber=".." callingname=".." calledname=".."/> (lowercase names,
-//     as CUCM-tested samples write them).
+//     <modify callingnumber=".." callednumber=".." callingname=".."
+//     calledname=".."/> (lowercase names, as Cisco's samples write them) and
+//     then <greeting identification=".."/>. The published CIXML schema allows
+//     one or the other in a <continue>; Cisco's sample sends both, in this
+//     order, to play a greeting to a call it also rewrites.
 //   - divert: Decision Permit with <divert><destination>..</destination>,
 //     optional <modify/> and <resetCallHistory> (only resetLastHop or
 //     resetAllHops; anything else is left out), then an optional <reason> as a
 //     sibling of <divert>, where Cisco's sample server puts it.
 //   - deny: Decision Deny with <reject>, optional <announce identification=".."/>
-//     (Announce, or Greeting when Announce is empty) and optional <reason>.
+//     (Announce, or Greeting when Announce is empty) and then an optional
+//     <reason> after </reject>; a deny with neither is the sample's plain
+//     Deny, which carries no CIXML.
 //
 // A divert without a destination, or an unknown decision, cannot be said in
 // CIXML (CUCM would raise ErrorParsingDirectiveFromPDP), so it is answered
@@ -61,23 +80,19 @@ func AppendResponse(dst []byte, a *callpolicy.Action) []byte {
 	switch a.Decision {
 	case callpolicy.Permit:
 		dst = append(dst, permitHead...)
-		dst = append(dst, assignContinue...)
-		dst = append(dst, valueOpen...)
 		dst = append(dst, "&lt;continue&gt;"...)
+		dst = appendModify(dst, a.Modify)
 		if a.Greeting != "" {
 			dst = append(dst, `&lt;greeting identification="`...)
 			dst = appendEscaped2(dst, a.Greeting)
 			dst = append(dst, `"/&gt;`...)
 		}
-		dst = appendModify(dst, a.Modify)
-		dst = append(dst, "&lt;/continue&gt;"...)
+		dst = append(dst, "&lt;/continue&gt; "...)
 	case callpolicy.Divert:
 		if a.Destination == "" {
 			return appendIndeterminate(dst, statusProcessingError, "divert without destination")
 		}
-		dst = append(dst, permitHead...)
-		dst = append(dst, assignDivert...)
-		dst = append(dst, valueOpen...)
+		dst = append(dst, divertHead...)
 		dst = append(dst, "&lt;divert&gt;&lt;destination&gt;"...)
 		dst = appendEscaped2(dst, a.Destination)
 		dst = append(dst, "&lt;/destination&gt;"...)
@@ -90,20 +105,21 @@ func AppendResponse(dst []byte, a *callpolicy.Action) []byte {
 		dst = append(dst, "&lt;/divert&gt;"...)
 		dst = appendReason(dst, a.Reason)
 	case callpolicy.Deny:
-		dst = append(dst, denyHead...)
-		dst = append(dst, assignReject...)
-		dst = append(dst, valueOpen...)
-		dst = append(dst, "&lt;reject&gt;"...)
 		ann := a.Announce
 		if ann == "" {
 			ann = a.Greeting
 		}
+		if ann == "" && a.Reason == "" {
+			return append(dst, denyPlain...)
+		}
+		dst = append(dst, rejectHead...)
+		dst = append(dst, "&lt;reject&gt;"...)
 		if ann != "" {
 			dst = append(dst, `&lt;announce identification="`...)
 			dst = appendEscaped2(dst, ann)
 			dst = append(dst, `"/&gt;`...)
 		}
-		dst = append(dst, "&lt;/reject&gt;"...)
+		dst = append(dst, "&lt;/reject&gt; "...)
 		dst = appendReason(dst, a.Reason)
 	default:
 		return appendIndeterminate(dst, statusProcessingError, "unknown decision "+a.Decision)
