@@ -31,14 +31,19 @@ type curriWatch struct {
 
 	mu        sync.Mutex
 	lastHead  map[string]time.Time // policy -> last HEAD
-	unknown   map[string]time.Time // unknown policy -> last query
-	callSeen  sync.Map             // policy -> *atomic.Int64 (unix ns of last call)
+	unknown   map[string]unknownPolicy
+	callSeen  sync.Map // policy -> *atomic.Int64 (unix ns of last call)
 	firstSeen map[string]time.Time
 }
 
+// unknownPolicy is when CUCM last asked for a policy that does not exist, by
+// POST (a call answered Indeterminate) and by HEAD (a keepalive answered
+// 404).
+type unknownPolicy struct{ post, head time.Time }
+
 func newCURRIWatch() *curriWatch {
 	return &curriWatch{lastHead: map[string]time.Time{},
-		unknown: map[string]time.Time{}, firstSeen: map[string]time.Time{}}
+		unknown: map[string]unknownPolicy{}, firstSeen: map[string]time.Time{}}
 }
 
 const maxWatchedPolicies = 1000
@@ -56,8 +61,9 @@ func (w *curriWatch) call(policy string, known, failed bool, latency time.Durati
 	}
 	if !known {
 		w.mu.Lock()
-		if _, ok := w.unknown[policy]; ok || len(w.unknown) < maxWatchedPolicies {
-			w.unknown[policy] = now
+		if u, ok := w.unknown[policy]; ok || len(w.unknown) < maxWatchedPolicies {
+			u.post = now
+			w.unknown[policy] = u
 		}
 		w.mu.Unlock()
 		return
@@ -71,12 +77,19 @@ func (w *curriWatch) call(policy string, known, failed bool, latency time.Durati
 	w.callSeen.LoadOrStore(policy, v)
 }
 
-func (w *curriWatch) head(policy string, now time.Time) {
+func (w *curriWatch) head(policy string, known bool, now time.Time) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !known {
+		if u, ok := w.unknown[policy]; ok || len(w.unknown) < maxWatchedPolicies {
+			u.head = now
+			w.unknown[policy] = u
+		}
+		return
+	}
 	if _, ok := w.lastHead[policy]; ok || len(w.lastHead) < maxWatchedPolicies {
 		w.lastHead[policy] = now
 	}
-	w.mu.Unlock()
 }
 
 // alarmLoop raises and clears alarms from the components' state.
@@ -184,15 +197,25 @@ func (s *Server) checkKeepalives(now time.Time) {
 		}
 		return true
 	})
-	for policy, last := range w.unknown {
+	for policy, u := range w.unknown {
 		src := "curri/" + policy
-		if now.Sub(last) > 10*time.Minute {
+		post, head := now.Sub(u.post) <= 10*time.Minute, now.Sub(u.head) <= 10*time.Minute
+		var msg string
+		switch {
+		case post && head:
+			msg = fmt.Sprintf("CUCM queries and probes policy %q, which does not exist: keepalives are answered 404 "+
+				"(CUCM marks this server down for the profile) and calls get CUCM's failure treatment", policy)
+		case head:
+			msg = fmt.Sprintf("CUCM probes policy %q, which does not exist: keepalives are answered 404, "+
+				"so CUCM marks this server down for the profile and uses its secondary", policy)
+		case post:
+			msg = fmt.Sprintf("CUCM queries policy %q, which does not exist: its calls get CUCM's failure treatment", policy)
+		default:
 			delete(w.unknown, policy)
 			s.alarms.Clear(alarmCURRIUnknownPolicy, src)
 			continue
 		}
-		s.alarms.Raise(alarmCURRIUnknownPolicy, src, obs.Warning,
-			fmt.Sprintf("CUCM queries policy %q, which does not exist: its calls get CUCM's failure treatment", policy))
+		s.alarms.Raise(alarmCURRIUnknownPolicy, src, obs.Major, msg)
 	}
 }
 

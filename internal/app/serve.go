@@ -144,10 +144,15 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 	}
 
 	// CURRI listener.
+	aliases, err := config.ParseAliases(cfg.CURRIAliases)
+	if err != nil {
+		return nil, fmt.Errorf("-curri-aliases: %w", err)
+	}
 	h, err := curri.NewHandler(curri.HandlerConfig{
 		Decider:    s.engine,
 		OnDecision: s.recordDecision,
-		OnHead:     func(policy string) { s.curriWatch.head(policy, time.Now()) },
+		OnHead:     func(policy string, known bool) { s.curriWatch.head(policy, known, time.Now()) },
+		Aliases:    aliases,
 		Registerer: s.reg,
 		Logger:     log,
 	})
@@ -353,6 +358,9 @@ func (s *Server) abort() {
 	}
 }
 
+// maxLoggedError bounds the Indeterminate reason kept per logged call.
+const maxLoggedError = 240
+
 func (s *Server) recordDecision(ev *curri.Event) {
 	d := ev.Decision.Action.Decision
 	if ev.Indeterminate {
@@ -360,6 +368,12 @@ func (s *Server) recordDecision(ev *curri.Event) {
 	}
 	known := !ev.Indeterminate || ev.Err != "unknown policy"
 	s.curriWatch.call(ev.Policy, known, ev.Indeterminate, ev.Latency, ev.Start)
+	sent, errText := "", ev.Err
+	if !ev.Indeterminate {
+		sent = ev.Decision.Action.Sent()
+	} else if len(errText) > maxLoggedError {
+		errText = errText[:maxLoggedError] + "…"
+	}
 	s.calls.Record(store.CallRecord{
 		Time:               ev.Start,
 		Policy:             ev.Policy,
@@ -375,6 +389,9 @@ func (s *Server) recordDecision(ev *curri.Event) {
 		EntryID:            ev.Decision.EntryID,
 		LatencyMicros:      ev.Latency.Microseconds(),
 		Client:             ev.Client,
+		Form:               ev.Decision.Form,
+		Sent:               sent,
+		Error:              errText,
 	})
 }
 

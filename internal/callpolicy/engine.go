@@ -102,6 +102,12 @@ func (e *Engine) Evaluate(policyID string, call *Call, now time.Time) (Decision,
 	return e.evaluate(policyID, call, now, true)
 }
 
+// Has reports whether the live snapshot holds policyID.
+func (e *Engine) Has(policyID string) bool {
+	s := e.cur.Load()
+	return s != nil && s.policies[policyID] != nil
+}
+
 // DryRun decides like Evaluate but changes nothing: no rate-limit count,
 // no hit count. A number currently blocked, or whose next call would
 // exceed its limit, gets the rate-limit decision.

@@ -3,7 +3,10 @@
 // the CURRI protocol lives in internal/curri, storage in internal/store.
 package callpolicy
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Decision kinds an Action can carry.
 const (
@@ -189,3 +192,73 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Sent says in short what CUCM is told for a: "continue", "continue modify
+// calling_name=\"Alice\" greeting=in_meeting", "divert 12378
+// reason=chaperone", "reject announce=user_unavailable reason=blocked". The
+// call log keeps it, to answer "what did we tell CUCM for this call?".
+func (a *Action) Sent() string {
+	switch {
+	case a.Decision == Permit && a.Modify == nil && a.Greeting == "":
+		return "continue"
+	case a.Decision == Deny && a.Announce == "" && a.Greeting == "" && a.Reason == "":
+		return "reject"
+	case a.Decision == Deny && a.Announce == "" && a.Greeting == "" && a.Reason == "blocked":
+		return "reject reason=blocked"
+	}
+	b := make([]byte, 0, 64)
+	switch a.Decision {
+	case Permit:
+		b = append(b, "continue"...)
+	case Divert:
+		b = append(b, "divert "...)
+		b = append(b, a.Destination...)
+	case Deny:
+		b = append(b, "reject"...)
+	default:
+		b = append(b, a.Decision...)
+	}
+	if m := a.Modify; m != nil && a.Decision != Deny {
+		b = append(b, " modify"...)
+		for _, kv := range [4][2]string{{"calling_number", m.CallingNumber}, {"called_number", m.CalledNumber},
+			{"calling_name", m.CallingName}, {"called_name", m.CalledName}} {
+			if kv[1] == "" {
+				continue
+			}
+			b = append(b, ' ')
+			b = append(b, kv[0]...)
+			b = append(b, '=')
+			if kv[0] == "calling_name" || kv[0] == "called_name" {
+				b = strconv.AppendQuote(b, kv[1])
+			} else {
+				b = append(b, kv[1]...)
+			}
+		}
+	}
+	switch a.Decision {
+	case Permit:
+		if a.Greeting != "" {
+			b = append(b, " greeting="...)
+			b = append(b, a.Greeting...)
+		}
+	case Divert:
+		if a.ResetCallHistory != "" {
+			b = append(b, " reset_call_history="...)
+			b = append(b, a.ResetCallHistory...)
+		}
+	case Deny:
+		ann := a.Announce
+		if ann == "" {
+			ann = a.Greeting
+		}
+		if ann != "" {
+			b = append(b, " announce="...)
+			b = append(b, ann...)
+		}
+	}
+	if a.Reason != "" && a.Decision != Permit {
+		b = append(b, " reason="...)
+		b = append(b, a.Reason...)
+	}
+	return string(b)
+}

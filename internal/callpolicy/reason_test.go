@@ -81,3 +81,23 @@ func TestCompiledReasons(t *testing.T) {
 		t.Errorf("decision %+v, want rule 51 with its reason", d)
 	}
 }
+
+func TestActionSent(t *testing.T) {
+	for _, tc := range []struct {
+		a    Action
+		want string
+	}{
+		{Action{Decision: Permit}, "continue"},
+		{Action{Decision: Permit, Greeting: "in_meeting", Modify: &Modify{CallingNumber: "+1555", CallingName: `Smith "&" Sons`}},
+			`continue modify calling_number=+1555 calling_name="Smith \"&\" Sons" greeting=in_meeting`},
+		{Action{Decision: Divert, Destination: "voiceMail", Reason: "chaperone", ResetCallHistory: "resetAllHops"},
+			"divert voiceMail reset_call_history=resetAllHops reason=chaperone"},
+		{Action{Decision: Deny}, "reject"},
+		{Action{Decision: Deny, Reason: "blocked"}, "reject reason=blocked"},
+		{Action{Decision: Deny, Greeting: "user_unavailable", Reason: "unavailable"}, "reject announce=user_unavailable reason=unavailable"},
+	} {
+		if got := tc.a.Sent(); got != tc.want {
+			t.Errorf("Sent() = %s\n        want %s", got, tc.want)
+		}
+	}
+}

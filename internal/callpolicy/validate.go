@@ -83,13 +83,21 @@ func ValidateRule(r *Rule) error {
 	return nil
 }
 
+// ValidatePolicyID checks a policy id: the slug used in /curri/{id}.
+func ValidatePolicyID(id string) error {
+	if !rePolicyID.MatchString(id) {
+		return fmt.Errorf("%q is not a slug (a-z 0-9 _ -, starting with a letter or digit, at most 64)", id)
+	}
+	return nil
+}
+
 // ValidatePolicy checks a policy's id, default action and rate limit.
 func ValidatePolicy(p *Policy) error {
 	if p == nil {
 		return fieldErr("policy", "missing")
 	}
-	if !rePolicyID.MatchString(p.ID) {
-		return fieldErr("id", "%q is not a slug (a-z 0-9 _ -, starting with a letter or digit, at most 64)", p.ID)
+	if err := ValidatePolicyID(p.ID); err != nil {
+		return &FieldError{Field: "id", Msg: err.Error()}
 	}
 	if len(p.Name) > 256 {
 		return fieldErr("name", "longer than 256 bytes")

@@ -34,6 +34,7 @@ type Serve struct {
 	CURRITLSCert  string
 	CURRITLSKey   string
 	CURRIClientCA string
+	CURRIAliases  string
 
 	CallLogMaxAge  time.Duration
 	CallLogMaxRows int64
@@ -88,6 +89,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.CURRITLSCert, "curri-tls-cert", "", "PEM certificate: serve CURRI over HTTPS (with -curri-tls-key)")
 	fs.StringVar(&c.CURRITLSKey, "curri-tls-key", "", "PEM private key for -curri-tls-cert")
 	fs.StringVar(&c.CURRIClientCA, "curri-client-ca", "", "PEM CA bundle: require CUCM client certificates signed by it (HTTPS only)")
+	fs.StringVar(&c.CURRIAliases, "curri-aliases", "", "extra CURRI paths for profiles written for other servers: PATH=POLICY,... (e.g. /pdp/AuthorizationEndPoint=default); case and a trailing slash are ignored")
 
 	fs.DurationVar(&c.CallLogMaxAge, "calllog-max-age", 7*24*time.Hour, "call log retention by age")
 	fs.Int64Var(&c.CallLogMaxRows, "calllog-max-rows", 10_000_000, "call log retention by record count (a logged call takes ~30 bytes on disk)")
@@ -258,6 +260,9 @@ func (c *Serve) Validate() error {
 	if (c.IngestTLSCert == "") != (c.IngestTLSKey == "") {
 		errs = append(errs, errors.New("-ingest-tls-cert and -ingest-tls-key go together"))
 	}
+	if _, err := ParseAliases(c.CURRIAliases); err != nil {
+		errs = append(errs, fmt.Errorf("-curri-aliases: %w", err))
+	}
 	if _, err := ParseTopics(c.KafkaTopics); err != nil {
 		errs = append(errs, fmt.Errorf("-kafka-topics: %w", err))
 	}
@@ -279,6 +284,33 @@ func (c *Serve) Validate() error {
 		errs = append(errs, errors.New("-calllog-max-age and -calllog-max-rows must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// ParseAliases parses "/pdp/AuthorizationEndPoint=default,/fw/ecc.ashx=ivr"
+// into path → policy. Paths start with / and carry no query; the policy
+// is checked when the CURRI handler is built.
+func ParseAliases(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		path, policy, ok := strings.Cut(part, "=")
+		path, policy = strings.TrimSpace(path), strings.TrimSpace(policy)
+		if !ok || policy == "" {
+			return nil, fmt.Errorf("%q: want PATH=POLICY", part)
+		}
+		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "?# ") {
+			return nil, fmt.Errorf("%q: the path must start with / and have no query", part)
+		}
+		key := strings.ToLower(strings.TrimSuffix(path, "/"))
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("path %s given twice", path)
+		}
+		out[key] = policy
+	}
+	return out, nil
 }
 
 // Topic is an NF topic and its partition count.

@@ -77,7 +77,7 @@ func fieldFor(id []byte) int {
 
 // equalFoldASCII reports whether b equals s ignoring ASCII case only (no
 // Unicode folding: the Kelvin sign is not a k on the wire).
-func equalFoldASCII(b []byte, s string) bool {
+func equalFoldASCII[T []byte | string](b T, s string) bool {
 	if len(b) != len(s) {
 		return false
 	}

@@ -19,9 +19,11 @@ import (
 )
 
 // Decider turns a call into a decision for a named policy. ok=false means the
-// policy does not exist. It runs on the request path and must not block.
+// policy does not exist; Has says whether it does, for keepalives. Both run
+// on the request path and must not block.
 type Decider interface {
 	Evaluate(policy string, call *callpolicy.Call, now time.Time) (d callpolicy.Decision, ok bool)
+	Has(policy string) bool
 }
 
 // Event describes one answered CURRI request.
@@ -44,8 +46,14 @@ type HandlerConfig struct {
 	// later requests once OnDecision returns: copy what you keep.
 	OnDecision func(*Event)
 	// OnHead, if set, is called for each HEAD keepalive (policy "default"
-	// for /curri), e.g. to show when CUCM was last seen per policy.
-	OnHead     func(policy string)
+	// for /curri), e.g. to show when CUCM was last seen per policy. known is
+	// false for a policy the Decider does not have: that keepalive was
+	// answered 404, so CUCM marks this server down for the profile.
+	OnHead func(policy string, known bool)
+	// Aliases maps request paths to policies, for CUCM profiles written
+	// for other CURRI servers (e.g. "/pdp/AuthorizationEndPoint" →
+	// "default"). Paths match ignoring ASCII case and a trailing slash.
+	Aliases    map[string]string
 	Registerer prometheus.Registerer // default: a private registry
 	Logger     *slog.Logger          // default: slog.Default()
 	MaxBody    int64                 // request body limit in bytes; default 64 KiB
@@ -56,7 +64,8 @@ type HandlerConfig struct {
 type Handler struct {
 	decider    Decider
 	onDecision func(*Event)
-	onHead     func(string)
+	onHead     func(string, bool)
+	aliases    map[string]string // normalised path → policy
 	log        *slog.Logger
 	maxBody    int64
 
@@ -71,9 +80,15 @@ type Handler struct {
 	known   map[string]*policyCounters // policies the Decider has recognised
 	unknown *policyCounters
 
+	anonymous prometheus.Counter
+
 	logMu      sync.Mutex
-	lastLogged map[string]time.Time // unknown policy name -> last warning
+	lastLogged map[string]time.Time // unknown policy name (POST or HEAD) -> last warning
 	overflowAt time.Time
+
+	attrMu       sync.RWMutex
+	attrs        map[string]prometheus.Counter // unknown Cisco attribute id -> its counter
+	attrCounters *prometheus.CounterVec
 
 	// Header values, shared read-only by every response.
 	hdrContentType, hdrKeepAlive, hdrConnection, hdrClose, hdrAllow []string
@@ -86,6 +101,8 @@ type reqState struct {
 	body []byte
 	out  []byte
 	ev   Event
+
+	unknown Unknown // unknown Cisco attributes of the request
 
 	// outcome of decide, for finish
 	counters  *policyCounters
@@ -102,7 +119,11 @@ const (
 	maxKnownPolicies = 4096
 	maxLoggedNames   = 256
 	unknownLabel     = "_unknown"
+	otherLabel       = "_other"
 	reasonUnknown    = "unknown_policy"
+	// maxAttrLabels bounds the attribute label of
+	// signalbox_curri_unknown_attributes_total; later ids count as _other.
+	maxAttrLabels = 32
 	reasonRead       = "read_error"
 	maxPolicyName    = 128
 )
@@ -115,10 +136,22 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if cfg.MaxBody < 0 {
 		return nil, fmt.Errorf("curri: MaxBody %d is negative", cfg.MaxBody)
 	}
+	aliases := make(map[string]string, len(cfg.Aliases))
+	for path, policy := range cfg.Aliases {
+		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "?#") {
+			return nil, fmt.Errorf("curri: alias %q: a path starts with / and has no query", path)
+		}
+		if err := callpolicy.ValidatePolicyID(policy); err != nil {
+			return nil, fmt.Errorf("curri: alias %q: policy %w", path, err)
+		}
+		aliases[normalisePath(path)] = policy
+	}
 	h := &Handler{
 		decider:        cfg.Decider,
 		onDecision:     cfg.OnDecision,
 		onHead:         cfg.OnHead,
+		aliases:        aliases,
+		attrs:          make(map[string]prometheus.Counter),
 		log:            cfg.Logger,
 		maxBody:        cfg.MaxBody,
 		known:          make(map[string]*policyCounters),
@@ -162,7 +195,16 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	for _, r := range httpErrReasons {
 		h.httpErrs[r] = httpErrs.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{h.requests, h.duration, errs, httpErrs} {
+	h.anonymous = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "signalbox_curri_anonymous_calls_total",
+		Help: "CURRI requests whose caller presented no number (callingnumber and transformedcgpn empty or absent).",
+	})
+	h.attrCounters = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "signalbox_curri_unknown_attributes_total",
+		Help: "urn:Cisco:uc:1.0: request attributes signalbox does not know, by id after the prefix " +
+			"(the first 32 ids seen; later ones as _other).",
+	}, []string{"attribute"})
+	for _, c := range []prometheus.Collector{h.requests, h.duration, errs, httpErrs, h.anonymous, h.attrCounters} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("curri: register metrics: %w", err)
 		}
@@ -215,10 +257,19 @@ func (h *Handler) countersIfKnown(policy string) *policyCounters {
 	return c
 }
 
-// policyFromPath maps /curri to "default" and /curri/{policy} to policy.
-func policyFromPath(p string) (string, bool) {
+// policyFor maps a request path to its policy: an alias, /curri (policy
+// "default") or /curri/{policy}. It ignores ASCII case (policy ids are
+// lowercase) and one trailing slash, as CUCM profiles written by hand and
+// for other CURRI servers have them.
+func (h *Handler) policyFor(p string) (string, bool) {
+	p = strings.TrimSuffix(p, "/")
+	if len(h.aliases) > 0 {
+		if policy, ok := h.aliases[normalisePath(p)]; ok {
+			return policy, true
+		}
+	}
 	const prefix = "/curri"
-	if !strings.HasPrefix(p, prefix) {
+	if len(p) < len(prefix) || !equalFoldASCII(p[:len(prefix)], prefix) {
 		return "", false
 	}
 	rest := p[len(prefix):]
@@ -228,12 +279,23 @@ func policyFromPath(p string) (string, bool) {
 	if rest[0] != '/' || len(rest) == 1 || strings.IndexByte(rest[1:], '/') >= 0 {
 		return "", false
 	}
-	return rest[1:], true
+	id := rest[1:]
+	for i := 0; i < len(id); i++ {
+		if 'A' <= id[i] && id[i] <= 'Z' {
+			return strings.ToLower(id), true
+		}
+	}
+	return id, true
+}
+
+// normalisePath is an alias path as looked up: lowercase, no trailing slash.
+func normalisePath(p string) string {
+	return strings.ToLower(strings.TrimSuffix(p, "/"))
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	policy, ok := policyFromPath(r.URL.Path)
+	policy, ok := h.policyFor(r.URL.Path)
 	if !ok {
 		h.countHTTP(httpErrNotFound)
 		w.WriteHeader(http.StatusNotFound)
@@ -243,12 +305,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 	case http.MethodHead:
 		// CUCM's keepalive: answer at once, no body.
+		if !h.keepalive(policy, r.RemoteAddr, start) {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		hd := w.Header()
 		hd["Keep-Alive"] = h.hdrKeepAlive
 		w.WriteHeader(http.StatusOK)
-		if h.onHead != nil {
-			h.onHead(policy)
-		}
 		return
 	default:
 		h.countHTTP(httpErrMethod)
@@ -278,6 +341,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.finish(st)
 }
 
+// keepalive handles a HEAD for policy and reports whether the policy exists.
+// A keepalive for a policy that does not exist is answered 404, counted and
+// logged: answered 200, CUCM would show the route server active while every
+// call got Indeterminate; a 4xx makes it mark the server down and use the
+// profile's secondary.
+func (h *Handler) keepalive(policy, client string, now time.Time) bool {
+	known := h.decider.Has(policy)
+	if !known {
+		h.countHTTP(httpErrUnknownPolicy)
+		h.logUnknown(policy, client, now, true)
+	}
+	if h.onHead != nil {
+		h.onHead(policy, known)
+	}
+	return known
+}
+
 // countHTTP counts a refusal at the HTTP layer.
 func (h *Handler) countHTTP(reason string) {
 	if c := h.httpErrs[reason]; c != nil {
@@ -299,7 +379,7 @@ func (h *Handler) begin(policy, client string, start time.Time) *reqState {
 func (h *Handler) decide(st *reqState, body []byte, reason string, err error) (closeConn bool) {
 	ev := &st.ev
 	if err == nil {
-		err = Decode(body, &ev.Call)
+		err = DecodeRequest(body, &ev.Call, &st.unknown)
 		if de, ok := err.(*DecodeError); ok {
 			reason = de.Reason
 		}
@@ -346,6 +426,9 @@ func (h *Handler) finish(st *reqState) {
 			c.Inc()
 		}
 	} else {
+		if ev.Call.Anonymous() {
+			h.anonymous.Inc()
+		}
 		switch st.label {
 		case callpolicy.Permit:
 			st.counters.permit.Inc()
@@ -356,7 +439,11 @@ func (h *Handler) finish(st *reqState) {
 		}
 	}
 	if st.reason == reasonUnknown {
-		h.logUnknown(ev.Policy, ev.Client, ev.Start)
+		h.logUnknown(ev.Policy, ev.Client, ev.Start, false)
+	}
+	if st.unknown.N > 0 {
+		h.countUnknownAttrs(&st.unknown, ev.Client)
+		st.unknown = Unknown{}
 	}
 	if h.onDecision != nil {
 		h.onDecision(ev)
@@ -420,9 +507,42 @@ func (h *Handler) readBody(r *http.Request, st *reqState) ([]byte, string, error
 	return buf, "", nil
 }
 
+// countUnknownAttrs counts a request's unknown Cisco attributes, logging
+// each id the first time it is seen.
+func (h *Handler) countUnknownAttrs(u *Unknown, client string) {
+	for _, id := range u.IDs[:u.N] {
+		h.attrMu.RLock()
+		c := h.attrs[string(id)]
+		h.attrMu.RUnlock()
+		if c == nil {
+			c = h.newAttr(string(id), client)
+		}
+		c.Inc()
+	}
+}
+
+func (h *Handler) newAttr(id, client string) prometheus.Counter {
+	h.attrMu.Lock()
+	defer h.attrMu.Unlock()
+	if c := h.attrs[id]; c != nil {
+		return c
+	}
+	label := id
+	if len(h.attrs) >= maxAttrLabels {
+		label = otherLabel
+	}
+	c := h.attrCounters.WithLabelValues(label)
+	if len(h.attrs) < maxLoggedNames {
+		h.attrs[id] = c
+		h.log.Info("curri request carries an attribute signalbox does not know; counted, otherwise ignored",
+			"attribute", ciscoAttrPrefix+id, "client", client)
+	}
+	return c
+}
+
 // logUnknown warns about an unknown policy at most once a minute per name,
 // remembering at most maxLoggedNames names.
-func (h *Handler) logUnknown(policy, client string, now time.Time) {
+func (h *Handler) logUnknown(policy, client string, now time.Time, head bool) {
 	if len(policy) > maxPolicyName {
 		policy = policy[:maxPolicyName] + "…"
 	}
@@ -453,5 +573,10 @@ func (h *Handler) logUnknown(policy, client string, now time.Time) {
 	}
 	h.lastLogged[strings.Clone(policy)] = now
 	h.logMu.Unlock()
+	if head {
+		h.log.Warn("curri keepalive for unknown policy answered 404: CUCM marks this server down for the profile",
+			"policy", policy, "client", client)
+		return
+	}
 	h.log.Warn("curri request for unknown policy answered Indeterminate", "policy", policy, "client", client)
 }

@@ -53,6 +53,8 @@ func (d *listDecider) Evaluate(policy string, c *callpolicy.Call, _ time.Time) (
 	return out, true
 }
 
+func (d *listDecider) Has(policy string) bool { _, ok := d.policies[policy]; return ok }
+
 func testDecider() *listDecider {
 	return &listDecider{policies: map[string]listPolicy{
 		"default": {block: map[string]bool{"+12028055054": true}, directory: map[string]string{"9725550101": "Alice & Co"}},
@@ -123,10 +125,11 @@ func newTestEnv(t testing.TB, maxBody int64) *testEnv {
 			env.events = append(env.events, *ev)
 			env.flushedBeforeEvent = append(env.flushedBeforeEvent, env.rec != nil && env.rec.Flushed && env.rec.Body.Len() > 0)
 		},
-		OnHead:     func(p string) { env.mu.Lock(); env.heads = append(env.heads, p); env.mu.Unlock() },
+		OnHead:     func(p string, _ bool) { env.mu.Lock(); env.heads = append(env.heads, p); env.mu.Unlock() },
 		Registerer: env.reg,
 		Logger:     slog.New(env.logs),
 		MaxBody:    maxBody,
+		Aliases:    map[string]string{"/pdp/AuthorizationEndPoint": "lobby"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +170,10 @@ func TestHandler(t *testing.T) {
 		{"get refused", "GET", "/curri", nil, 405, "", nil, ""},
 		{"other path", "POST", "/api/v1/curri", hello, 404, "", nil, ""},
 		{"nested path", "POST", "/curri/a/b", hello, 404, "", nil, ""},
-		{"trailing slash", "POST", "/curri/", hello, 404, "", nil, ""},
+		{"trailing slash", "POST", "/curri/", hello, 200, "Permit", nil, ""},
+		{"capitals and trailing slash", "POST", "/Curri/LOBBY/", hello, 200, "Permit", []string{"voiceMail"}, ""},
+		{"alias", "POST", "/pdp/AuthorizationEndPoint", hello, 200, "Permit", []string{"voiceMail"}, ""},
+		{"head for an unknown policy", "HEAD", "/curri/typo", nil, 404, "", nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,8 +189,8 @@ func TestHandler(t *testing.T) {
 				if len(env.events) != 0 {
 					t.Errorf("OnDecision called for %s %s", tc.method, tc.path)
 				}
-				if tc.method == "HEAD" && (len(env.heads) != 1 || env.heads[0] != "lobby") {
-					t.Errorf("OnHead calls %v, want [lobby]", env.heads)
+				if want := strings.TrimPrefix(tc.path, "/curri/"); tc.method == "HEAD" && (len(env.heads) != 1 || env.heads[0] != want) {
+					t.Errorf("OnHead calls %v, want [%s]", env.heads, want)
 				}
 				if tc.status == 405 && rec.Header().Get("Allow") != "POST, HEAD" {
 					t.Errorf("Allow = %q", rec.Header().Get("Allow"))
@@ -355,4 +361,46 @@ func BenchmarkHandler(b *testing.B) {
 		})
 	}
 	_ = io.EOF
+}
+
+// A new CUCM release's attributes are counted (bounded labels) and logged
+// once per id; anonymous callers are counted and decided, not refused.
+func TestHandlerCountsUnknownAttributesAndAnonymousCalls(t *testing.T) {
+	env := newTestEnv(t, 0)
+	hello := string(readRequest(t, "cisco_hello_world.xml"))
+	withAttr := strings.Replace(hello, "</Subject>", `<Attribute AttributeId="urn:Cisco:uc:1.0:callingpartyname"><AttributeValue>Alice</AttributeValue></Attribute></Subject>`, 1)
+	for range 3 {
+		if rec := env.do("POST", "/curri", []byte(withAttr)); !strings.Contains(rec.Body.String(), "<Decision>Permit</Decision>") {
+			t.Fatalf("body %s", rec.Body)
+		}
+	}
+	for i := range maxAttrLabels + 5 {
+		env.do("POST", "/curri", []byte(strings.Replace(hello, "</Subject>",
+			fmt.Sprintf(`<Attribute AttributeId="urn:Cisco:uc:1.0:future%d"><AttributeValue>x</AttributeValue></Attribute></Subject>`, i), 1)))
+	}
+	anon := strings.Replace(hello, "<AttributeValue>9725550101</AttributeValue>", "<AttributeValue></AttributeValue>", 1)
+	anon = strings.Replace(anon, "<AttributeValue>+19725550101</AttributeValue>", "<AttributeValue/>", 1)
+	rec := env.do("POST", "/curri", []byte(anon))
+	if !strings.Contains(rec.Body.String(), "<Decision>Permit</Decision>") {
+		t.Fatalf("anonymous call: %s", rec.Body)
+	}
+	if ev := env.events[len(env.events)-1]; ev.Indeterminate || ev.Call.Calling != "" || ev.Call.Called != "50102" {
+		t.Errorf("anonymous call event %+v", ev)
+	}
+	m := scrape(t, env.reg)
+	for _, want := range []string{
+		`signalbox_curri_unknown_attributes_total{attribute="callingpartyname"} 3`,
+		`signalbox_curri_unknown_attributes_total{attribute="_other"} 6`,
+		"signalbox_curri_anonymous_calls_total 1",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if n := env.logs.count("callingpartyname"); n != 1 {
+		t.Errorf("%d log lines name callingpartyname, want 1", n)
+	}
+	if n := strings.Count(m, "signalbox_curri_unknown_attributes_total{"); n != maxAttrLabels+1 {
+		t.Errorf("%d attribute labels, want %d", n, maxAttrLabels+1)
+	}
 }

@@ -36,11 +36,7 @@ func (c *serverConn) serveRequest() bool {
 		}
 		return false
 	}
-	path, ok := c.requestPath(rq.target)
-	policy := ""
-	if ok {
-		policy, ok = policyFromPath(path)
-	}
+	policy, ok := c.policy(rq.target)
 	hasBody := rq.chunked || rq.contentLength > 0
 	keep := !rq.closeConn && (!rq.http10 || rq.keepAlive10)
 	if !ok {
@@ -52,9 +48,10 @@ func (c *serverConn) serveRequest() bool {
 	case http.MethodPost:
 	case http.MethodHead:
 		// CUCM's keepalive: answer at once, no body.
-		c.out = appendHeadOK(c.out, keep && !hasBody, rq.http10)
-		if h.onHead != nil {
-			h.onHead(policy)
+		if h.keepalive(policy, c.client, c.reqStart) {
+			c.out = appendHeadOK(c.out, keep && !hasBody, rq.http10)
+		} else {
+			c.out = appendStatusOnly(c.out, http.StatusNotFound, !keep || hasBody)
 		}
 		if c.br.Buffered() == 0 {
 			_ = c.flush()
@@ -173,8 +170,11 @@ func (c *serverConn) readHead(rq *request) (status int, reason string) {
 	if rq.chunked && rq.contentLength >= 0 {
 		return http.StatusBadRequest, httpErrBadRequest
 	}
-	if !rq.http10 && rq.hosts != 1 {
-		return http.StatusBadRequest, httpErrBadRequest // RFC 9112 §3.2: exactly one Host
+	if rq.hosts > 1 {
+		// RFC 9112 §3.2 asks for exactly one Host. Two are refused (a
+		// smuggling vector); none is served, since the listener serves one
+		// site and CUCM peers behind proxies that strip it still need answers.
+		return http.StatusBadRequest, httpErrBadRequest
 	}
 	return 0, ""
 }
@@ -317,16 +317,20 @@ func (c *serverConn) readChunked(buf []byte, limit int64) ([]byte, error) {
 	}
 }
 
-// requestPath is requestPath(target), remembered for the connection's last
-// target: CUCM posts every request of a connection to the same URL, so the
-// path string is made once per connection, not per request.
-func (c *serverConn) requestPath(target []byte) (string, bool) {
+// policy resolves a request target to its policy (Handler.policyFor),
+// remembered for the connection's last target: CUCM posts every request of
+// a connection to the same URL, so the policy string is made once per
+// connection, not per request.
+func (c *serverConn) policy(target []byte) (string, bool) {
 	if c.lastTarget != "" && string(target) == c.lastTarget {
-		return c.lastPath, c.lastPathOK
+		return c.lastPolicy, c.lastOK
 	}
 	c.lastTarget = string(target)
-	c.lastPath, c.lastPathOK = requestPath(target)
-	return c.lastPath, c.lastPathOK
+	c.lastPolicy, c.lastOK = "", false
+	if path, ok := requestPath(target); ok {
+		c.lastPolicy, c.lastOK = c.srv.Handler.policyFor(path)
+	}
+	return c.lastPolicy, c.lastOK
 }
 
 // requestPath returns the path of an origin-form ("/curri?x") or

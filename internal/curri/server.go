@@ -233,9 +233,9 @@ type serverConn struct {
 	readTimeout bool // the last read failed on the deadline
 
 	head       []byte // the current request's method and target (readHead)
-	lastTarget string // the last request target, its path and whether it parsed
-	lastPath   string
-	lastPathOK bool
+	lastTarget string // the last request target, its policy and whether it resolved
+	lastPolicy string
+	lastOK     bool
 }
 
 // Read is what the connection's bufio.Reader reads through.
@@ -342,7 +342,8 @@ const (
 	httpErrTLS            = "tls_handshake"
 	httpErrTimeout        = "timeout"
 	httpErrIncomplete     = "incomplete_request"
+	httpErrUnknownPolicy  = "unknown_policy_keepalive"
 )
 
 var httpErrReasons = []string{httpErrBadRequest, httpErrHeaderTooLarge, httpErrNotImplemented, httpErrNotFound,
-	httpErrMethod, httpErrTLS, httpErrTimeout, httpErrIncomplete}
+	httpErrMethod, httpErrTLS, httpErrTimeout, httpErrIncomplete, httpErrUnknownPolicy}

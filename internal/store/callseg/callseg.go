@@ -40,14 +40,27 @@ type Record struct {
 	EntryID            int64     `json:"entry_id,omitempty"`
 	LatencyMicros      int64     `json:"latency_us"`
 	Client             string    `json:"client"`
+	// Form is the number form a list entry or rate limit matched on
+	// (callpolicy.Decision.Form).
+	Form string `json:"matched_form,omitempty"`
+	// Sent is what CUCM was told, in short: "continue", "divert 12378
+	// reason=chaperone", "reject announce=user_unavailable"; empty when
+	// the answer was Indeterminate.
+	Sent string `json:"sent,omitempty"`
+	// Error is why the answer was Indeterminate.
+	Error string `json:"error,omitempty"`
 }
 
 // strs lists a record's string fields in their stored order: Encode, Fit
 // and Decode all walk this one list.
-func (c *Record) strs() [10]*string {
-	return [10]*string{&c.Policy, &c.Calling, &c.Called, &c.TransformedCalling, &c.TransformedCalled,
-		&c.TriggerPoint, &c.DeviceName, &c.Decision, &c.Step, &c.Client}
+// Version 1 segments hold the first ten.
+func (c *Record) strs() [numStrs]*string {
+	return [numStrs]*string{&c.Policy, &c.Calling, &c.Called, &c.TransformedCalling, &c.TransformedCalled,
+		&c.TriggerPoint, &c.DeviceName, &c.Decision, &c.Step, &c.Client, &c.Form, &c.Sent, &c.Error}
 }
+
+// numStrs is how many strings a record stores; version 1 stored v1Strs.
+const numStrs, v1Strs = 13, 10
 
 const (
 	// IDShift: a record's ID is its segment's ID shifted left by this, or'd
@@ -55,7 +68,7 @@ const (
 	IDShift = 16
 	// MaxRecords is the most records a segment holds (the index is 16 bits).
 	MaxRecords   = 1 << IDShift
-	segVersion   = 1
+	segVersion   = 2 // 1: without Form, Sent and Error
 	segFlagZstd  = 1
 	bloomBitsPer = 10 // bits per distinct number: ~1 % false positives with 7 hashes
 	bloomHashes  = 7
@@ -177,8 +190,12 @@ var ErrCorrupt = errors.New("corrupt call log segment")
 // Decode calls fn for every record of a segment (in stored order)
 // with its record ID. The record is fn's to keep. fn returning false stops.
 func Decode(segID int64, data []byte, fn func(id int64, c Record) bool) error {
-	if len(data) < 2 || data[0] != segVersion {
+	if len(data) < 2 || data[0] != segVersion && data[0] != 1 {
 		return fmt.Errorf("segment %d: %w: unknown format", segID, ErrCorrupt)
+	}
+	nStrs := numStrs
+	if data[0] == 1 {
+		nStrs = v1Strs
 	}
 	body := data[2:]
 	if data[1]&segFlagZstd != 0 {
@@ -201,7 +218,8 @@ func Decode(segID int64, data []byte, fn func(id int64, c Record) bool) error {
 		var c Record
 		prevIdx += int64(d.uvarint())
 		prevT += d.varint()
-		for _, s := range c.strs() {
+		strs := c.strs()
+		for _, s := range strs[:nStrs] {
 			*s = d.str()
 		}
 		c.RuleID, c.EntryID, c.LatencyMicros = d.varint(), d.varint(), d.varint()

@@ -1,6 +1,7 @@
 package callseg
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -29,8 +30,52 @@ func randomCalls(r *rand.Rand, n int, base time.Time, span time.Duration) []Reco
 			Step: "rule", RuleID: r.Int64N(1 << 40), EntryID: -r.Int64N(3), LatencyMicros: r.Int64N(5000),
 			Client: "10.1.2.3:5060",
 		}
+		if r.IntN(3) == 0 {
+			out[i].Form, out[i].Sent = "transformed_calling", "reject reason=blocked"
+		}
+		if r.IntN(4) == 0 {
+			out[i].Error = "curri: malformed: truncated"
+		}
 	}
 	return out
+}
+
+// Segments written before Form, Sent and Error existed (version 1) still
+// decode, with those fields empty.
+func TestSegmentVersion1Decodes(t *testing.T) {
+	recs := randomCalls(rand.New(rand.NewPCG(7, 8)), 30, time.Unix(1e9, 0), time.Minute)
+	b := []byte{1, 0}
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	prevT := int64(0)
+	for i := range recs {
+		c := &recs[i]
+		c.Form, c.Sent, c.Error = "", "", ""
+		t := c.Time.UnixMicro()
+		b = binary.AppendUvarint(b, 1)
+		b = binary.AppendVarint(b, t-prevT)
+		prevT = t
+		strs := c.strs()
+		for _, s := range strs[:v1Strs] {
+			b = binary.AppendUvarint(b, uint64(len(*s)))
+			b = append(b, *s...)
+		}
+		b = binary.AppendVarint(b, c.RuleID)
+		b = binary.AppendVarint(b, c.EntryID)
+		b = binary.AppendVarint(b, c.LatencyMicros)
+	}
+	i := 0
+	err := Decode(1, b, func(id int64, c Record) bool {
+		want := recs[i]
+		want.ID, want.Time = id, want.Time.UTC()
+		if c != want {
+			t.Fatalf("record %d: %+v\nwant %+v", i, c, want)
+		}
+		i++
+		return true
+	})
+	if err != nil || i != len(recs) {
+		t.Fatalf("decoded %d of %d: %v", i, len(recs), err)
+	}
 }
 
 func TestSegmentRoundTrip(t *testing.T) {

@@ -292,6 +292,7 @@ export function render(root, ctx) {
         h('dt', {}, 'Step'), h('dd', {}, d.step),
         d.rule_id ? [h('dt', {}, 'Rule'), h('dd', {}, String(d.rule_id))] : null,
         d.entry_id ? [h('dt', {}, 'List entry'), h('dd', {}, String(d.entry_id))] : null,
+        d.matched_form ? [h('dt', {}, 'Matched on'), h('dd', { id: 'eval-form' }, d.matched_form.replaceAll('_', ' '))] : null,
         h('dt', {}, 'Note'), h('dd', { class: 'muted' }, 'Dry run: no hit counted, no rate limit, nothing logged.')));
     } catch (e) { showError(testForm, e); }
   });
@@ -316,6 +317,12 @@ export function render(root, ctx) {
     if (tail.checked) stopTail = every(2000, loadCalls);
   });
   stops.push(() => stopTail && stopTail());
+  // A caller who presented no number in either form shows as anonymous; the
+  // transformed (usually globalized) form is the cell's title.
+  function callingCell(c) {
+    if (!c.calling && !c.transformed_calling) return h('td', { class: 'muted' }, 'anonymous');
+    return h('td', { class: 'mono', title: c.transformed_calling || '' }, c.calling || c.transformed_calling);
+  }
   async function loadCalls() {
     clearErrors(callsForm);
     const q = new URLSearchParams({ limit: '100' });
@@ -326,9 +333,11 @@ export function render(root, ctx) {
     try {
       const r = await api('GET', '/calls?' + q);
       replace(callsBox, h('div', { class: 'scroll' }, table(`Calls, newest first (${r.calls.length}${r.calls.length === 100 ? '+' : ''})`,
-        ['Time', 'Policy', 'Calling', 'Called', 'Decision', 'Step', 'Rule', 'Latency'], r.calls.map(c => h('tr', {},
-          h('td', {}, fmtTime(c.time)), h('td', {}, c.policy), h('td', { class: 'mono' }, c.calling), h('td', { class: 'mono' }, c.called),
-          h('td', {}, h('span', { class: 'badge b-' + c.decision }, c.decision)), h('td', {}, c.step), h('td', {}, c.rule_id ? String(c.rule_id) : ''),
+        ['Time', 'Policy', 'Calling', 'Called', 'Decision', 'Step', 'Rule', 'Sent to CUCM', 'Latency'], r.calls.map(c => h('tr', {},
+          h('td', {}, fmtTime(c.time)), h('td', {}, c.policy), callingCell(c), h('td', { class: 'mono', title: c.transformed_called || '' }, c.called),
+          h('td', {}, h('span', { class: 'badge b-' + c.decision }, c.decision)),
+          h('td', { title: c.matched_form ? 'matched on ' + c.matched_form.replaceAll('_', ' ') : '' }, c.step), h('td', {}, c.rule_id ? String(c.rule_id) : ''),
+          h('td', { class: c.error ? 'muted' : 'mono' }, c.sent || c.error || ''),
           h('td', { class: 'num' }, c.latency_us + ' µs'))), 'No calls match.')));
     } catch (e) { showError(callsForm, e); }
   }
