@@ -606,7 +606,6 @@ func (s *scanner) startTag(vals []byte) error {
 	return nil
 }
 
-
 // text handles character data (raw text or a CDATA section's content):
 // outside the root it must be white space, inside a captured AttributeValue
 // it is appended to vals, elsewhere it is only validated.

@@ -124,8 +124,8 @@ const (
 	// maxAttrLabels bounds the attribute label of
 	// signalbox_curri_unknown_attributes_total; later ids count as _other.
 	maxAttrLabels = 32
-	reasonRead       = "read_error"
-	maxPolicyName    = 128
+	reasonRead    = "read_error"
+	maxPolicyName = 128
 )
 
 // NewHandler builds a Handler and registers its metrics.
