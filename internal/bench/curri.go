@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +38,11 @@ type curriConfig struct {
 	pool        int
 	seed        uint64
 	jsonFile    string
+
+	tls            bool   // HTTPS, as CUCM connects to an https:// profile URI
+	clientCert     bool   // mutual TLS: present a client certificate
+	tlsDir         string // with -target: ca.pem, client.pem, client-key.pem
+	reconnectEvery time.Duration
 }
 
 const curriUsage = `Usage: signalbox bench curri [flags]
@@ -89,6 +96,10 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.IntVar(&c.pool, "pool", 4096, "distinct pre-rendered requests, cycled")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the number draws")
 	fs.StringVar(&c.jsonFile, "json", "", "also write the report as JSON to this file")
+	fs.BoolVar(&c.tls, "tls", false, "HTTPS, as CUCM connects when the ECC profile's URI is https://: without -target the bench makes a throwaway CA and server certificate and starts the server with them (implied by an https:// -target)")
+	fs.BoolVar(&c.clientCert, "client-cert", false, "mutual TLS: present a client certificate, as CUCM does to a route server that asks; without -target the server started requires it (-curri-client-ca)")
+	fs.StringVar(&c.tlsDir, "tls-dir", "", "with an https:// -target: directory holding ca.pem (trusted for the server) and, for -client-cert, client.pem and client-key.pem — the files the bench writes for the server it starts")
+	fs.DurationVar(&c.reconnectEvery, "reconnect-every", 0, "close and reopen each connection this often (staggered), as a CUCM node restarting or failing back does: a new TCP connection, TLS handshake and HEAD probe (0 = never)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -151,6 +162,20 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 		return c, fmt.Errorf("bench curri: -pool %d: must be between 1 and 1000000", c.pool)
 	case c.policy == "" || strings.ContainsAny(c.policy, "/?#"):
 		return c, fmt.Errorf("bench curri: -policy %q: not a policy id", c.policy)
+	case c.reconnectEvery < 0 || (c.reconnectEvery > 0 && c.reconnectEvery < 100*time.Millisecond):
+		return c, fmt.Errorf("bench curri: -reconnect-every %v: must be 0 (never) or at least 100ms", c.reconnectEvery)
+	}
+	if strings.HasPrefix(c.target, "https://") {
+		c.tls = true
+	}
+	if c.clientCert && !c.tls {
+		return c, errors.New("bench curri: -client-cert needs -tls")
+	}
+	if c.target == "" && c.tlsDir != "" {
+		return c, errors.New("bench curri: -tls-dir goes with an https:// -target; without -target the bench writes its own")
+	}
+	if c.target != "" && c.tls && c.tlsDir == "" {
+		return c, errors.New("bench curri: an https:// -target needs -tls-dir (ca.pem, and client.pem/client-key.pem for -client-cert)")
 	}
 	if c.target == "" {
 		if c.api != "" || c.token != "" {
@@ -184,8 +209,8 @@ func checkURL(flagName, raw string, allowRemote bool) error {
 	if err != nil {
 		return fmt.Errorf("bench curri: %s %q: %w", flagName, raw, err)
 	}
-	if u.Scheme != "http" {
-		return fmt.Errorf("bench curri: %s %q: want an http:// URL (https is not supported by the load client)", flagName, raw)
+	if u.Scheme != "http" && (u.Scheme != "https" || flagName != "-target") {
+		return fmt.Errorf("bench curri: %s %q: want an http:// URL (https:// for -target)", flagName, raw)
 	}
 	host := u.Hostname()
 	if host == "" {
@@ -228,21 +253,51 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	targetHost, targetPath := "", ""
 	var api *apiClient
+	var tlsConf *tls.Config
 	if cfg.target == "" {
 		fmt.Fprintln(stderr, "bench curri: starting the server")
-		ch, err := startChild(ctx, cfg.serverBin, stderr)
+		var tlsOpt *childTLS
+		if cfg.tls {
+			dir, err := os.MkdirTemp("", "signalbox-bench-tls-*")
+			if err != nil {
+				return fmt.Errorf("bench curri: %w", err)
+			}
+			defer os.RemoveAll(dir)
+			if err := writeTLSFiles(dir); err != nil {
+				return fmt.Errorf("bench curri: make certificates: %w", err)
+			}
+			tlsOpt = &childTLS{dir: dir, requireClientCert: cfg.clientCert}
+			if tlsConf, err = clientTLSConfig(dir, "127.0.0.1", cfg.clientCert); err != nil {
+				return fmt.Errorf("bench curri: %w", err)
+			}
+		}
+		ch, err := startChild(ctx, cfg.serverBin, stderr, tlsOpt)
 		if err != nil {
 			return fmt.Errorf("bench curri: %w", err)
 		}
 		defer ch.stop()
 		targetHost, targetPath = ch.curri, "/curri/"+url.PathEscape(cfg.policy)
-		cfg.target = "http://" + targetHost + targetPath
+		scheme := "http://"
+		if cfg.tls {
+			scheme = "https://"
+		}
+		cfg.target = scheme + targetHost + targetPath
 		api = newAPIClient(ch.api, ch.token, cfg.policy)
 	} else {
 		u, _ := url.Parse(cfg.target)
 		targetHost, targetPath = u.Host, u.EscapedPath()
 		if u.Port() == "" {
-			targetHost = net.JoinHostPort(u.Hostname(), "80")
+			port := "80"
+			if cfg.tls {
+				port = "443"
+			}
+			targetHost = net.JoinHostPort(u.Hostname(), port)
+		}
+		if cfg.tls {
+			var err error
+			if tlsConf, err = clientTLSConfig(cfg.tlsDir, u.Hostname(), cfg.clientCert); err != nil {
+				return fmt.Errorf("bench curri: %w", err)
+			}
 		}
 		if u.RawQuery != "" {
 			targetPath += "?" + u.RawQuery
@@ -264,6 +319,13 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		WarmupS:   cfg.warmup.Seconds(),
 		Pool:      cfg.pool,
 	}
+	if cfg.tls {
+		rep.TLS = "TLS, server certificate verified"
+		if cfg.clientCert {
+			rep.TLS = "mutual TLS (client certificate presented)"
+		}
+	}
+	rep.ReconnectEveryS = cfg.reconnectEvery.Seconds()
 	rep.Mode = "open-loop"
 	if cfg.rate == 0 {
 		rep.Mode = "closed-loop"
@@ -287,6 +349,8 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	res, err := drive(ctx, driveConfig{
 		addr:        targetHost,
+		tls:         tlsConf,
+		reconnect:   cfg.reconnectEvery,
 		head:        renderHead(targetHost, targetPath),
 		pool:        pool,
 		conns:       cfg.conns,

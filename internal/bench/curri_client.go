@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -265,10 +266,13 @@ type conn struct {
 	addr     string
 	head     []byte
 	timeout  time.Duration
+	tlsConf  *tls.Config // nil: plain HTTP
 	c        net.Conn
 	br       *bufio.Reader
 	body     []byte
 	deadline time.Time // set on c.c
+
+	nextReconnect time.Time // -reconnect-every
 }
 
 func newConn(addr string, head []byte, timeout time.Duration) *conn {
@@ -282,6 +286,15 @@ func (c *conn) connect() error {
 	nc, err := net.DialTimeout("tcp", c.addr, c.timeout)
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", c.addr, err)
+	}
+	if c.tlsConf != nil {
+		tc := tls.Client(nc, c.tlsConf)
+		_ = tc.SetDeadline(time.Now().Add(c.timeout))
+		if err := tc.Handshake(); err != nil {
+			nc.Close()
+			return fmt.Errorf("TLS handshake with %s: %w", c.addr, err)
+		}
+		nc = tc
 	}
 	c.c, c.deadline = nc, time.Time{}
 	if c.br == nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,6 +41,8 @@ type pooled struct {
 
 type driveConfig struct {
 	addr        string
+	tls         *tls.Config   // nil: plain HTTP
+	reconnect   time.Duration // 0: connections stay up
 	head        []byte
 	pool        []pooled
 	conns       int
@@ -68,6 +71,8 @@ type tally struct {
 	warmup    int64 // calls in the warmup
 	warmupErr int64
 	firstErr  string
+
+	reconnects, reconnectErr int64
 }
 
 func newTally() *tally { return &tally{hist: newHist(), lag: newHist()} }
@@ -89,6 +94,8 @@ func (t *tally) merge(o *tally) {
 	t.unsent += o.unsent
 	t.warmup += o.warmup
 	t.warmupErr += o.warmupErr
+	t.reconnects += o.reconnects
+	t.reconnectErr += o.reconnectErr
 	if t.firstErr == "" {
 		t.firstErr = o.firstErr
 	}
@@ -243,6 +250,7 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	conns := make([]*conn, cfg.conns)
 	for i := range conns {
 		conns[i] = newConn(cfg.addr, cfg.head, cfg.timeout)
+		conns[i].tlsConf = cfg.tls
 		if err := conns[i].connect(); err != nil {
 			for _, c := range conns[:i] {
 				c.close()
@@ -303,6 +311,9 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	}
 	var wg sync.WaitGroup
 	for i := range conns {
+		if cfg.reconnect > 0 {
+			conns[i].nextReconnect = start.Add(cfg.reconnect * time.Duration(i+1) / time.Duration(cfg.conns))
+		}
 		tallies[i] = newTally()
 		wg.Add(1)
 		go func(c *conn, p pacer, t *tally, off int) {
@@ -403,6 +414,26 @@ func openLoop(ctx context.Context, c *conn, pace pacer, t *tally, cfg driveConfi
 		if err != nil && c.c == nil {
 			pause(ctx, 10*time.Millisecond) // do not spin on a dead server
 		}
+		c.maybeReconnect(cfg.reconnect, t)
+	}
+}
+
+// maybeReconnect closes and reopens the connection when its turn has come
+// (-reconnect-every), between calls: the other connections take the
+// schedule's slots meanwhile, as CUCM's other nodes carry the calls while
+// one reconnects. A failed reconnect leaves it closed; the next call redials
+// and counts the failure.
+func (c *conn) maybeReconnect(every time.Duration, t *tally) {
+	if every <= 0 || time.Now().Before(c.nextReconnect) {
+		return
+	}
+	c.nextReconnect = c.nextReconnect.Add(every)
+	t.reconnects++
+	if err := c.connect(); err != nil {
+		t.reconnectErr++
+		if t.firstErr == "" {
+			t.firstErr = "reconnect: " + err.Error()
+		}
 	}
 }
 
@@ -421,6 +452,7 @@ func closedLoop(ctx context.Context, c *conn, t *tally, cfg driveConfig, off int
 		if err != nil && c.c == nil {
 			pause(ctx, 10*time.Millisecond)
 		}
+		c.maybeReconnect(cfg.reconnect, t)
 	}
 }
 

@@ -129,3 +129,43 @@ func TestRunCURRIEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCURRIOverMutualTLS: HTTPS with client certificates as CUCM uses
+// it, every connection re-handshaking during the run; no call may fail.
+func TestRunCURRIOverMutualTLS(t *testing.T) {
+	bin := buildSignalbox(t)
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := RunCURRI(ctx, []string{
+		"-server-bin", bin, "-rules", "100", "-allow", "10", "-block", "10",
+		"-rate", "400", "-conns", "4", "-warmup", "500ms", "-duration", "3s",
+		"-tls", "-client-cert", "-reconnect-every", "1s", "-json", jsonPath,
+	}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep curriReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rep.Target, "https://") || !strings.Contains(rep.TLS, "mutual") {
+		t.Errorf("target %s, tls %q", rep.Target, rep.TLS)
+	}
+	if rep.TransportErrors != 0 || rep.Non200 != 0 || rep.Indeterminate != 0 || rep.WarmupErrors != 0 || rep.ReconnectErrors != 0 {
+		t.Errorf("errors: transport %d non-200 %d Indeterminate %d warmup %d reconnect %d (first: %s)",
+			rep.TransportErrors, rep.Non200, rep.Indeterminate, rep.WarmupErrors, rep.ReconnectErrors, rep.FirstError)
+	}
+	if rep.Reconnects < 8 {
+		t.Errorf("%d reconnects in 3.5 s of 4 connections re-handshaking every second, want >= 8", rep.Reconnects)
+	}
+	if rep.Calls < 1100 {
+		t.Errorf("%d calls, want ~1200", rep.Calls)
+	}
+}

@@ -17,6 +17,7 @@ import (
 // JSON with -json.
 type curriReport struct {
 	Target    string      `json:"target"`
+	TLS       string      `json:"tls,omitempty"`  // how HTTPS was used; empty for plain HTTP
 	Mode      string      `json:"mode"`           // open-loop | closed-loop
 	Rate      int         `json:"rate"`           // target calls/s; 0 with closed loop
 	Pace      string      `json:"pace,omitempty"` // open loop: "precise" (timerfd) or "runtime" (Go timers)
@@ -44,6 +45,11 @@ type curriReport struct {
 	WarmupCalls     int64                       `json:"warmup_calls"`
 	WarmupErrors    int64                       `json:"warmup_errors"`
 	FirstError      string                      `json:"first_error,omitempty"`
+	// ReconnectEveryS and Reconnects: connections closed and reopened
+	// (TCP, TLS handshake, HEAD probe) during the run, as CUCM nodes do.
+	ReconnectEveryS float64 `json:"reconnect_every_s,omitempty"`
+	Reconnects      int64   `json:"reconnects,omitempty"`
+	ReconnectErrors int64   `json:"reconnect_errors,omitempty"`
 
 	Server    *serverReport  `json:"server,omitempty"`
 	Reloads   []reloadResult `json:"reloads,omitempty"`
@@ -183,6 +189,7 @@ func (r *curriReport) fill(res *driveResult) {
 		}
 	}
 	r.TransportErrors, r.Non200, r.Unsent = t.transport, t.non200, t.unsent
+	r.Reconnects, r.ReconnectErrors = t.reconnects, t.reconnectErr
 	r.Indeterminate = t.decisions[decIndeterminate]
 	r.WarmupCalls, r.WarmupErrors, r.FirstError = t.warmup, t.warmupErr, t.firstErr
 	if s := res.server; s != nil {
@@ -234,6 +241,9 @@ func (r *curriReport) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := func(k, f string, a ...any) { fmt.Fprintf(tw, "%s\t"+f+"\n", append([]any{k}, a...)...) }
 	p("target", "%s", r.Target)
+	if r.TLS != "" {
+		p("https", "%s", r.TLS)
+	}
 	if r.Shape != nil {
 		p("rule set", "%s", r.Shape)
 	} else {
@@ -266,6 +276,10 @@ func (r *curriReport) writeTable(w io.Writer) error {
 		r.TransportErrors, r.Non200, r.Indeterminate, r.Unsent, r.WarmupCalls, r.WarmupErrors)
 	if r.FirstError != "" {
 		p("first error", "%s", r.FirstError)
+	}
+	if r.ReconnectEveryS > 0 {
+		p("reconnects", "%d, %d failed (each connection closed and reopened every %gs: TCP, TLS handshake, HEAD probe; calls that failed are in errors above)",
+			r.Reconnects, r.ReconnectErrors, r.ReconnectEveryS)
 	}
 	if s := r.Server; s != nil {
 		p("server", "CPU %.2f s (%.2f cores) -> %.0f calls/s per core; RSS %.1f MB at start, peak %.1f MB (%d samples)",

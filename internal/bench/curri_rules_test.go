@@ -201,7 +201,18 @@ func TestParseCURRIFlags(t *testing.T) {
 		{name: "remote target", args: []string{"-target", "http://10.1.2.3:4080/curri/default"}, wantErr: "not a loopback address"},
 		{name: "remote api", args: []string{"-target", "http://127.0.0.1:4080/curri", "-api", "http://example.com"}, wantErr: "-api"},
 		{name: "remote allowed", args: []string{"-target", "http://10.1.2.3:4080/curri/default", "-allow-remote"}},
-		{name: "https", args: []string{"-target", "https://127.0.0.1:4080/curri"}, wantErr: "http:// URL"},
+		{name: "https without -tls-dir", args: []string{"-target", "https://127.0.0.1:4080/curri"}, wantErr: "needs -tls-dir"},
+		{name: "https target", args: []string{"-target", "https://127.0.0.1:4080/curri", "-tls-dir", "/etc/x", "-client-cert"},
+			check: func(t *testing.T, c curriConfig) {
+				if !c.tls || !c.clientCert {
+					t.Errorf("tls %v client cert %v", c.tls, c.clientCert)
+				}
+			}},
+		{name: "client cert without tls", args: []string{"-client-cert"}, wantErr: "needs -tls"},
+		{name: "tls-dir without target", args: []string{"-tls", "-tls-dir", "/tmp"}, wantErr: "goes with an https:// -target"},
+		{name: "ftp target", args: []string{"-target", "ftp://127.0.0.1/curri"}, wantErr: "http:// URL"},
+		{name: "https api", args: []string{"-target", "http://127.0.0.1:4080/curri", "-api", "https://127.0.0.1:8080"}, wantErr: "-api"},
+		{name: "short reconnect", args: []string{"-reconnect-every", "1ms"}, wantErr: "-reconnect-every"},
 		{name: "api without target", args: []string{"-api", "http://127.0.0.1:8080"}, wantErr: "go with -target"},
 		{name: "reload without api", args: []string{"-target", "http://127.0.0.1:4080/curri", "-reload-every", "2s"}, wantErr: "needs -api"},
 		{name: "stray argument", args: []string{"now"}, wantErr: `unexpected argument "now"`},

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,9 +42,16 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// childTLS serves the child's CURRI over HTTPS with the certificates of a
+// -tls-dir (writeTLSFiles), requiring client certificates if asked.
+type childTLS struct {
+	dir               string
+	requireClientCert bool
+}
+
 // startChild runs `bin serve` on free loopback ports with a random admin
 // token and waits until /readyz answers 200.
-func startChild(ctx context.Context, bin string, logOut io.Writer) (*child, error) {
+func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *childTLS) (*child, error) {
 	if bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -79,6 +87,14 @@ func startChild(ctx context.Context, bin string, logOut io.Writer) (*child, erro
 		"-director=false",
 		"-admin-token", c.token,
 		"-log-level", "warn")
+	if tlsOpt != nil {
+		c.cmd.Args = append(c.cmd.Args,
+			"-curri-tls-cert", filepath.Join(tlsOpt.dir, tlsServerCertFile),
+			"-curri-tls-key", filepath.Join(tlsOpt.dir, tlsServerKeyFile))
+		if tlsOpt.requireClientCert {
+			c.cmd.Args = append(c.cmd.Args, "-curri-client-ca", filepath.Join(tlsOpt.dir, tlsCAFile))
+		}
+	}
 	c.cmd.Stdout = logOut
 	c.cmd.Stderr = logOut
 	if err := c.cmd.Start(); err != nil {

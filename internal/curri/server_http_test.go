@@ -110,6 +110,9 @@ func TestServerHTTPFraming(t *testing.T) {
 		{"api_key query", strings.Replace(post(""), "/curri ", "/curri/lobby?api_key=089131c3-6de2 ", 1), []string{"POST"}, []int{200}, "Permit", false, ""},
 		{"alias", strings.Replace(post(""), "/curri ", "/pdp/AuthorizationEndPoint ", 1), []string{"POST"}, []int{200}, "Permit", false, ""},
 		{"alias in other case", strings.Replace(post(""), "/curri ", "/PDP/authorizationendpoint/ ", 1), []string{"POST"}, []int{200}, "Permit", false, ""},
+		// The tolerances open no way around the limits.
+		{"alias, body over the limit", "POST /pdp/AuthorizationEndPoint HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n", []string{"POST"}, []int{200}, "Indeterminate", true, ""},
+		{"no host, doctype", "POST /CURRI/ HTTP/1.1\r\nContent-Length: 40\r\n\r\n<!DOCTYPE x [<!ENTITY a \"b\">]><Request/>", []string{"POST"}, []int{200}, "Indeterminate", false, ""},
 		{"keepalive for an unknown policy", cucmHead("x", "/curri/typo") + cucmHead("x", "/curri/lobby"), []string{"HEAD", "HEAD"}, []int{404, 200}, "", false, httpErrUnknownPolicy},
 		{"bad request line", "POST/curri HTTP/1.1\r\nHost: x\r\n\r\n", []string{"POST"}, []int{400}, "", true, httpErrBadRequest},
 		{"http/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", []string{"GET"}, []int{505}, "", true, httpErrBadRequest},
