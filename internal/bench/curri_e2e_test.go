@@ -65,30 +65,10 @@ func buildSignalbox(t *testing.T) string {
 // every rule kind through the API, drives it at a modest fixed rate with a
 // rule-set swap in the middle, and checks the report.
 func TestRunCURRIEndToEnd(t *testing.T) {
-	bin := buildSignalbox(t)
-	jsonPath := filepath.Join(t.TempDir(), "report.json")
-	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	const rate, seconds = 500, 3
-	err := RunCURRI(ctx, []string{
-		"-server-bin", bin,
+	rep, stdout := runCURRIBench(t,
 		"-exact", "150", "-regex", "40", "-prefix", "5", "-pattern", "5", "-allow", "20", "-block", "20",
-		"-rate", "500", "-conns", "8", "-warmup", "1s", "-duration", "3s", "-reload-every", "2s",
-		"-json", jsonPath,
-	}, &stdout, &stderr)
-	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep curriReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("report JSON: %v", err)
-	}
+		"-rate", "500", "-conns", "8", "-warmup", "1s", "-duration", "3s", "-reload-every", "2s")
 	if rep.TransportErrors != 0 || rep.Non200 != 0 || rep.Indeterminate != 0 || rep.Unsent != 0 || rep.WarmupErrors != 0 {
 		t.Errorf("errors: transport %d, non-200 %d, Indeterminate %d, unsent %d, warmup %d (first: %s)",
 			rep.TransportErrors, rep.Non200, rep.Indeterminate, rep.Unsent, rep.WarmupErrors, rep.FirstError)
@@ -124,7 +104,7 @@ func TestRunCURRIEndToEnd(t *testing.T) {
 		t.Errorf("reloads %+v, want one clean swap", rep.Reloads)
 	}
 	for _, s := range []string{"latency", "calls/s per core", "reference", "58 calls/s per core"} {
-		if !strings.Contains(stdout.String(), s) {
+		if !strings.Contains(stdout, s) {
 			t.Errorf("table lacks %q", s)
 		}
 	}
@@ -133,28 +113,9 @@ func TestRunCURRIEndToEnd(t *testing.T) {
 // TestRunCURRIOverMutualTLS: HTTPS with client certificates as CUCM uses
 // it, every connection re-handshaking during the run; no call may fail.
 func TestRunCURRIOverMutualTLS(t *testing.T) {
-	bin := buildSignalbox(t)
-	jsonPath := filepath.Join(t.TempDir(), "report.json")
-	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err := RunCURRI(ctx, []string{
-		"-server-bin", bin, "-rules", "100", "-allow", "10", "-block", "10",
+	rep, _ := runCURRIBench(t, "-rules", "100", "-allow", "10", "-block", "10",
 		"-rate", "400", "-conns", "4", "-warmup", "500ms", "-duration", "3s",
-		"-tls", "-client-cert", "-reconnect-every", "1s", "-json", jsonPath,
-	}, &stdout, &stderr)
-	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep curriReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+		"-tls", "-client-cert", "-reconnect-every", "1s")
 	if !strings.HasPrefix(rep.Target, "https://") || !strings.Contains(rep.TLS, "mutual") {
 		t.Errorf("target %s, tls %q", rep.Target, rep.TLS)
 	}
@@ -168,4 +129,28 @@ func TestRunCURRIOverMutualTLS(t *testing.T) {
 	if rep.Calls < 1100 {
 		t.Errorf("%d calls, want ~1200", rep.Calls)
 	}
+}
+
+// runCURRIBench runs `bench curri` against the real binary with args and
+// returns its JSON report and its table.
+func runCURRIBench(t *testing.T, args ...string) (curriReport, string) {
+	t.Helper()
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := RunCURRI(ctx, append([]string{"-server-bin", buildSignalbox(t), "-json", jsonPath}, args...), &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep curriReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	return rep, stdout.String()
 }
