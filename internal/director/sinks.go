@@ -38,7 +38,11 @@ func (m *Manager) defaultSink(spec *FeedSpec) (Sink, error) {
 			}
 			maps = append(maps, synthetic.Mapping{NFFQDN: mp.NFFQDN, NFInstanceID: mp.NFInstanceID, Addr: ap})
 		}
-		return synthetic.New(synthetic.Config{Endpoint: spec.Endpoint, TLS: tc, Mappings: maps, Logger: log})
+		cfg := synthetic.Config{Endpoint: spec.Endpoint, TLS: tc, Mappings: maps, Logger: log}
+		if p := spec.Packets; p != nil {
+			cfg.MSS, cfg.MaxFlows, cfg.KeepPorts, cfg.NoHandshake = p.MSS, p.MaxFlows, p.KeepPorts, p.NoHandshake
+		}
+		return synthetic.New(cfg)
 	case TypeKafka:
 		cc := m.cfg.Client
 		if k := spec.Kafka; k != nil {

@@ -31,6 +31,7 @@ type FeedSpec struct {
 	// synthetic
 	Endpoint string        `json:"endpoint,omitempty"` // host:port
 	Mappings []AddrMapping `json:"mappings,omitempty"` // nf-fqdn / nf-instance-id -> ip:port
+	Packets  *PacketSpec   `json:"packets,omitempty"`  // how copies become packets; nil = the defaults
 
 	// http2
 	URL           string `json:"url,omitempty"`
@@ -54,6 +55,14 @@ type AddrMapping struct {
 	NFFQDN       string `json:"nf_fqdn,omitempty"`
 	NFInstanceID string `json:"nf_instance_id,omitempty"`
 	Addr         string `json:"addr"` // ip:port
+}
+
+// PacketSpec tunes a synthetic feed's packets (synthetic.EncoderOptions).
+type PacketSpec struct {
+	MSS         int  `json:"mss,omitempty"`          // largest TCP payload per packet; 0 = 1460
+	MaxFlows    int  `json:"max_flows,omitempty"`    // flows open at once; 0 = 16384
+	KeepPorts   bool `json:"keep_ports,omitempty"`   // server ports as copied, even those Wireshark does not decode as HTTP
+	NoHandshake bool `json:"no_handshake,omitempty"` // no SYN/SYN-ACK/ACK opening a flow, no FIN closing it
 }
 
 // KafkaTarget is an external Kafka cluster a kafka feed produces to.

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/sink/synthetic"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 
@@ -45,8 +46,8 @@ type streamWriter struct {
 	fbuf bytes.Buffer
 	fr   *http2.Framer
 	sbuf gopacket.SerializeBuffer
-	seq  uint32
-	port uint16 // the client's port; 40000 when 0
+	seq  [2]uint32 // next sequence number, client→server and server→client
+	port uint16    // the client's port; 40000 when 0
 }
 
 func newStreamWriter(t testing.TB, out io.Writer) *streamWriter {
@@ -67,11 +68,15 @@ func (s *streamWriter) packet(payload []byte, ts time.Time, server bool) {
 	if s.port != 0 {
 		port = layers.TCPPort(s.port)
 	}
-	tcp := &layers.TCP{SrcPort: port, DstPort: 8080, Seq: s.seq, ACK: true, PSH: true, Window: 65535}
+	dir := 0
+	if server {
+		dir = 1
+	}
+	tcp := &layers.TCP{SrcPort: port, DstPort: 8080, Seq: s.seq[dir], Ack: s.seq[1-dir], ACK: true, PSH: true, Window: 65535}
 	if server {
 		tcp.SrcPort, tcp.DstPort = 8080, port
 	}
-	s.seq += uint32(len(payload))
+	s.seq[dir] += uint32(len(payload))
 	var ls []gopacket.SerializableLayer
 	if s.ipv6 {
 		eth.EthernetType = layers.EthernetTypeIPv6
@@ -163,13 +168,17 @@ func TestSyntheticStream(t *testing.T) {
 			resp := &nfcopy.Copy{Headers: []nfcopy.Header{{Name: ":status", Values: []string{"204"}},
 				{Name: "x-http2-stream-id", Values: []string{"9"}}, {Name: "x-signalbox-seq", Values: []string{"run1/NRF/2"}}}}
 			sw.packet(sw.copyFrames(resp), sent, true)
-			// Invalid ones: a truncated frame, a HEADERS without END_STREAM, garbage.
+			// Invalid ones: garbage, a copy whose last segment is lost (the
+			// next segment is not where the flow left off), a HEADERS
+			// without END_STREAM followed by another copy's HEADERS.
+			sw.packet([]byte("GET / HTTP/1.1\r\n\r\n"), sent, false)
 			full := sw.copyFrames(testCopy("SCP", 6, 3000))
 			sw.packet(full[:len(full)-10], sent, false)
+			sw.seq[0] += 10
 			sw.fbuf.Reset()
 			_ = sw.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 11, BlockFragment: []byte{0x82}, EndHeaders: true})
 			sw.packet(sw.fbuf.Bytes(), sent, false)
-			sw.packet([]byte("GET / HTTP/1.1\r\n\r\n"), sent, false)
+			sw.packet(sw.copyFrames(testCopy("SCP", 7, 3000)), sent, false)
 
 			s := newStats(0, "")
 			if err := newConnDecoder(s).run(&buf); err != nil {
@@ -188,10 +197,8 @@ func TestSyntheticStream(t *testing.T) {
 			if r.PerNF["SCP"] != 4 || r.PerNF["NRF"] != 2 {
 				t.Errorf("per NF %v", r.PerNF)
 			}
-			for _, reason := range []string{"truncated_frame", "incomplete_copy", "bad_frame"} {
-				if r.InvalidReasons[reason] != 1 {
-					t.Errorf("invalid reasons %v: want one %s", r.InvalidReasons, reason)
-				}
+			if r.InvalidReasons["tcp_out_of_order"] != 1 || r.InvalidReasons["bad_frame"] != 2 {
+				t.Errorf("invalid reasons %v: want one tcp_out_of_order and two bad_frame", r.InvalidReasons)
 			}
 			if r.Latency.Count != 7 || r.Latency.P50 < 2000 || r.Latency.Max > 10_000_000 {
 				t.Errorf("latency %+v: want 7 samples of at least 2ms", r.Latency)
@@ -629,46 +636,61 @@ func TestIgnoreRun(t *testing.T) {
 	}
 }
 
-// TestFlowTable checks that a connection's flow table keeps a flow's state
-// while it is in its slot, stays at maxFlows slots, and gives a flow taking
-// a slot over (or one dropped after a bad packet) a fresh HPACK decoder.
+// TestFlowTable checks that a connection's flow table keeps a flow's state,
+// stays within maxFlows, and gives a flow that was dropped (closed with FIN)
+// a fresh HPACK decoder when its addresses open again.
 func TestFlowTable(t *testing.T) {
 	d := newConnDecoder(newStats(0, ""))
 	key := func(i int) flowKey {
 		var k flowKey
 		k.sp, k.dp = uint16(i), uint16(i>>16)
-		k.src[0] = byte(i >> 8)
+		k.src[0], k.src[1] = byte(i>>8), byte(i>>24)
 		return k
 	}
-	decoders := map[*hpackDecoder]bool{}
-	for i := range 3*maxFlows + 100 {
+	for i := range maxFlows + 100 {
 		k := key(i)
 		f := d.flow(k)
-		if f == nil || f.dec == nil || decoders[f.dec] {
-			t.Fatalf("flow %d: no state of its own", i)
+		if f == nil || f.dec == nil {
+			t.Fatalf("flow %d: no state", i)
 		}
-		decoders[f.dec] = true
-		if d.flow(k) != f || f.dec == nil {
+		if d.flow(k) != f {
 			t.Fatalf("flow %d: state not kept", i)
 		}
-		if i%7 == 0 { // a bad packet drops the flow
+		if i%7 == 0 { // closed
 			dec := f.dec
 			d.drop(k)
 			if d.flow(k).dec == dec {
 				t.Fatalf("flow %d: dropped flow kept its HPACK decoder", i)
 			}
 		}
-		if len(d.slots) != maxFlows {
-			t.Fatalf("flow table at %d slots, bound %d", len(d.slots), maxFlows)
+		if len(d.flows) > maxFlows {
+			t.Fatalf("flow table at %d flows, bound %d", len(d.flows), maxFlows)
 		}
 	}
-	used := 0
-	for _, s := range d.slots {
-		if s.valid {
-			used++
-		}
+}
+
+// TestSyntheticEncoderStream reads what the synthetic encoder writes: flows
+// opened with SYN and closed with FIN when its table is full, copies in
+// MSS-sized segments (bodies of up to 200 KB), bare ACKs. Every copy must be
+// received, none invalid.
+func TestSyntheticEncoderStream(t *testing.T) {
+	var buf bytes.Buffer
+	w := synthetic.NewWriter(&buf, synthetic.EncoderOptions{MaxFlows: 8})
+	var batch []*nfcopy.Copy
+	for i := range 300 {
+		c := testCopy("SCP", int64(i+1), []int{300, 3000, 70_000, 200_000}[i%4])
+		c.SourceIP, c.SourcePort, c.DestIP, c.DestPort = "10.0.0.1", uint16(40000+i%40), "10.0.0.2", 8080
+		batch = append(batch, c)
 	}
-	if used < maxFlows/2 {
-		t.Errorf("only %d of %d slots used: the hash spreads flows badly", used, maxFlows)
+	if err := w.WriteBatch(batch); err != nil {
+		t.Fatal(err)
+	}
+	s := newStats(0, "")
+	if err := newConnDecoder(s).run(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r := s.report(ModeSynthetic)
+	if r.Received != 300 || r.Unique != 300 || r.Invalid != 0 {
+		t.Fatalf("received %d unique %d invalid %d %v (%v)", r.Received, r.Unique, r.Invalid, r.InvalidReasons, r.FirstErrors)
 	}
 }

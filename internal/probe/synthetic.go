@@ -18,13 +18,15 @@ import (
 
 // The synthetic stream (written by internal/sink/synthetic): per TCP
 // connection a libpcap global header, then one record per packet. Each
-// packet is Ethernet / IPv4|IPv6 / TCP; its payload is either the HTTP/2
-// connection preface and/or SETTINGS (control), or whole HTTP/2 frames of one
-// copy: HEADERS (+CONTINUATION), then DATA with END_STREAM on the last. A
-// frame never continues into the next record, so a copy is limited to what
-// one packet holds: about 64 KiB, as the IPv4 total length is 16 bits
-// (maxRecordLen bounds the record itself). Bigger copies are not supported
-// and show up as invalid (truncated_frame).
+// packet is Ethernet / IPv4|IPv6 / TCP. A synthetic flow opens with SYN,
+// SYN-ACK, ACK (or without them), then the HTTP/2 connection preface and
+// SETTINGS (control), then each copy's HTTP/2 frames: HEADERS
+// (+CONTINUATION), then DATA with END_STREAM on the last, in MSS-sized
+// segments, so frames continue from one segment to the next; it closes with
+// FIN. Bare ACKs carry nothing. The probe reassembles each direction of a
+// flow in sequence order: a segment that does not continue where the last
+// one ended is counted (tcp_out_of_order) and the flow resumes at the next
+// segment that starts a frame.
 const (
 	magicMicros   = 0xa1b2c3d4
 	magicNanos    = 0xa1b23c4d
@@ -39,11 +41,20 @@ type flowKey struct {
 	sp, dp   uint16
 }
 
-// flow is the HTTP/2 decoding state of one synthetic flow.
+// flow is the TCP and HTTP/2 decoding state of one direction of a
+// synthetic flow.
 type flow struct {
 	dec    *hpackDecoder
 	fields copyFields
 	seq    []byte // the current copy's x-signalbox-seq
+
+	next      uint32 // the sequence number the next segment must have
+	synced    bool   // next is known
+	lost      bool   // after a gap: skip segments until one starts a frame
+	buf       []byte // the start of a frame the last segment did not finish
+	inCopy    bool   // a copy's HEADERS has been read, its END_STREAM not yet
+	inHeaders bool   // its header block continues in CONTINUATION frames
+	copyBytes int    // record bytes of the current copy's segments so far
 }
 
 // copyFields are what the probe extracts from one copy's headers.
@@ -93,7 +104,8 @@ type connDecoder struct {
 	hdr     [16]byte
 	buf     []byte
 	save    *pcapSaver // nil unless -pcap
-	slots   []flowSlot // the flow table, maxFlows slots
+	flows   map[flowKey]*flow
+	spare   []*flow // flows closed with FIN, for reuse
 
 	eth     layers.Ethernet
 	ip4     layers.IPv4
@@ -104,59 +116,55 @@ type connDecoder struct {
 	decoded []gopacket.LayerType
 }
 
-// maxFlows bounds the flows a connection remembers. Every transaction may be
-// its own synthetic flow (ports from the copy's metadata), so an unbounded
-// table grows by an HPACK decoder per transaction: gigabytes within a
-// minute at 30k copies/s.
-const (
-	flowBits = 12
-	maxFlows = 1 << flowBits
-)
+// maxFlows bounds the flows a connection remembers: the sender closes the
+// flows it stops tracking with FIN (the encoder's table, 16,384 by
+// default), and past this bound the probe forgets one at random. Every
+// transaction may be its own synthetic flow (ports from the copy's
+// metadata), so an unbounded table would grow by a flow per transaction.
+const maxFlows = 1 << 18
 
-// flowSlot is one entry of the flow table.
-type flowSlot struct {
-	key   flowKey
-	f     *flow
-	valid bool
-}
-
-// flow returns the state of key's flow. The table is direct-mapped: a new
-// flow takes its slot from whichever flow held it (a map with a victim
-// evicted per new flow probes past its deleted entries). The HPACK decoder is then fresh: a flow's dynamic table
-// must not leak into another.
+// flow returns the state of key's flow, making it if it is new.
 func (d *connDecoder) flow(key flowKey) *flow {
-	if d.slots == nil {
-		d.slots = make([]flowSlot, maxFlows)
+	if f := d.flows[key]; f != nil {
+		return f
 	}
-	s := &d.slots[key.hash()]
-	if s.valid && s.key == key {
-		return s.f
+	if d.flows == nil {
+		d.flows = make(map[flowKey]*flow)
 	}
-	if s.f == nil {
-		s.f = newFlow()
+	if len(d.flows) >= maxFlows {
+		for k, f := range d.flows {
+			delete(d.flows, k)
+			d.spare = append(d.spare, f)
+			break
+		}
+	}
+	var f *flow
+	if n := len(d.spare); n > 0 {
+		f, d.spare = d.spare[n-1], d.spare[:n-1]
+		f.restart()
 	} else {
-		s.f.freshDecoder()
+		f = newFlow()
 	}
-	s.key, s.valid = key, true
-	return s.f
+	d.flows[key] = f
+	return f
 }
 
-// drop forgets key's flow, after a bad packet.
+// restart forgets a flow's state: a new connection on its addresses.
+func (f *flow) restart() {
+	f.freshDecoder()
+	f.fields, f.seq = copyFields{}, f.seq[:0]
+	f.next, f.synced, f.lost = 0, false, false
+	f.buf, f.inCopy, f.inHeaders, f.copyBytes = f.buf[:0], false, false, 0
+}
+
+// drop forgets key's flow (it closed), keeping its buffers for another.
 func (d *connDecoder) drop(key flowKey) {
-	if s := &d.slots[key.hash()]; s.valid && s.key == key {
-		s.valid = false
+	if f := d.flows[key]; f != nil {
+		delete(d.flows, key)
+		if len(d.spare) < 1024 {
+			d.spare = append(d.spare, f)
+		}
 	}
-}
-
-// hash mixes the flow's addresses and ports into a flow table slot
-// (Fibonacci hashing: the top log2(maxFlows) bits).
-func (k *flowKey) hash() uint64 {
-	le := binary.LittleEndian
-	h := le.Uint64(k.src[:8]) ^ le.Uint64(k.src[8:])*0x9e3779b97f4a7c15
-	h = (h ^ le.Uint64(k.dst[:8])) * 0xff51afd7ed558ccd
-	h = (h ^ le.Uint64(k.dst[8:])) * 0xc4ceb9fe1a85ec53
-	h = (h ^ uint64(k.sp)<<16 ^ uint64(k.dp)) * 0x9e3779b97f4a7c15
-	return h >> (64 - flowBits)
 }
 
 func newConnDecoder(s *stats) *connDecoder {
@@ -212,6 +220,7 @@ func (d *connDecoder) run(conn io.Reader) error {
 	for {
 		if _, err := io.ReadFull(r, d.hdr[:]); err != nil {
 			if err == io.EOF {
+				d.endOfStream()
 				return nil
 			}
 			if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -275,107 +284,187 @@ func (d *connDecoder) packet(data []byte, ts int64, now time.Time) {
 		d.s.bad("not_tcp", fmt.Sprintf("packet layers %v", d.decoded))
 		return
 	}
-	payload := d.tcp.Payload
-	if len(payload) == 0 {
-		d.s.bad("empty_payload", "TCP packet without payload")
+	f := d.flow(key)
+	tcp := &d.tcp
+	if tcp.SYN {
+		f.restart()
+		f.next, f.synced = tcp.Seq+1, true
+		d.s.count(&d.s.control)
 		return
 	}
-	f := d.flow(key)
-	control := false
-	if bytes.HasPrefix(payload, []byte(clientPreface)) {
+	payload := tcp.Payload
+	if len(payload) == 0 {
+		if tcp.FIN {
+			d.drop(key)
+		}
+		d.s.count(&d.s.control) // a bare ACK, or the closing FIN
+		return
+	}
+	if f.synced && tcp.Seq != f.next {
+		d.s.bad("tcp_out_of_order", fmt.Sprintf("segment at %d, the flow's next is %d", tcp.Seq, f.next))
+		f.resync()
+	}
+	f.next, f.synced = tcp.Seq+uint32(len(payload)), true
+	if tcp.FIN {
+		defer d.drop(key)
+	}
+	if f.lost {
+		if !startsFrame(payload) {
+			return // still inside what was lost
+		}
+		f.lost = false
+	}
+	if len(f.buf) == 0 && !f.inCopy && bytes.HasPrefix(payload, []byte(clientPreface)) {
 		payload = payload[len(clientPreface):]
-		control = true
-	}
-	// After a bad packet the flow's HTTP/2 state is suspect: start afresh.
-	bad := func(reason, detail string) {
-		d.s.bad(reason, detail)
-		d.drop(key)
-	}
-	f.fields = copyFields{}
-	sawCopy, inHeaders := false, false
-	for len(payload) > 0 {
-		fr, rest, err := nextFrame(payload)
-		if err != nil {
-			if errors.Is(err, errTruncatedFrame) {
-				bad("truncated_frame", "HTTP/2 frame continues past the packet")
-			} else {
-				bad("bad_frame", err.Error())
-			}
+		f.restart()
+		f.next, f.synced = tcp.Seq+uint32(len(clientPreface)+len(payload)), true
+		if len(payload) == 0 {
+			d.s.count(&d.s.control)
 			return
 		}
-		payload = rest
-		if inHeaders && fr.typ != http2.FrameContinuation {
-			bad("bad_frame", "got "+fr.typ.String()+" frame while expecting CONTINUATION")
+	}
+	if f.inCopy {
+		f.copyBytes += len(data)
+	}
+	// The bytes to frame: a frame the last segment left unfinished, then
+	// this segment's.
+	in := payload
+	if len(f.buf) > 0 {
+		f.buf = append(f.buf, payload...)
+		in = f.buf
+	}
+	control := false
+	for len(in) > 0 {
+		fr, rest, err := nextFrame(in)
+		if errors.Is(err, errTruncatedFrame) {
+			if len(in) > maxFrameBuf {
+				d.s.bad("bad_frame", fmt.Sprintf("frame of more than %d bytes", maxFrameBuf))
+				f.resync()
+				return
+			}
+			f.buf = append(f.buf[:0], in...) // in may be f.buf: append copies forward
+			return
+		}
+		if err != nil {
+			d.s.bad("bad_frame", err.Error())
+			f.resync()
+			return
+		}
+		in = rest
+		if f.inHeaders && fr.typ != http2.FrameContinuation {
+			d.s.bad("bad_frame", "got "+fr.typ.String()+" frame while expecting CONTINUATION")
+			f.resync()
 			return
 		}
 		switch fr.typ {
 		case http2.FrameSettings, http2.FrameWindowUpdate, http2.FramePing:
-			if sawCopy {
-				bad("bad_frame", "control frame inside a copy")
+			if f.inCopy {
+				d.s.bad("bad_frame", "control frame inside a copy")
+				f.resync()
 				return
 			}
 			control = true
 		case http2.FrameHeaders:
-			if sawCopy {
-				bad("bad_frame", "second HEADERS in one packet")
+			if f.inCopy {
+				d.s.bad("bad_frame", "HEADERS before the last copy's END_STREAM")
+				f.resync()
 				return
 			}
-			sawCopy = true
-			f.fields.stream = fr.stream
+			f.inCopy, f.copyBytes = true, len(data)
+			f.fields = copyFields{stream: fr.stream}
 			end := fr.flags.Has(http2.FlagHeadersEndHeaders)
-			inHeaders = !end
+			f.inHeaders = !end
 			if err := f.headerBlock(fr.data, end); err != nil {
-				bad("bad_hpack", err.Error())
+				d.s.bad("bad_hpack", err.Error())
+				f.resync()
 				return
 			}
 			if fr.flags.Has(http2.FlagHeadersEndStream) {
 				if !end {
 					// The stream ends with the header block, which
-					// must end in this packet's CONTINUATION frames.
+					// ends in CONTINUATION frames.
 					f.fields.endStream = true
 					continue
 				}
-				d.finish(f, len(data), ts, now)
-				return
+				d.finish(f, ts, now)
 			}
 		case http2.FrameContinuation:
-			if !inHeaders || fr.stream != f.fields.stream {
-				bad("bad_frame", "CONTINUATION without HEADERS on its stream")
+			if !f.inHeaders || fr.stream != f.fields.stream {
+				d.s.bad("bad_frame", "CONTINUATION without HEADERS on its stream")
+				f.resync()
 				return
 			}
 			end := fr.flags.Has(http2.FlagContinuationEndHeaders)
-			inHeaders = !end
+			f.inHeaders = !end
 			if err := f.headerBlock(fr.data, end); err != nil {
-				bad("bad_hpack", err.Error())
+				d.s.bad("bad_hpack", err.Error())
+				f.resync()
 				return
 			}
 			if end && f.fields.endStream {
-				d.finish(f, len(data), ts, now)
-				return
+				d.finish(f, ts, now)
 			}
 		case http2.FrameData:
-			if !sawCopy || !f.fields.headersDone || fr.stream != f.fields.stream {
-				bad("bad_frame", "DATA without HEADERS on its stream")
+			if !f.inCopy || !f.fields.headersDone || fr.stream != f.fields.stream {
+				d.s.bad("bad_frame", "DATA without HEADERS on its stream")
+				f.resync()
 				return
 			}
 			f.fields.data += len(fr.data)
 			if fr.flags.Has(http2.FlagDataEndStream) {
-				d.finish(f, len(data), ts, now)
-				return
+				d.finish(f, ts, now)
 			}
 		default:
-			bad("bad_frame", "unexpected "+fr.typ.String()+" frame")
+			d.s.bad("bad_frame", "unexpected "+fr.typ.String()+" frame")
+			f.resync()
 			return
 		}
 	}
-	switch {
-	case sawCopy:
-		bad("incomplete_copy", "packet ends before END_STREAM")
-	case control:
+	f.buf = f.buf[:0]
+	if control && !f.inCopy {
 		d.s.count(&d.s.control)
-	default:
-		bad("bad_frame", "packet holds no HTTP/2 frame")
 	}
+}
+
+// endOfStream counts the copies the connection ended in the middle of.
+func (d *connDecoder) endOfStream() {
+	for k, f := range d.flows {
+		if f.inCopy || len(f.buf) > 0 {
+			d.s.bad("incomplete_copy", "the stream ended inside a copy")
+		}
+		d.drop(k)
+	}
+}
+
+// maxFrameBuf bounds the unfinished frame a flow keeps between segments: a
+// frame is at most 16 KiB (the SETTINGS_MAX_FRAME_SIZE the stream keeps).
+const maxFrameBuf = 1 << 20
+
+// startsFrame reports whether a segment plausibly begins an HTTP/2 frame of
+// the kinds a copy starts with: after a loss, a flow resumes there.
+func startsFrame(p []byte) bool {
+	if bytes.HasPrefix(p, []byte(clientPreface)) {
+		return true
+	}
+	if len(p) < 9 {
+		return false
+	}
+	switch http2.FrameType(p[3]) {
+	case http2.FrameHeaders:
+		return binary.BigEndian.Uint32(p[5:9])&(1<<31-1) != 0
+	case http2.FrameSettings, http2.FrameWindowUpdate:
+		return binary.BigEndian.Uint32(p[5:9])&(1<<31-1) == 0
+	}
+	return false
+}
+
+// resync gives up on the flow's current copy and frame after a bad segment:
+// the flow resumes at the next segment that starts a frame, with a fresh
+// HPACK decoder.
+func (f *flow) resync() {
+	f.freshDecoder()
+	f.buf, f.inCopy, f.inHeaders, f.copyBytes = f.buf[:0], false, false, 0
+	f.lost = true
 }
 
 func (f *flow) headerBlock(frag []byte, end bool) error {
@@ -385,12 +474,13 @@ func (f *flow) headerBlock(frag []byte, end bool) error {
 	return f.dec.fragment(frag, end, f)
 }
 
-func (d *connDecoder) finish(f *flow, size int, ts int64, now time.Time) {
+func (d *connDecoder) finish(f *flow, ts int64, now time.Time) {
+	f.inCopy = false
 	if !f.fields.path && !f.fields.status {
 		d.s.bad("missing_pseudo_header", "copy has neither :path nor :status")
 		return
 	}
-	d.s.copySeen(f.fields.seq, "", size, f.fields.data, ts, now)
+	d.s.copySeen(f.fields.seq, "", f.copyBytes, f.fields.data, ts, now)
 }
 
 // frame is one HTTP/2 frame of a packet: its header and its payload without

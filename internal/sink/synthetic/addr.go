@@ -34,15 +34,48 @@ import (
 //  4. a stable default: 10.x.y.z from a hash of the NF's FQDN (or instance
 //     id).
 //
-// Default ports: the server listens on 443 when the scheme is https, else
-// 8080; the client uses a stable ephemeral port (32768–60999) derived from
-// both NF identities, so each client/server pair is one TCP flow.
+// A consumer or producer the metadata does not name (no id, no FQDN) is
+// named as SBI names it: by the NF instance in 3gpp-Sbi-NF-Peer-Info
+// (srcinst for the sender of this message, dstinst for its receiver), then,
+// for a request, the consumer by its User-Agent and the producer by
+// :authority (an IP or IP:port there is used as the address). Unnamed
+// peers share one default address per role.
+//
+// Ports: the server port is the copy's or mapping's, else 8080. Unless
+// KeepPorts, a server port Wireshark does not dissect as HTTP (its http
+// dissector's TCP range: 80, 1900, 2710, 2869, 3128, 3132, 5985, 8080, 8088,
+// 11371; 443 goes to TLS) becomes 8080 for an http copy and 8088 for an
+// https one: the stream is cleartext HTTP/2, which Wireshark's HTTP/2
+// heuristic finds only behind its http dissector (packet-http2.c registers
+// it on the "http" table). The client uses a stable ephemeral port
+// (32768–60999) derived from both NF identities, so each client/server pair
+// is one TCP flow.
 type nfIdent struct{ fqdn, id, role string }
 
 func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.AddrPort) {
 	nf := nfIdent{c.NFFQDN, c.NFInstanceID, "nf"}
 	cons := nfIdent{c.ConsumerFQDN, c.ConsumerID, "consumer"}
 	prod := nfIdent{c.ProducerFQDN, c.ProducerID, "producer"}
+	if cons.fqdn == "" && cons.id == "" {
+		switch {
+		case ci.request && ci.peerSrc != "":
+			cons.id = ci.peerSrc
+		case !ci.request && ci.peerDst != "":
+			cons.id = ci.peerDst
+		case ci.request && ci.userAgent != "":
+			cons.id = ci.userAgent
+		}
+	}
+	if prod.fqdn == "" && prod.id == "" {
+		switch {
+		case ci.request && ci.peerDst != "":
+			prod.id = ci.peerDst
+		case !ci.request && ci.peerSrc != "":
+			prod.id = ci.peerSrc
+		case ci.request && ci.authority != "":
+			prod.fqdn = ci.authority
+		}
+	}
 	nfKnown := nf.fqdn != "" || nf.id != ""
 
 	var cl, sv nfIdent
@@ -65,9 +98,9 @@ func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.A
 		cMetaIP, cMetaPort, sMetaIP, sMetaPort = sMetaIP, sMetaPort, cMetaIP, cMetaPort
 	}
 
-	sPort := uint16(8080)
+	sPort := uint16(defaultHTTPPort)
 	if ci.https {
-		sPort = 443
+		sPort = defaultHTTPSPort
 	}
 	// The client's port, derived only when the metadata does not give it
 	// (hashing both FQDNs was a tenth of the encoder's time).
@@ -75,12 +108,29 @@ func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.A
 
 	server = e.resolve(sv, sMetaIP, sMetaPort, func() uint16 { return sPort }, true)
 	client = e.resolve(cl, cMetaIP, cMetaPort, cPort, false)
+	if !e.keepPorts && !httpPort(server.Port()) {
+		p := uint16(defaultHTTPPort)
+		if ci.https {
+			p = defaultHTTPSPort
+		}
+		server = netip.AddrPortFrom(server.Addr(), p)
+	}
 	// One flow has one address family: lift a lone IPv4 side into IPv6.
 	if client.Addr().Is4() != server.Addr().Is4() {
 		client = to6(client)
 		server = to6(server)
 	}
 	return client, server
+}
+
+// httpPort reports whether Wireshark's http dissector takes TCP port p by
+// default (TCP_DEFAULT_RANGE in epan/dissectors/packet-http.c).
+func httpPort(p uint16) bool {
+	switch p {
+	case 80, 1900, 2710, 2869, 3128, 3132, 5985, 8080, 8088, 11371:
+		return true
+	}
+	return false
 }
 
 func to6(ap netip.AddrPort) netip.AddrPort {

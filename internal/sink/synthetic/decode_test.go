@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -28,6 +27,9 @@ type message struct {
 	streamID       uint32
 	fields         []hpack.HeaderField
 	body           []byte
+	// unpaired: a server message on a stream its client never opened (a
+	// response whose request the stream did not carry).
+	unpaired bool
 }
 
 type dirState struct {
@@ -41,12 +43,33 @@ type dirState struct {
 	blockSID  uint32
 	pending   map[uint32]*message
 	endOnHdrs bool
+	// The client direction's view of its connection: the streams it has
+	// opened, the highest one.
+	lastStream uint32
+	opened     map[uint32]bool
+	synSeen    bool
+	finSeen    bool
 }
 
+// streamStats counts what a decoded stream's TCP looked like.
+type streamStats struct{ syns, fins, bareAcks, segments, maxPayload int }
+
 // decodeStream reads a synthetic pcap stream back with gopacket and
-// x/net/http2, checking lengths, checksums, sequence/ack numbers and that each
-// header block decodes with a fresh HPACK decoder.
+// x/net/http2, checking lengths, checksums, sequence/ack numbers, TCP
+// handshakes and closes, that client streams are opened in increasing order
+// and that each header block decodes with a fresh HPACK decoder.
 func decodeStream(data []byte) ([]message, error) {
+	msgs, _, err := decodeStreamStats(data)
+	return msgs, err
+}
+
+func decodeStreamStats(data []byte) ([]message, streamStats, error) {
+	var st streamStats
+	msgs, err := decodeStreamInto(data, &st)
+	return msgs, st, err
+}
+
+func decodeStreamInto(data []byte, st *streamStats) ([]message, error) {
 	r, err := pcapgo.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("pcap header: %w", err)
@@ -76,8 +99,24 @@ func decodeStream(data []byte) ([]message, error) {
 		if tcp == nil {
 			return nil, fmt.Errorf("record %d: no TCP layer", n)
 		}
-		if !tcp.PSH || !tcp.ACK || tcp.SYN || tcp.FIN || tcp.RST {
-			return nil, fmt.Errorf("record %d: flags not PSH|ACK", n)
+		if tcp.RST || tcp.URG {
+			return nil, fmt.Errorf("record %d: RST or URG", n)
+		}
+		switch {
+		case tcp.SYN && !tcp.ACK && !tcp.FIN && !tcp.PSH, tcp.SYN && tcp.ACK && !tcp.FIN && !tcp.PSH:
+			st.syns++
+		case tcp.FIN && tcp.ACK && !tcp.SYN && !tcp.PSH:
+			st.fins++
+		case tcp.ACK && !tcp.PSH && !tcp.SYN && !tcp.FIN:
+			st.bareAcks++
+		case tcp.PSH && tcp.ACK && !tcp.SYN && !tcp.FIN:
+			st.segments++
+			st.maxPayload = max(st.maxPayload, len(tcp.Payload))
+		default:
+			return nil, fmt.Errorf("record %d: flags %v", n, tcpFlags(tcp))
+		}
+		if (tcp.SYN || tcp.FIN || !tcp.PSH) && len(tcp.Payload) != 0 {
+			return nil, fmt.Errorf("record %d: %s segment with %d bytes", n, tcpFlags(tcp), len(tcp.Payload))
 		}
 		var src, dst netip.AddrPort
 		switch ip := p.NetworkLayer().(type) {
@@ -119,21 +158,57 @@ func decodeStream(data []byte) ([]message, error) {
 		if _, ok := clientOf[rev]; ok {
 			canon = rev
 		}
+		newDir := func() *dirState {
+			d := &dirState{pending: map[uint32]*message{}, opened: map[uint32]bool{}}
+			d.fr = http2.NewFramer(io.Discard, &d.in)
+			return d
+		}
+		if tcp.SYN && !tcp.ACK {
+			// A new connection on this pair of addresses: forget the old.
+			if d := dirs[key]; d != nil && !d.finSeen {
+				return nil, fmt.Errorf("record %d: SYN on %v, whose connection was not closed", n, key)
+			}
+			dirs[key], dirs[rev] = newDir(), nil
+			delete(clientOf, canon)
+			delete(clientOf, rev)
+			canon = key
+		}
+		if tcp.SYN && tcp.ACK {
+			if o := dirs[rev]; o == nil || !o.synSeen {
+				return nil, fmt.Errorf("record %d: SYN-ACK without a SYN", n)
+			}
+			dirs[key] = newDir()
+		}
 		d := dirs[key]
 		if d == nil {
-			d = &dirState{pending: map[uint32]*message{}}
-			d.fr = http2.NewFramer(io.Discard, &d.in)
+			d = newDir()
 			dirs[key] = d
+		}
+		if d.finSeen && (len(tcp.Payload) > 0 || tcp.FIN) {
+			return nil, fmt.Errorf("record %d: data or FIN after FIN on %v", n, key)
 		}
 		payload := tcp.Payload
 		if d.seqKnown && tcp.Seq != d.nextSeq {
 			return nil, fmt.Errorf("record %d: seq %d, want %d", n, tcp.Seq, d.nextSeq)
 		}
 		d.seqKnown, d.nextSeq = true, tcp.Seq+uint32(len(payload))
-		if o := dirs[rev]; o != nil && o.seqKnown && tcp.Ack != o.nextSeq {
+		if tcp.SYN || tcp.FIN {
+			d.nextSeq++
+			d.synSeen = d.synSeen || tcp.SYN
+			d.finSeen = d.finSeen || tcp.FIN
+		}
+		if o := dirs[rev]; tcp.ACK && o != nil && o.seqKnown && tcp.Ack != o.nextSeq {
 			return nil, fmt.Errorf("record %d: ack %d, want %d", n, tcp.Ack, o.nextSeq)
 		}
+		if len(payload) == 0 {
+			continue
+		}
 		d.raw = append(d.raw, payload...)
+		if _, ok := clientOf[canon]; !ok {
+			if _, ok := clientOf[rev]; ok {
+				canon = rev
+			}
+		}
 		if _, ok := clientOf[canon]; !ok {
 			if !bytes.HasPrefix(d.raw, []byte(h2Preface)) {
 				return nil, fmt.Errorf("record %d: new flow %v does not start with the client preface", n, key)
@@ -150,6 +225,7 @@ func decodeStream(data []byte) ([]message, error) {
 		if !fromClient {
 			server = src
 		}
+		cd := dirs[[2]netip.AddrPort{client, server}] // the client direction
 		for len(d.raw) >= 9 {
 			flen := int(d.raw[0])<<16 | int(d.raw[1])<<8 | int(d.raw[2])
 			if len(d.raw) < 9+flen {
@@ -175,9 +251,19 @@ func decodeStream(data []byte) ([]message, error) {
 			case *http2.HeadersFrame:
 				d.block = append(d.block[:0], f.HeaderBlockFragment()...)
 				d.blockSID, d.endOnHdrs = f.StreamID, f.StreamEnded()
+				if fromClient && d.pending[f.StreamID] == nil {
+					if f.StreamID&1 == 0 || f.StreamID <= cd.lastStream {
+						return nil, fmt.Errorf("record %d: client opens stream %d after %d", n, f.StreamID, cd.lastStream)
+					}
+					cd.lastStream = f.StreamID
+					cd.opened[f.StreamID] = true
+				}
 				if f.HeadersEnded() {
 					if err := d.endBlock(client, server, fromClient); err != nil {
 						return nil, fmt.Errorf("record %d: %w", n, err)
+					}
+					if !fromClient && !cd.opened[f.StreamID] {
+						d.pending[f.StreamID].unpaired = true
 					}
 					if d.endOnHdrs {
 						finish(f.StreamID)
@@ -230,6 +316,19 @@ func (d *dirState) endBlock(client, server netip.AddrPort, fromClient bool) erro
 	}
 	d.pending[d.blockSID] = &message{client: client, server: server, fromClient: fromClient, streamID: d.blockSID, fields: fields}
 	return nil
+}
+
+func tcpFlags(t *layers.TCP) string {
+	var f []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{t.SYN, "SYN"}, {t.FIN, "FIN"}, {t.PSH, "PSH"}, {t.ACK, "ACK"}, {t.RST, "RST"}, {t.URG, "URG"}} {
+		if x.on {
+			f = append(f, x.name)
+		}
+	}
+	return strings.Join(f, "|")
 }
 
 func ipv4Checksum(h []byte) uint16 {
@@ -285,11 +384,20 @@ func checkMessages(t *testing.T, copies []*nfcopy.Copy, msgs []message) {
 		if m.fromClient != c.Direction.IsRequest() {
 			t.Errorf("copy %d: fromClient %v for %v", i, m.fromClient, c.Direction)
 		}
-		if sid := headerValue(c, "x-http2-stream-id"); sid != "" && strconv.Itoa(int(m.streamID)) != sid {
-			t.Errorf("copy %d: stream %d, want %s", i, m.streamID, sid)
-		}
 		if m.streamID%2 != 1 {
 			t.Errorf("copy %d: stream id %d is not client-initiated", i, m.streamID)
+		}
+		// A response goes on the stream (and flow) of its request.
+		if !c.Direction.IsRequest() && c.CorrelationID != "" {
+			for j := i - 1; j >= 0; j-- {
+				if r := copies[j]; r.Direction.IsRequest() && pairKey(r) == pairKey(c) {
+					if m.streamID != msgs[j].streamID || m.client != msgs[j].client || m.server != msgs[j].server || m.unpaired {
+						t.Errorf("copy %d: response on %v→%v stream %d (unpaired %v); its request (copy %d) on %v→%v stream %d",
+							i, m.client, m.server, m.streamID, m.unpaired, j, msgs[j].client, msgs[j].server, msgs[j].streamID)
+					}
+					break
+				}
+			}
 		}
 	}
 }

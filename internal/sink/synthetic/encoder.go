@@ -5,13 +5,23 @@
 // (Writer; an os.File gives a .pcap file that tools open directly).
 //
 // Stream layout: a pcap global header (magic 0xa1b23c4d: nanosecond
-// timestamps, version 2.4, snaplen 262144, linktype Ethernet), then one record
-// per copy. The first time the encoder sees a flow it also emits two set-up
-// records: the client's connection preface + SETTINGS + WINDOW_UPDATE, and the
-// server's SETTINGS + SETTINGS ACK + WINDOW_UPDATE, so every synthetic TCP flow
-// decodes on its own. Header blocks are HPACK-encoded without the dynamic table
-// (static-table indices and literals only), so any frame decodes alone even
-// when a reader joins the stream midway.
+// timestamps, version 2.4, snaplen 262144, linktype Ethernet), then records.
+// The first time the encoder sees a flow it opens it: a TCP handshake
+// (SYN, SYN-ACK, ACK; EncoderOptions.NoHandshake leaves it out), the
+// client's connection preface + SETTINGS + WINDOW_UPDATE, and the server's
+// SETTINGS + SETTINGS ACK + WINDOW_UPDATE, so every synthetic TCP flow
+// decodes on its own. Each copy is then its HEADERS (+ CONTINUATION) and
+// DATA frames, in segments of at most the MSS. A flow pushed out of the flow
+// table is closed with FIN; if it has more copies later it opens afresh, on
+// a new initial sequence number, so no flow's sequence numbers go backwards.
+// Header blocks are HPACK-encoded without the dynamic table (static-table
+// indices and literals only), so any frame decodes alone even when a reader
+// joins the stream midway.
+//
+// Stream ids are the flow's own: each request opens the next client stream
+// (the NF's own x-http2-stream-id when it is odd and above the flow's last,
+// else renumbered), and a response goes on the stream of its request, found
+// by correlation id, hop-by-hop id, leg and copying NF.
 package synthetic
 
 import (
@@ -52,7 +62,25 @@ const (
 	maxSegment4 = 65535 - 20 - 20
 	maxSegment6 = 65535 - 20
 
+	// DefaultMSS is the largest TCP payload of a segment by default: an
+	// Ethernet MTU of 1500 less the IPv4 and TCP headers.
+	DefaultMSS = 1460
+
 	defaultMaxFlows = 16384
+	flowWays        = 4 // the flow table is 4-way set associative
+
+	// ackEvery: a side that has received this much since it last sent
+	// anything sends a bare ACK, as a receiver's delayed ACKs do, so no
+	// sender has more in flight than the 65,535-byte window it is offered.
+	ackEvery = 32 << 10
+
+	// maxPending bounds the requests remembered for their responses.
+	maxPending = 1 << 16
+
+	// HTTP ports: what the synthetic server listens on when its copy's
+	// port is not one Wireshark dissects as HTTP (see decodablePort).
+	defaultHTTPPort  = 8080
+	defaultHTTPSPort = 8088
 )
 
 // Mapping gives the L3/L4 address of an NF, matched on its FQDN or its NF
@@ -66,11 +94,23 @@ type Mapping struct {
 // EncoderOptions configures an Encoder.
 type EncoderOptions struct {
 	Mappings []Mapping
-	// MaxFlows sizes the flow table (per-flow sequence numbers), rounded
-	// up to a power of two; 0 means 16384. The table is direct-mapped: a
-	// new flow takes its slot from the flow that held it, which restarts
-	// with fresh set-up records if it has another copy.
+	// MaxFlows sizes the flow table, rounded up to a multiple of four
+	// (sets of four flows, least recently used out first); 0 means 16384.
+	// A flow pushed out is closed with FIN; it opens afresh if it has
+	// another copy.
 	MaxFlows int
+	// MSS is the largest TCP payload of one segment; 0 means DefaultMSS
+	// (1460). At most 65,495.
+	MSS int
+	// KeepPorts writes server ports as the copy or mapping gives them.
+	// By default a server port that Wireshark does not dissect as HTTP
+	// (443 among them, which it hands to TLS: the synthetic stream is
+	// cleartext) becomes 8080 for an http copy and 8088 for an https one,
+	// so stock Wireshark decodes every copy without "decode as".
+	KeepPorts bool
+	// NoHandshake leaves out the SYN/SYN-ACK/ACK that opens each flow and
+	// the FIN exchange that closes it.
+	NoHandshake bool
 }
 
 type flowKey struct{ client, server netip.AddrPort }
@@ -84,7 +124,19 @@ type flowSlot struct {
 
 type flowState struct {
 	clientSeq, serverSeq uint32 // next sequence number in each direction
-	nextStream           uint32 // for copies without stream id and correlation id
+	clientAck, serverAck uint32 // what each side last acknowledged of the other
+	lastStream           uint32 // the flow's highest client stream id so far
+	conn                 uint32 // which opening of the flow this is (Encoder.conns)
+	lastUse              uint64 // Encoder.tick at the flow's last copy
+}
+
+// pendingStream is a request whose response has not been seen: the flow
+// (and which opening of it) and the stream it went on.
+type pendingStream struct {
+	key  flowKey
+	conn uint32
+	sid  uint32
+	fifo uint64 // its place in Encoder.pendingOrder
 }
 
 // Encoder builds pcap records from copies. It is not safe for concurrent use;
@@ -93,14 +145,25 @@ type flowState struct {
 type Encoder struct {
 	byFQDN map[string]netip.AddrPort
 	byID   map[string]netip.AddrPort
-	flows  []flowSlot // a power of two of them
-	shift  uint       // 64 - log2(len(flows)): a hash's top bits index flows
+	flows  []flowSlot // sets of flowWays; a power of two of sets
+	shift  uint       // 64 - log2(number of sets): a hash's top bits index a set
+	tick   uint64
+	conns  uint32
+
+	mss         int
+	keepPorts   bool
+	noHandshake bool
+
+	pending      map[uint64]pendingStream
+	pendingOrder []uint64 // ring of pending keys, oldest first from pendingHead
+	pendingHead  uint64
+	pendingN     uint64
 
 	hp      *hpack.Encoder
 	hblock  appendWriter // header block scratch
 	payload []byte       // HTTP/2 frames scratch
 
-	key *shareKey // encoders of one key encode alike (their mappings)
+	key *shareKey // encoders of one key encode alike (their mappings, ports)
 }
 
 type appendWriter struct{ b []byte }
@@ -113,17 +176,29 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 // NewEncoder returns an Encoder with an empty flow table.
 func NewEncoder(opts EncoderOptions) *Encoder {
 	e := &Encoder{
-		byFQDN:  make(map[string]netip.AddrPort),
-		byID:    make(map[string]netip.AddrPort),
-		payload: make([]byte, 0, 4096),
+		byFQDN:      make(map[string]netip.AddrPort),
+		byID:        make(map[string]netip.AddrPort),
+		payload:     make([]byte, 0, 4096),
+		mss:         opts.MSS,
+		keepPorts:   opts.KeepPorts,
+		noHandshake: opts.NoHandshake,
+		pending:     make(map[uint64]pendingStream),
 	}
+	if e.mss <= 0 {
+		e.mss = DefaultMSS
+	}
+	e.mss = min(e.mss, maxSegment4)
 	n := opts.MaxFlows
 	if n <= 0 {
 		n = defaultMaxFlows
 	}
-	e.shift = 64 - uint(bits.Len(uint(n-1)))
-	e.flows = make([]flowSlot, 1<<(64-e.shift))
-	e.key = internKey(opts.Mappings)
+	sets := max(1, (n+flowWays-1)/flowWays)
+	e.shift = 64 - uint(bits.Len(uint(sets-1)))
+	if sets == 1 {
+		e.shift = 64
+	}
+	e.flows = make([]flowSlot, flowWays<<(64-e.shift))
+	e.key = internKey(opts.Mappings, opts.KeepPorts)
 	for _, m := range opts.Mappings {
 		if !m.Addr.Addr().IsValid() {
 			continue // Config validation reports these; the encoder just ignores them
@@ -146,21 +221,39 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 	return e
 }
 
-// Reset forgets all flows: the next copy of each flow is preceded by its
-// set-up records again. Call it whenever the global header is re-sent (a new
-// connection), since the reader starts from scratch.
-func (e *Encoder) Reset() { clear(e.flows) }
+// Reset forgets all flows: the next copy of each flow opens it again. Call
+// it whenever the global header is re-sent (a new connection), since the
+// reader starts from scratch.
+func (e *Encoder) Reset() {
+	clear(e.flows)
+	clear(e.pending)
+	e.pendingHead, e.pendingN = 0, 0
+}
 
-// slot is key's entry in the flow table: one hash and one comparison, where
-// a Go map of tens of thousands of flows probes its groups for every new
-// flow.
-func (e *Encoder) slot(key flowKey) *flowSlot {
+// set is key's set of flowWays slots in the flow table: one hash, where a
+// Go map of tens of thousands of flows probes its groups for every new flow.
+func (e *Encoder) set(key flowKey) []flowSlot {
 	c, v := key.client.Addr().As16(), key.server.Addr().As16()
 	le := binary.LittleEndian
 	h := (le.Uint64(c[:8]) ^ le.Uint64(c[8:])*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
 	h = (h ^ le.Uint64(v[:8]) ^ le.Uint64(v[8:])*0xc4ceb9fe1a85ec53) * 0x9e3779b97f4a7c15
 	h = (h ^ uint64(key.client.Port())<<16 ^ uint64(key.server.Port())) * 0xff51afd7ed558ccd
-	return &e.flows[h>>e.shift]
+	i := 0
+	if e.shift < 64 {
+		i = int(h>>e.shift) * flowWays
+	}
+	return e.flows[i : i+flowWays : i+flowWays]
+}
+
+// find returns key's slot if the table holds its flow.
+func (e *Encoder) find(key flowKey) *flowSlot {
+	set := e.set(key)
+	for i := range set {
+		if set[i].used && set[i].key == key {
+			return &set[i]
+		}
+	}
+	return nil
 }
 
 // AppendHeader appends the pcap global header to dst.
@@ -178,7 +271,10 @@ func (e *Encoder) AppendHeader(dst []byte) []byte {
 type copyInfo struct {
 	request  bool
 	https    bool
-	streamID uint32
+	streamID uint32 // the NF's own, from x-http2-stream-id; 0 if none
+	// Who the peers are, for copies whose metadata does not say
+	// (3gpp-Sbi-NF-Peer-Info srcinst/dstinst, User-Agent, :authority).
+	peerSrc, peerDst, userAgent, authority string
 }
 
 func scanHeaders(c *nfcopy.Copy) copyInfo {
@@ -192,6 +288,8 @@ func scanHeaders(c *nfcopy.Copy) copyInfo {
 		switch {
 		case h.Name == ":status":
 			hasStatus = true
+		case h.Name == ":authority":
+			ci.authority = h.Values[0]
 		case h.Name == ":scheme" || strings.EqualFold(h.Name, "x-http2-scheme"):
 			if h.Values[0] == "https" {
 				ci.https = true
@@ -200,6 +298,10 @@ func scanHeaders(c *nfcopy.Copy) copyInfo {
 			if n, err := strconv.ParseUint(h.Values[0], 10, 31); err == nil && n > 0 {
 				ci.streamID = uint32(n)
 			}
+		case strings.EqualFold(h.Name, "3gpp-sbi-nf-peer-info"):
+			ci.peerSrc, ci.peerDst = peerInfo(h.Values[0])
+		case strings.EqualFold(h.Name, "user-agent"):
+			ci.userAgent = h.Values[0]
 		}
 	}
 	switch c.Direction {
@@ -213,92 +315,249 @@ func scanHeaders(c *nfcopy.Copy) copyInfo {
 	return ci
 }
 
-// AppendCopy appends the pcap record(s) of one copy to dst: the flow's set-up
-// records the first time the flow is seen, then the copy's HEADERS (+
-// CONTINUATION) and DATA frames in one TCP segment, or several when they
-// exceed what one IP packet holds.
+// peerInfo reads the sending and receiving NF instances of a
+// 3gpp-Sbi-NF-Peer-Info header (TS 29.500 §5.2.3.2.14:
+// "srcinst=...; srcservinst=...; dstinst=...; dstscp=..."), preferring the
+// NF instance, then the SCP or SEPP FQDN that stands in for it.
+func peerInfo(v string) (src, dst string) {
+	var srcSCP, dstSCP string
+	for v != "" {
+		var part string
+		part, v, _ = strings.Cut(v, ";")
+		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "srcinst":
+			src = strings.TrimSpace(val)
+		case "dstinst":
+			dst = strings.TrimSpace(val)
+		case "srcscp", "srcsepp":
+			srcSCP = strings.TrimSpace(val)
+		case "dstscp", "dstsepp":
+			dstSCP = strings.TrimSpace(val)
+		}
+	}
+	if src == "" {
+		src = srcSCP
+	}
+	if dst == "" {
+		dst = dstSCP
+	}
+	return src, dst
+}
+
+// AppendCopy appends the pcap record(s) of one copy to dst: the flow's
+// opening the first time the flow is seen (and the closing of a flow it
+// pushes out of the table), then the copy's HEADERS (+ CONTINUATION) and
+// DATA frames in segments of at most the MSS.
 func (e *Encoder) AppendCopy(dst []byte, c *nfcopy.Copy) []byte {
 	return e.AppendCopyFrom(dst, c, nil)
 }
 
 // AppendCopyFrom is AppendCopy for a copy that sh (nil: none) may hold a
 // shared encoding of: when it holds one of this encoder's key, the copy's
-// frames, addresses and payload checksum are taken from there. The bytes
-// are the same either way.
+// frames and addresses are taken from there, and only the stream id is
+// this encoder's. The bytes are the same either way.
 func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte {
+	var (
+		key     flowKey
+		request bool
+		own     uint32
+		frames  []byte
+	)
 	if p := sh.encoding(c); p != nil && p.key == e.key {
-		key := flowKey{p.client, p.server}
-		slot, fl, dst := e.flow(dst, c.Timestamp, key)
-		dst = e.appendSegments(dst, c.Timestamp, key, &fl, p.request, p.payload, p.sum)
-		*slot = flowSlot{key: key, st: fl, used: true}
-		return dst
+		key, request, own, frames = flowKey{p.client, p.server}, p.request, p.ownStream, p.payload
+	} else {
+		ci := scanHeaders(c)
+		client, server := e.endpoints(c, ci)
+		key, request, own = flowKey{client, server}, ci.request, ci.streamID
 	}
-	ci := scanHeaders(c)
-	client, server := e.endpoints(c, ci)
-	key := flowKey{client, server}
-	slot, fl, dst := e.flow(dst, c.Timestamp, key)
-	sid, ok := streamID(c, ci)
-	if !ok {
-		sid = fl.nextStream
-		if ci.request {
-			fl.nextStream += 2
-			if fl.nextStream > 0x7fffffff {
-				fl.nextStream = 1
+	e.tick++
+	pk := pairKey(c)
+	sid := uint32(0)
+	if !request && pk != 0 {
+		// A response goes on its request's stream, on its request's flow
+		// (which its own headers may not name as the request's did).
+		if ps, ok := e.pending[pk]; ok {
+			delete(e.pending, pk)
+			if sl := e.find(ps.key); sl != nil && sl.st.conn == ps.conn {
+				key, sid = ps.key, ps.sid
 			}
 		}
 	}
-	e.payload = e.appendFrames(e.payload[:0], c, sid)
-	dst = e.appendSegments(dst, c.Timestamp, key, &fl, ci.request, e.payload, noSum)
-	*slot = flowSlot{key: key, st: fl, used: true}
+	slot, dst := e.flow(dst, c.Timestamp, key)
+	if sid == 0 {
+		sid = e.nextStream(&slot.st, own)
+		if sid == 0 { // the flow's stream ids are used up: reopen it
+			dst = e.close(dst, c.Timestamp, slot)
+			slot, dst = e.flow(dst, c.Timestamp, key)
+			sid = e.nextStream(&slot.st, own)
+		}
+		if request && pk != 0 {
+			e.remember(pk, pendingStream{key: key, conn: slot.st.conn, sid: sid})
+		}
+	}
+	if frames != nil {
+		e.payload = append(e.payload[:0], frames...)
+		setStreamID(e.payload, sid)
+	} else {
+		e.payload = e.appendFrames(e.payload[:0], c, sid)
+	}
+	slot.st.lastUse = e.tick
+	return e.appendSegments(dst, c.Timestamp, key, &slot.st, request, e.payload, tcpPSHACK)
+}
+
+// nextStream is the stream a new message of the flow goes on: the NF's own
+// id when it is a client id above every id the flow has used, else the
+// flow's next one; 0 when the flow has run out of ids.
+func (e *Encoder) nextStream(fl *flowState, own uint32) uint32 {
+	if own&1 == 1 && own > fl.lastStream {
+		fl.lastStream = own
+		return own
+	}
+	if fl.lastStream >= 0x7fffffff-2 {
+		return 0
+	}
+	if fl.lastStream == 0 {
+		fl.lastStream = 1
+	} else {
+		fl.lastStream += 2
+	}
+	return fl.lastStream
+}
+
+// setStreamID writes sid into every frame header of p.
+func setStreamID(p []byte, sid uint32) {
+	for len(p) >= h2FrameHeaderLen {
+		n := int(p[0])<<16 | int(p[1])<<8 | int(p[2])
+		binary.BigEndian.PutUint32(p[5:9], sid&0x7fffffff)
+		if len(p) < h2FrameHeaderLen+n {
+			return
+		}
+		p = p[h2FrameHeaderLen+n:]
+	}
+}
+
+// pairKey identifies a request/response pair at one copying NF: the
+// correlation id, the hop-by-hop id (an SCP retry has a new one), the leg
+// (ingress copies pair with ingress, egress with egress) and the NF. 0
+// when the copy has no correlation id.
+func pairKey(c *nfcopy.Copy) uint64 {
+	if c.CorrelationID == "" {
+		return 0
+	}
+	h := hashString(fnvOffset, c.CorrelationID)
+	h = hashString(h^0xff, c.HopByHopID)
+	switch c.Direction {
+	case nfcopy.RequestEgress, nfcopy.ResponseIngress:
+		h ^= 1
+	}
+	h = hashString(h*fnvPrime, c.NFInstanceID)
+	h = hashString(h*fnvPrime, c.NFFQDN)
+	return h | 1 // never 0
+}
+
+// remember keeps a request's stream for its response, forgetting the
+// oldest when maxPending are kept.
+func (e *Encoder) remember(pk uint64, ps pendingStream) {
+	if e.pendingOrder == nil {
+		e.pendingOrder = make([]uint64, maxPending)
+	}
+	if e.pendingN == maxPending {
+		old := e.pendingOrder[e.pendingHead%maxPending]
+		if p, ok := e.pending[old]; ok && p.fifo == e.pendingHead {
+			delete(e.pending, old)
+		}
+		e.pendingHead++
+		e.pendingN--
+	}
+	ps.fifo = e.pendingHead + e.pendingN
+	e.pendingOrder[ps.fifo%maxPending] = pk
+	e.pendingN++
+	e.pending[pk] = ps
+}
+
+// flow returns key's slot, opening the flow first when the table does not
+// hold it: the least recently used flow of its set is closed to make room.
+func (e *Encoder) flow(dst []byte, ts int64, key flowKey) (*flowSlot, []byte) {
+	set := e.set(key)
+	victim := 0
+	for i := range set {
+		if set[i].used && set[i].key == key {
+			return &set[i], dst
+		}
+		if !set[victim].used {
+			continue
+		}
+		if !set[i].used || set[i].st.lastUse < set[victim].st.lastUse {
+			victim = i
+		}
+	}
+	slot := &set[victim]
+	if slot.used {
+		dst = e.close(dst, ts, slot)
+	}
+	e.conns++
+	// RFC 6528: the initial sequence numbers are a hash of the flow plus a
+	// 4 µs clock (the copies' time), so a flow opened again later starts
+	// beyond where its last opening began.
+	h := hashAddrPort(hashAddrPort(fnvOffset, key.client), key.server)
+	clock := uint32(max(ts, 0) / 4000)
+	isnC, isnS := uint32(h)+clock, uint32(h>>32)+clock
+	*slot = flowSlot{key: key, used: true, st: flowState{conn: e.conns, lastUse: e.tick}}
+	fl := &slot.st
+	if e.noHandshake {
+		fl.clientSeq, fl.serverSeq = isnC, isnS
+	} else {
+		fl.clientSeq, fl.serverSeq = isnC, isnS
+		dst = e.appendSegments(dst, ts, key, fl, true, nil, tcpSYN)
+		dst = e.appendSegments(dst, ts, key, fl, false, nil, tcpSYN|tcpACK)
+		dst = e.appendSegments(dst, ts, key, fl, true, nil, tcpACK)
+	}
+	fl.clientAck, fl.serverAck = fl.serverSeq, fl.clientSeq
+	return slot, e.appendSetup(dst, ts, key, fl)
+}
+
+// close ends slot's flow: FIN from the client, FIN from the server, the
+// client's last ACK (nothing without the handshake), and frees the slot.
+func (e *Encoder) close(dst []byte, ts int64, slot *flowSlot) []byte {
+	if !e.noHandshake {
+		fl := &slot.st
+		dst = e.appendSegments(dst, ts, slot.key, fl, true, nil, tcpFIN|tcpACK)
+		dst = e.appendSegments(dst, ts, slot.key, fl, false, nil, tcpFIN|tcpACK)
+		dst = e.appendSegments(dst, ts, slot.key, fl, true, nil, tcpACK)
+	}
+	*slot = flowSlot{}
 	return dst
-}
-
-// flow returns key's slot and state, appending the flow's set-up records
-// to dst first when the slot holds another flow (or none).
-func (e *Encoder) flow(dst []byte, ts int64, key flowKey) (*flowSlot, flowState, []byte) {
-	slot := e.slot(key)
-	fl := slot.st
-	if !slot.used || slot.key != key {
-		h := hashAddrPort(hashAddrPort(fnvOffset, key.client), key.server)
-		fl = flowState{clientSeq: uint32(h), serverSeq: uint32(h >> 32), nextStream: 1}
-		dst = e.appendSetup(dst, ts, key, &fl)
-	}
-	return slot, fl, dst
-}
-
-// streamID is the HTTP/2 stream of c when the copy alone tells it: its
-// x-http2-stream-id, else one derived from its correlation id; ok=false
-// means the flow numbers it (the next client stream).
-func streamID(c *nfcopy.Copy, ci copyInfo) (uint32, bool) {
-	switch {
-	case ci.streamID != 0:
-		return ci.streamID, true
-	case c.CorrelationID != "":
-		// Stable odd (client-initiated) id so the request and response
-		// copies of one transaction share a stream.
-		return uint32(hashString(fnvOffset, c.CorrelationID)&0x3fffffff)*2 + 1, true
-	}
-	return 0, false
 }
 
 // appendSetup emits the client's preface+SETTINGS and the server's SETTINGS.
 // Header table size is left at its default: announcing 0 would oblige every
-// following block to start with a table size update (RFC 7541 §4.2).
+// following block to start with a table size update (RFC 7541 §4.2). Both
+// sides announce the largest initial stream window and open the connection
+// window fully, so that no body, however large, exceeds a flow-control
+// window and no WINDOW_UPDATE is due later.
 func (e *Encoder) appendSetup(dst []byte, ts int64, key flowKey, fl *flowState) []byte {
-	const windowIncrement = 1<<31 - 1 - 65535 // open the connection window fully
+	const (
+		maxWindow       = 1<<31 - 1
+		windowIncrement = maxWindow - 65535 // the connection window starts at 65,535
+	)
 	p := append(e.payload[:0], h2Preface...)
-	p = appendFrameHeader(p, 6, frameSettings, 0, 0)
-	p = appendSetting(p, 0x2, 0) // ENABLE_PUSH off
+	p = appendFrameHeader(p, 12, frameSettings, 0, 0)
+	p = appendSetting(p, 0x2, 0)         // ENABLE_PUSH off
+	p = appendSetting(p, 0x4, maxWindow) // INITIAL_WINDOW_SIZE
 	p = appendFrameHeader(p, 4, frameWindowUpdate, 0, 0)
 	p = binary.BigEndian.AppendUint32(p, windowIncrement)
-	dst = e.appendSegments(dst, ts, key, fl, true, p, noSum)
+	dst = e.appendSegments(dst, ts, key, fl, true, p, tcpPSHACK)
 
 	p = appendFrameHeader(p[:0], 6, frameSettings, 0, 0)
-	p = appendSetting(p, 0x3, 1000) // MAX_CONCURRENT_STREAMS
+	p = appendSetting(p, 0x4, maxWindow) // INITIAL_WINDOW_SIZE
 	p = appendFrameHeader(p, 0, frameSettings, flagAck, 0)
 	p = appendFrameHeader(p, 4, frameWindowUpdate, 0, 0)
 	p = binary.BigEndian.AppendUint32(p, windowIncrement)
-	dst = e.appendSegments(dst, ts, key, fl, false, p, noSum)
+	dst = e.appendSegments(dst, ts, key, fl, false, p, tcpPSHACK)
 	e.payload = p
 	return dst
 }
@@ -407,82 +666,109 @@ func hasUpper(s string) bool {
 	return false
 }
 
-// appendSegments appends payload as one or more TCP segments (records) of the
-// flow, client→server when fromClient, advancing that direction's sequence.
-// Each record is written in place: pcap record header, Ethernet, IPv4 or IPv6
-// and TCP headers (no options), the payload, then the checksums over what is
-// already in dst. The payload is copied once. psum, unless it is noSum, is
-// the payload's one's-complement sum (onesSum), known beforehand; it is
-// used when the payload fits one segment, and the checksum then reads only
-// the TCP header.
-func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowState, fromClient bool, payload []byte, psum uint64) []byte {
+// TCP flags of the segments appendSegments writes.
+const (
+	tcpFIN    = 0x01
+	tcpSYN    = 0x02
+	tcpPSH    = 0x08
+	tcpACK    = 0x10
+	tcpPSHACK = tcpPSH | tcpACK
+)
+
+// appendSegments appends payload as TCP segments (records) of the flow of at
+// most the MSS each, client→server when fromClient, advancing that
+// direction's sequence; flags are the segments' (PSH|ACK for data; a SYN or
+// FIN with no payload counts one sequence number). Each record is written
+// in place: pcap record header, Ethernet, IPv4 or IPv6 and TCP headers (no
+// options), the payload, then the checksums over what is already in dst.
+// When the receiving side has more than ackEvery unacknowledged, it sends a
+// bare ACK first.
+func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowState, fromClient bool, payload []byte, flags byte) []byte {
+	if ts < 0 {
+		ts = 0
+	}
+	for first := true; first || len(payload) > 0; first = false {
+		seq, peerAck := fl.clientSeq, fl.serverAck
+		if !fromClient {
+			seq, peerAck = fl.serverSeq, fl.clientAck
+		}
+		if len(payload) > 0 && seq-peerAck >= ackEvery {
+			dst = e.appendSegment(dst, ts, key, fl, !fromClient, nil, tcpACK)
+		}
+		n := min(len(payload), e.mss)
+		dst = e.appendSegment(dst, ts, key, fl, fromClient, payload[:n], flags)
+		payload = payload[n:]
+	}
+	return dst
+}
+
+// appendSegment appends one segment and advances the flow's state.
+func (e *Encoder) appendSegment(dst []byte, ts int64, key flowKey, fl *flowState, fromClient bool, payload []byte, flags byte) []byte {
 	src, dstAP := key.server, key.client
 	seq, ack := &fl.serverSeq, fl.clientSeq
 	if fromClient {
 		src, dstAP = key.client, key.server
 		seq, ack = &fl.clientSeq, fl.serverSeq
 	}
+	if flags&tcpACK == 0 {
+		ack = 0 // a SYN acknowledges nothing
+	}
 	v4 := src.Addr().Is4()
-	maxSeg, ipLen := maxSegment6, ipv6HeaderLen
+	ipLen := ipv6HeaderLen
 	if v4 {
-		maxSeg, ipLen = maxSegment4, ipv4HeaderLen
+		ipLen = ipv4HeaderLen
 	}
 	srcMAC, dstMAC := macFor(src.Addr()), macFor(dstAP.Addr())
-	if ts < 0 {
-		ts = 0
+	n := len(payload)
+	pktLen := ethHeaderLen + ipLen + tcpHeaderLen + n
+	dst = slices.Grow(dst, pcapRecordHeaderLen+pktLen)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(ts/1e9))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(ts%1e9))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(pktLen))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(pktLen))
+	dst = append(dst, dstMAC[:]...)
+	dst = append(dst, srcMAC[:]...)
+	var pseudo uint64 // the TCP pseudo-header's sum
+	if v4 {
+		dst = append(dst, 0x08, 0x00) // EtherType IPv4
+		ip := len(dst)
+		s4, d4 := src.Addr().As4(), dstAP.Addr().As4()
+		total := ipv4HeaderLen + tcpHeaderLen + n
+		dst = append(dst,
+			0x45, 0, byte(total>>8), byte(total), // version 4, IHL 5, TOS, total length
+			0, 0, 0x40, 0, // id, flags DF, fragment offset
+			64, 6, 0, 0) // TTL, protocol TCP, checksum (below)
+		dst = append(dst, s4[:]...)
+		dst = append(dst, d4[:]...)
+		binary.BigEndian.PutUint16(dst[ip+10:], checksum(dst[ip:ip+ipv4HeaderLen], 0))
+		pseudo = sum16(s4[:], sum16(d4[:], uint64(6)+uint64(tcpHeaderLen+n)))
+	} else {
+		dst = append(dst, 0x86, 0xdd) // EtherType IPv6
+		s16, d16 := src.Addr().As16(), dstAP.Addr().As16()
+		pl := tcpHeaderLen + n
+		dst = append(dst, 0x60, 0, 0, 0, byte(pl>>8), byte(pl), 6, 64) // version 6, class, label, payload length, TCP, hop limit
+		dst = append(dst, s16[:]...)
+		dst = append(dst, d16[:]...)
+		pseudo = sum16(s16[:], sum16(d16[:], uint64(6)+uint64(pl)))
 	}
-	whole := len(payload)
-	for {
-		n := min(len(payload), maxSeg)
-		pktLen := ethHeaderLen + ipLen + tcpHeaderLen + n
-		dst = slices.Grow(dst, pcapRecordHeaderLen+pktLen)
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(ts/1e9))
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(ts%1e9))
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(pktLen))
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(pktLen))
-		dst = append(dst, dstMAC[:]...)
-		dst = append(dst, srcMAC[:]...)
-		var pseudo uint64 // the TCP pseudo-header's sum
-		if v4 {
-			dst = append(dst, 0x08, 0x00) // EtherType IPv4
-			ip := len(dst)
-			s4, d4 := src.Addr().As4(), dstAP.Addr().As4()
-			total := ipv4HeaderLen + tcpHeaderLen + n
-			dst = append(dst,
-				0x45, 0, byte(total>>8), byte(total), // version 4, IHL 5, TOS, total length
-				0, 0, 0x40, 0, // id, flags DF, fragment offset
-				64, 6, 0, 0) // TTL, protocol TCP, checksum (below)
-			dst = append(dst, s4[:]...)
-			dst = append(dst, d4[:]...)
-			binary.BigEndian.PutUint16(dst[ip+10:], checksum(dst[ip:ip+ipv4HeaderLen], 0))
-			pseudo = sum16(s4[:], sum16(d4[:], uint64(6)+uint64(tcpHeaderLen+n)))
-		} else {
-			dst = append(dst, 0x86, 0xdd) // EtherType IPv6
-			s16, d16 := src.Addr().As16(), dstAP.Addr().As16()
-			pl := tcpHeaderLen + n
-			dst = append(dst, 0x60, 0, 0, 0, byte(pl>>8), byte(pl), 6, 64) // version 6, class, label, payload length, TCP, hop limit
-			dst = append(dst, s16[:]...)
-			dst = append(dst, d16[:]...)
-			pseudo = sum16(s16[:], sum16(d16[:], uint64(6)+uint64(pl)))
-		}
-		tcp := len(dst)
-		dst = binary.BigEndian.AppendUint16(dst, src.Port())
-		dst = binary.BigEndian.AppendUint16(dst, dstAP.Port())
-		dst = binary.BigEndian.AppendUint32(dst, *seq)
-		dst = binary.BigEndian.AppendUint32(dst, ack)
-		dst = append(dst, 5<<4, 0x18, 0xff, 0xff, 0, 0, 0, 0) // data offset 5, PSH|ACK, window 65535, checksum, urgent
-		dst = append(dst, payload[:n]...)
-		if psum != noSum && n == whole { // the only segment
-			binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:tcp+tcpHeaderLen], pseudo+psum))
-		} else {
-			binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:], pseudo))
-		}
-		*seq += uint32(n)
-		payload = payload[n:]
-		if len(payload) == 0 {
-			return dst
-		}
+	tcp := len(dst)
+	dst = binary.BigEndian.AppendUint16(dst, src.Port())
+	dst = binary.BigEndian.AppendUint16(dst, dstAP.Port())
+	dst = binary.BigEndian.AppendUint32(dst, *seq)
+	dst = binary.BigEndian.AppendUint32(dst, ack)
+	dst = append(dst, 5<<4, flags, 0xff, 0xff, 0, 0, 0, 0) // data offset 5, flags, window 65535, checksum, urgent
+	dst = append(dst, payload...)
+	binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:], pseudo))
+	*seq += uint32(n)
+	if flags&(tcpSYN|tcpFIN) != 0 {
+		*seq++
 	}
+	if fromClient {
+		fl.clientAck = ack
+	} else {
+		fl.serverAck = ack
+	}
+	return dst
 }
 
 // Header sizes of the records appendSegments writes.
@@ -503,9 +789,6 @@ func sum16(b []byte, sum uint64) uint64 {
 	}
 	return sum
 }
-
-// noSum tells appendSegments that the payload's sum is not known.
-const noSum = ^uint64(0)
 
 // checksum is the Internet checksum of b with initial (unfolded) sum init.
 func checksum(b []byte, init uint64) uint16 { return ^uint16(onesSum(b, init)) }

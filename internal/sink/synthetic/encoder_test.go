@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,13 +166,45 @@ func TestStreamIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The copy without x-http2-stream-id and its response share a stable id
-	// derived from the correlation id.
-	if msgs[7].streamID != msgs[8].streamID {
-		t.Errorf("request stream %d, response stream %d", msgs[7].streamID, msgs[8].streamID)
+	// The NF's own stream ids are kept while they rise on their flow.
+	for _, i := range []int{0, 2, 4} {
+		if want := headerValue(c[i], "x-http2-stream-id"); strconv.Itoa(int(msgs[i].streamID)) != want {
+			t.Errorf("copy %d: stream %d, want the NF's %s", i, msgs[i].streamID, want)
+		}
 	}
-	if msgs[7].streamID != uint32(hashString(fnvOffset, c[7].CorrelationID)&0x3fffffff)*2+1 {
-		t.Errorf("stream id %d not derived from correlation id", msgs[7].streamID)
+	// The copy without x-http2-stream-id takes its flow's next stream, and
+	// its response follows it there.
+	if msgs[7].streamID != 1 || msgs[8].streamID != 1 {
+		t.Errorf("request without a stream id on stream %d, its response on %d; want 1 and 1", msgs[7].streamID, msgs[8].streamID)
+	}
+
+	// Netty leaves x-http2-stream-id off a response: it still goes on its
+	// request's stream. Two NF connections merged into one synthetic flow
+	// reuse their ids: the second is renumbered above the first.
+	a := request(1, nfcopy.RequestIngress, nil)
+	b := request(2, nfcopy.RequestIngress, nil)
+	setHeader(b, "x-http2-stream-id", headerValue(a, "x-http2-stream-id"))
+	ra := response(a, nfcopy.ResponseEgress, "200", nil)
+	ra.Headers = slices.DeleteFunc(ra.Headers, func(h nfcopy.Header) bool { return h.Name == "x-http2-stream-id" })
+	rb := response(b, nfcopy.ResponseEgress, "200", nil)
+	retry := request(1, nfcopy.RequestIngress, nil) // an SCP retry: same correlation id, another hop
+	retry.HopByHopID = "hop-2"
+	copies := []*nfcopy.Copy{a, b, retry, rb, ra, response(retry, nfcopy.ResponseEgress, "503", nil)}
+	msgs, err = decodeStream(encodeAll(EncoderOptions{}, copies))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMessages(t, copies, msgs)
+	if msgs[0].streamID == msgs[1].streamID || msgs[1].streamID <= msgs[0].streamID || msgs[2].streamID <= msgs[1].streamID {
+		t.Errorf("streams %d, %d, %d: want rising ids on one flow", msgs[0].streamID, msgs[1].streamID, msgs[2].streamID)
+	}
+}
+
+func setHeader(c *nfcopy.Copy, name, value string) {
+	for i := range c.Headers {
+		if c.Headers[i].Name == name {
+			c.Headers[i].Values = []string{value}
+		}
 	}
 }
 
@@ -226,14 +259,14 @@ func TestAddresses(t *testing.T) {
 			c.ProducerFQDN = "unmapped-producer"
 			c.Headers[6] = h(":scheme", "https")
 			return c
-		}, "10.", "10.*:443"},
+		}, "10.", "10.*:8088"},
 		{"mixed families lift IPv4 into IPv6", func() *nfcopy.Copy {
 			c := base(nfcopy.RequestIngress)
 			c.NFFQDN = "v6.example"
 			return c
 		}, "::ffff:192.0.2.30", "[2001:db8::30]:7777"},
 	}
-	e := NewEncoder(EncoderOptions{Mappings: mappings})
+	e := NewEncoder(EncoderOptions{Mappings: mappings, KeepPorts: true})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.copy()
@@ -282,33 +315,121 @@ func TestResetResendsSetup(t *testing.T) {
 	}
 }
 
+// Without KeepPorts, every server port is one Wireshark dissects as HTTP.
+func TestDecodablePorts(t *testing.T) {
+	e := NewEncoder(EncoderOptions{Mappings: []Mapping{{NFFQDN: "scp901xwp.5gc.mnc030.mcc234.3gppnetwork.org", Addr: netip.MustParseAddrPort("192.0.2.10:9443")}}})
+	for _, tt := range []struct {
+		port   uint16
+		scheme string
+		want   uint16
+	}{
+		{443, "https", 8088}, {8443, "https", 8088}, {29510, "http", 8080}, {8000, "http", 8080},
+		{80, "http", 80}, {80, "https", 80}, {8080, "https", 8080}, {0, "https", 8088}, {0, "http", 8080},
+	} {
+		c := request(1, nfcopy.RequestEgress, nil)
+		setHeader(c, ":scheme", tt.scheme)
+		setHeader(c, "x-http2-scheme", tt.scheme)
+		c.SourceIP, c.SourcePort, c.DestIP, c.DestPort = "198.51.100.1", 50000, "198.51.100.2", tt.port
+		_, server := e.endpoints(c, scanHeaders(c))
+		if server.Port() != tt.want || !httpPort(server.Port()) {
+			t.Errorf("%s copy to port %d: server port %d, want %d", tt.scheme, tt.port, server.Port(), tt.want)
+		}
+	}
+	// The NF mapped to 9443 serves on a port Wireshark decodes.
+	c := request(1, nfcopy.RequestIngress, nil)
+	if _, server := e.endpoints(c, scanHeaders(c)); server != netip.MustParseAddrPort("192.0.2.10:8080") {
+		t.Errorf("mapped NF served at %v", server)
+	}
+}
+
+// Peers the metadata does not name are named by the SBI headers that carry
+// them, so unidentified consumers do not collapse into one flow.
+func TestPeersFromSBIHeaders(t *testing.T) {
+	e := NewEncoder(EncoderOptions{})
+	anon := func(hdrs ...nfcopy.Header) *nfcopy.Copy {
+		c := request(1, nfcopy.RequestEgress, nil)
+		c.ConsumerFQDN, c.ProducerFQDN, c.NFFQDN, c.NFInstanceID = "", "", "", ""
+		c.Headers = append(c.Headers[:0:0], hdrs...)
+		return c
+	}
+	flowOf := func(c *nfcopy.Copy) flowKey {
+		cl, sv := e.endpoints(c, scanHeaders(c))
+		return flowKey{cl, sv}
+	}
+	peer := func(v string) nfcopy.Header { return h("3gpp-Sbi-NF-Peer-Info", v) }
+	a := flowOf(anon(peer("srcinst=54804518-4191-46b3-955c-ac631f953ed8; dstinst=8a3a1c9e-0000-4000-8000-000000000002")))
+	b := flowOf(anon(peer("srcinst=11111111-4191-46b3-955c-ac631f953ed8; dstinst=8a3a1c9e-0000-4000-8000-000000000002")))
+	if a.client.Addr() == b.client.Addr() || a.server != b.server {
+		t.Errorf("two consumers of one producer (by 3gpp-Sbi-NF-Peer-Info): %v and %v", a, b)
+	}
+	ua1 := flowOf(anon(h("user-agent", "AMF-54804518-4191-46b3-955c-ac631f953ed8"), h(":authority", "udm1.example.net:8080")))
+	ua2 := flowOf(anon(h("user-agent", "SMF-9e0c0a44-0000-4000-8000-000000000009"), h(":authority", "udm1.example.net:8080")))
+	if ua1.client.Addr() == ua2.client.Addr() || ua1.server != ua2.server {
+		t.Errorf("two consumers by User-Agent of one :authority: %v and %v", ua1, ua2)
+	}
+	lit := flowOf(anon(h(":authority", "10.251.11.99:8000")))
+	if lit.server.Addr() != netip.MustParseAddr("10.251.11.99") {
+		t.Errorf(":authority with an IP gave server %v", lit.server)
+	}
+	// A response names the peers the other way round.
+	resp := anon(peer("srcinst=8a3a1c9e-0000-4000-8000-000000000002; dstinst=54804518-4191-46b3-955c-ac631f953ed8"), h(":status", "200"))
+	resp.Direction = nfcopy.ResponseIngress
+	if r := flowOf(resp); r != a {
+		t.Errorf("response flow %v, request flow %v", r, a)
+	}
+}
+
+// The flow table is bounded; a flow pushed out is closed with FIN and opens
+// afresh when it returns, so the stream stays valid TCP throughout.
 func TestFlowTableBounded(t *testing.T) {
 	e := NewEncoder(EncoderOptions{MaxFlows: 3})
 	if len(e.flows) != 4 {
 		t.Fatalf("flow table of %d slots for MaxFlows 3, want 4", len(e.flows))
 	}
-	setups := 0
+	out := e.AppendHeader(nil)
 	for i := 0; i < 200; i++ {
 		c := request(i, nfcopy.RequestIngress, nil)
 		c.SourceIP, c.SourcePort = "192.0.2.1", uint16(30000+i%50)
-		first := len(e.AppendCopy(nil, c))
-		again := len(e.AppendCopy(nil, c))
-		if again >= first { // a flow's second copy right after its first needs no set-up
-			t.Fatalf("copy %d: %d bytes again after %d: flow not kept", i, again, first)
+		first := len(out)
+		out = e.AppendCopy(out, c)
+		mid := len(out)
+		out = e.AppendCopy(out, c)
+		if again := len(out) - mid; again >= mid-first { // a flow's second copy right after its first needs no opening
+			t.Fatalf("copy %d: %d bytes again after %d: flow not kept", i, again, mid-first)
 		}
 		if len(e.flows) != 4 {
 			t.Fatalf("flow table at %d slots", len(e.flows))
 		}
-		setups++
 	}
-	used := 0
-	for _, s := range e.flows {
-		if s.used {
-			used++
+	_, st, err := decodeStreamStats(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.fins != 2*(200-4) || st.syns != 2*200 {
+		t.Errorf("%d FINs and %d SYNs for 200 openings of which 196 were pushed out", st.fins, st.syns)
+	}
+}
+
+// Segments are at most the MSS, and a side that receives much acknowledges
+// it before the window would be full.
+func TestSegmentsAndAcks(t *testing.T) {
+	big := request(1, nfcopy.RequestIngress, jsonBody(200_000))
+	for _, mss := range []int{0, 536, 9000} {
+		data := encodeAll(EncoderOptions{MSS: mss}, []*nfcopy.Copy{big, request(2, nfcopy.RequestIngress, jsonBody(100_000))})
+		_, st, err := decodeStreamStats(data)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if used < 2 {
-		t.Errorf("%d of 4 slots used after 50 flows: the hash spreads flows badly", used)
+		want := mss
+		if want == 0 {
+			want = DefaultMSS
+		}
+		if st.maxPayload != want {
+			t.Errorf("MSS %d: largest segment %d bytes", mss, st.maxPayload)
+		}
+		if min := 300_000 / ackEvery; st.bareAcks < min {
+			t.Errorf("MSS %d: %d bare ACKs for 300 KB one way, want >= %d", mss, st.bareAcks, min)
+		}
 	}
 }
 

@@ -9,20 +9,18 @@ import (
 )
 
 // Shared makes, once per copy, the part of a copy's records that does not
-// depend on the connection a feed writes to: the copy's HTTP/2 frames, its
-// flow's addresses and the frames' checksum sum. The director hands one
+// depend on the connection a feed writes to: the copy's HTTP/2 frames (but
+// for their stream id) and its flow's addresses. The director hands one
 // decoded copy to every feed of a stream (its shared reader); when several of
 // them are synthetic feeds of one key (the same address mappings), it has
 // the copies encoded this way once, and each feed's encoder adds only what
-// its own connection decides: the set-up records of a flow it has not seen,
-// the sequence numbers, the headers below HTTP/2 and the checksums. The
-// shared part is most of a sink's encoding.
+// its own connection decides: the opening of a flow it has not seen, the
+// stream id, the sequence numbers, the headers below HTTP/2 and the
+// checksums. The shared part is most of a sink's encoding.
 //
-// A copy whose stream id only the flow can give (no x-http2-stream-id and no
-// correlation id: the flow's next stream) is left to each encoder. A sink
-// is given the Shared beside the batch (Sink.WriteShared) and finds each
-// copy's encoding in it; Reset forgets them, which the caller does once no
-// sink is writing those copies.
+// A sink is given the Shared beside the batch (Sink.WriteShared) and finds
+// each copy's encoding in it; Reset forgets them, which the caller does once
+// no sink is writing those copies.
 type Shared struct {
 	enc   *Encoder
 	buf   []byte // every copy's frames, end to end
@@ -37,24 +35,24 @@ type precoded struct {
 	key            *shareKey
 	client, server netip.AddrPort
 	request        bool
-	payload        []byte // its HTTP/2 frames
-	sum            uint64 // onesSum of payload
+	ownStream      uint32 // the NF's x-http2-stream-id, 0 if none
+	payload        []byte // its HTTP/2 frames, on stream 0 (setStreamID)
 }
 
 // NewShared returns a Shared for the encoders of s's key.
-func (s *Sink) NewShared() *Shared { return newShared(s.cfg.Mappings) }
+func (s *Sink) NewShared() *Shared { return newShared(s.cfg.Mappings, s.cfg.KeepPorts) }
 
 // ShareKey is equal for sinks whose encoders share encodings (Shared).
 func (s *Sink) ShareKey() any { return s.enc.key }
 
-func newShared(maps []Mapping) *Shared {
-	return &Shared{enc: NewEncoder(EncoderOptions{Mappings: maps, MaxFlows: 1}), at: map[*nfcopy.Copy]int32{}}
+func newShared(maps []Mapping, keepPorts bool) *Shared {
+	return &Shared{enc: NewEncoder(EncoderOptions{Mappings: maps, KeepPorts: keepPorts, MaxFlows: 1}), at: map[*nfcopy.Copy]int32{}}
 }
 
 // maxKeptShared bounds the frames buffer a Shared keeps between batches.
 const maxKeptShared = 16 << 20
 
-// Encode encodes the copies that tell their own stream id.
+// Encode encodes the copies.
 func (s *Shared) Encode(cs []*nfcopy.Copy) {
 	s.buf, s.ends, s.which = s.buf[:0], s.ends[:0], s.which[:0]
 	if cap(s.pre) < len(cs) {
@@ -64,15 +62,9 @@ func (s *Shared) Encode(cs []*nfcopy.Copy) {
 	e := s.enc
 	for i, c := range cs {
 		ci := scanHeaders(c)
-		sid, ok := streamID(c, ci)
-		if !ok {
-			continue
-		}
 		client, server := e.endpoints(c, ci)
-		start := len(s.buf)
-		s.buf = e.appendFrames(s.buf, c, sid)
-		s.pre = append(s.pre, precoded{key: e.key, client: client, server: server, request: ci.request,
-			sum: onesSum(s.buf[start:], 0)})
+		s.buf = e.appendFrames(s.buf, c, 0)
+		s.pre = append(s.pre, precoded{key: e.key, client: client, server: server, request: ci.request, ownStream: ci.streamID})
 		s.ends = append(s.ends, len(s.buf))
 		s.which = append(s.which, i)
 	}
@@ -108,15 +100,19 @@ func (s *Shared) Reset() {
 	s.buf = s.buf[:0]
 }
 
-// shareKey identifies encoders that encode alike: their mappings.
+// shareKey identifies encoders that encode alike: their mappings and
+// whether they keep ports.
 type shareKey struct{ mappings string }
 
 var shareKeys sync.Map // the mappings, written out → *shareKey
 
 // internKey returns the one shareKey of maps (in order: a later mapping of
-// the same name wins).
-func internKey(maps []Mapping) *shareKey {
+// the same name wins) and keepPorts.
+func internKey(maps []Mapping, keepPorts bool) *shareKey {
 	var b strings.Builder
+	if keepPorts {
+		b.WriteString("keep-ports\n")
+	}
 	for _, m := range maps {
 		if !m.Addr.Addr().IsValid() {
 			continue

@@ -8,8 +8,8 @@ import (
 	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
-// sharedCopies is sampleCopies with odd cases added: a message too big for one
-// segment, and one whose stream only its flow can number.
+// sharedCopies is sampleCopies with odd cases added: a message of many
+// segments, and one without a stream id or correlation id.
 func sharedCopies() []*nfcopy.Copy {
 	cs := sampleCopies()
 	big := request(20, nfcopy.RequestIngress, jsonBody(150_000))
@@ -25,10 +25,10 @@ func sharedCopies() []*nfcopy.Copy {
 // round of the same copies with the shared buffers reused.
 func TestSharedEncodingSameBytes(t *testing.T) {
 	maps := []Mapping{{NFFQDN: "UDM1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: netip.MustParseAddrPort("10.9.9.9:8443")}}
-	for _, opts := range []EncoderOptions{{}, {Mappings: maps}} {
+	for _, opts := range []EncoderOptions{{}, {Mappings: maps}, {KeepPorts: true, NoHandshake: true, MSS: 9000}} {
 		cs := sharedCopies()
 		plain, withShared := NewEncoder(opts), NewEncoder(opts)
-		sh := newShared(opts.Mappings)
+		sh := newShared(opts.Mappings, opts.KeepPorts)
 		var want, got []byte
 		for round := 0; round < 2; round++ {
 			sh.Encode(cs)
@@ -38,8 +38,8 @@ func TestSharedEncodingSameBytes(t *testing.T) {
 					shared++
 				}
 			}
-			if shared != len(cs)-2 {
-				t.Fatalf("%d of %d copies have a shared encoding, want all but the two the flow numbers", shared, len(cs))
+			if shared != len(cs) {
+				t.Fatalf("%d of %d copies have a shared encoding, want all", shared, len(cs))
 			}
 			for i, c := range cs {
 				if i == 4 {
@@ -66,14 +66,14 @@ func TestSharedEncodingSameBytes(t *testing.T) {
 // encoding made for another key and encodes the copy itself.
 func TestSharedEncodingKeyed(t *testing.T) {
 	maps := []Mapping{{NFFQDN: "udm1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: netip.MustParseAddrPort("10.9.9.9:8443")}}
-	if internKey(maps) != internKey(append([]Mapping(nil), maps...)) {
+	if internKey(maps, false) != internKey(append([]Mapping(nil), maps...), false) {
 		t.Fatal("equal mappings give different keys")
 	}
-	if internKey(maps) == internKey(nil) {
-		t.Fatal("different mappings give one key")
+	if internKey(maps, false) == internKey(nil, false) || internKey(nil, true) == internKey(nil, false) {
+		t.Fatal("different mappings or port handling give one key")
 	}
 	c := sampleCopies()[0]
-	sh := newShared(nil)
+	sh := newShared(nil, false)
 	sh.Encode([]*nfcopy.Copy{c})
 	if sh.encoding(c) == nil {
 		t.Fatal("no shared encoding")
@@ -91,7 +91,7 @@ func TestSharedEncodingKeyed(t *testing.T) {
 func BenchmarkAppendCopyShared(b *testing.B) {
 	e := NewEncoder(EncoderOptions{})
 	c := request(1, nfcopy.RequestIngress, jsonBody(3000))
-	sh := newShared(nil)
+	sh := newShared(nil, false)
 	sh.Encode([]*nfcopy.Copy{c})
 	buf := e.AppendCopyFrom(nil, c, sh)
 	b.ReportAllocs()

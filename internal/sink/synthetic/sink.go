@@ -23,11 +23,19 @@ type Config struct {
 	Endpoint     string      // host:port of the consumer
 	TLS          *tls.Config // nil = plain TCP
 	Mappings     []Mapping
+	MSS          int           // EncoderOptions.MSS
+	MaxFlows     int           // EncoderOptions.MaxFlows
+	KeepPorts    bool          // EncoderOptions.KeepPorts
+	NoHandshake  bool          // EncoderOptions.NoHandshake
 	DialTimeout  time.Duration // default 5s
 	WriteTimeout time.Duration // per batch write; default 10s
 	BackoffMin   time.Duration // first reconnect delay; default 100ms
 	BackoffMax   time.Duration // cap of the exponential backoff; default 10s
 	Logger       *slog.Logger  // default slog.Default()
+}
+
+func (c *Config) encoderOptions() EncoderOptions {
+	return EncoderOptions{Mappings: c.Mappings, MSS: c.MSS, MaxFlows: c.MaxFlows, KeepPorts: c.KeepPorts, NoHandshake: c.NoHandshake}
 }
 
 // Sink streams copies as synthetic pcap to one TCP or TLS consumer.
@@ -121,7 +129,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg:    cfg,
 		log:    log.With("sink", "synthetic", "endpoint", cfg.Endpoint),
 		dialer: net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
-		enc:    NewEncoder(EncoderOptions{Mappings: cfg.Mappings}),
+		enc:    NewEncoder(cfg.encoderOptions()),
 	}, nil
 }
 
