@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +51,9 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	for _, t := range topics {
 		specs = append(specs, broker.TopicSpec{Name: t.Name, Partitions: t.Partitions})
 	}
+	// The dead-letter topic is made with the NF topics: undecodable copies
+	// and copies a sink can never deliver go there.
+	withDLQ := append(slices.Clone(specs), broker.TopicSpec{Name: broker.DLQTopic, Partitions: 1})
 	d := &directorParts{s: s}
 	clientTLS, serverTLS, err := kafkaTLS(cfg)
 	if err != nil {
@@ -62,7 +66,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 			DataDir:         filepath.Join(cfg.DataDir, "kafka"),
 			Retention:       cfg.KafkaRetention,
 			RetentionBytes:  cfg.KafkaRetentionBytes,
-			Topics:          specs,
+			Topics:          withDLQ,
 			TLS:             serverTLS,
 			MaxMessageBytes: int32(cfg.KafkaMaxMessageBytes),
 		}
@@ -74,8 +78,10 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 			return nil, err
 		}
 		d.broker = b
+		// Producers to the embedded broker (kafka feeds, dead letters) may
+		// send what it accepts, and no more.
 		d.client = broker.ClientConfig{Brokers: b.Addrs(), SASLMechanism: cfg.KafkaSASLMechanism,
-			Username: cfg.KafkaUsername, Password: cfg.KafkaPassword}
+			Username: cfg.KafkaUsername, Password: cfg.KafkaPassword, MaxMessageBytes: int32(cfg.KafkaMaxMessageBytes)}
 		if serverTLS != nil {
 			// In-process clients trust the broker's own certificate.
 			d.client.TLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // loopback to our own broker
@@ -89,7 +95,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 			d.stop(ctx)
 			return nil, err
 		}
-		err = broker.EnsureTopics(ctx, cl, specs, cfg.KafkaCreateTopics)
+		err = broker.EnsureTopics(ctx, cl, withDLQ, cfg.KafkaCreateTopics)
 		cl.Close()
 		if err != nil {
 			d.stop(ctx)
@@ -137,7 +143,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 			d.stop(ctx)
 			return nil, err
 		}
-		h := ingest.NewHandler(d.ingestCl, ingest.Config{Topics: specs, Registerer: s.reg, Logger: s.log})
+		h := ingest.NewHandler(d.ingestCl, ingest.Config{Topics: specs, MaxRecordBytes: cfg.KafkaMaxMessageBytes, Registerer: s.reg, Logger: s.log})
 		var p http.Protocols
 		p.SetHTTP1(true)
 		p.SetUnencryptedHTTP2(true)

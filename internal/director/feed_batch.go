@@ -154,9 +154,43 @@ func (f *feed) deadLetter(dlq []*kgo.Record, r *kgo.Record, err error) []*kgo.Re
 	})
 }
 
+// undeliverable queues a copy the sink can never deliver for the DLQ, with
+// the sink's reason; the feed moves on past it.
+func (f *feed) undeliverable(dlq []*kgo.Record, c *nfcopy.Copy, reason string) []*kgo.Record {
+	f.undelivered.Add(1)
+	f.m.m.undeliverable.WithLabelValues(f.spec.Name).Inc()
+	f.log.Warn("feed: copy the sink can never deliver sent to the dead-letter topic",
+		"correlation_id", c.CorrelationID, "bytes", len(c.Raw), "reason", reason)
+	return append(dlq, &kgo.Record{
+		Topic: f.m.cfg.DLQTopic,
+		Key:   []byte(c.CorrelationID),
+		Value: c.Raw,
+		Headers: []kgo.RecordHeader{
+			{Key: "signalbox-error", Value: []byte(reason)},
+			{Key: "signalbox-reason", Value: []byte("undeliverable")},
+			{Key: "signalbox-source-topic", Value: []byte(c.NFType)},
+			{Key: "signalbox-feed", Value: []byte(f.spec.Name)},
+		},
+	})
+}
+
+// maxDeadLetter bounds a dead letter's value: a record too large for a sink
+// is often too large for the dead-letter topic too (the producer refuses a
+// record over its batch limit, about 1 MB), so what is over is cut, and the
+// headers say how large it was.
+const maxDeadLetter = 900 << 10
+
 func (f *feed) flushDLQ(ctx context.Context, dlq []*kgo.Record) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	for _, r := range dlq {
+		if len(r.Value) > maxDeadLetter {
+			r.Headers = append(r.Headers,
+				kgo.RecordHeader{Key: "signalbox-truncated", Value: []byte("true")},
+				kgo.RecordHeader{Key: "signalbox-original-bytes", Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)})
+			r.Value = r.Value[:maxDeadLetter]
+		}
+	}
 	if err := f.m.admin.ProduceSync(ctx, dlq...).FirstErr(); err != nil {
 		// The record is still skipped: a broken DLQ must not stop the feed.
 		f.log.Error("feed: dead-letter produce failed; invalid copies skipped", "count", len(dlq), "err", err)

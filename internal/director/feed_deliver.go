@@ -145,9 +145,16 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 	}
 }
 
-// confirmed finishes a batch the sink confirmed: dead letters, redelivery
-// count, the delivered high-water mark, and the marks for commit.
+// confirmed finishes a batch the sink confirmed: dead letters (the
+// undecodable records and what the sink set aside), redelivery count, the
+// delivered high-water mark, and the marks for commit.
 func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
+	if rs, ok := f.sink.(RejectingSink); ok {
+		cs, reasons := rs.Rejected()
+		for i, c := range cs {
+			b.dlq = f.undeliverable(b.dlq, c, reasons[i])
+		}
+	}
 	if len(b.dlq) > 0 {
 		f.flushDLQ(ctx, b.dlq)
 	}

@@ -71,6 +71,7 @@ type FeedStatus struct {
 	Retries         uint64    `json:"retries"`
 	Redelivered     uint64    `json:"redelivered"`
 	Invalid         uint64    `json:"invalid"`
+	Undeliverable   uint64    `json:"undeliverable"` // copies the sink can never deliver, sent to the dead-letter topic
 	Lag             int64     `json:"lag"`
 	LostToRetention uint64    `json:"lost_to_retention"`
 	LastError       string    `json:"last_error,omitempty"`

@@ -20,6 +20,7 @@ type metrics struct {
 	connected      *prometheus.GaugeVec
 	latency        *prometheus.HistogramVec
 	invalid        *prometheus.CounterVec
+	undeliverable  *prometheus.CounterVec
 	tapDrops       *prometheus.CounterVec
 	// filters (every feed type; xdr feeds filter records)
 	filterMatched *prometheus.CounterVec
@@ -54,6 +55,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Times the feed's shared reader (tap) dropped it for taking no batch in time; it then reads on its own until it catches up."}, feed),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_copy_invalid_total",
 			Help: "Undecodable copies sent to the dead-letter topic."}, []string{"topic", "reason"}),
+		undeliverable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_undeliverable_total",
+			Help: "Copies the feed's sink can never deliver (over the target's size limit, HTTP 413), sent to the dead-letter topic."}, feed),
 		filterMatched: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_filter_matched_total",
 			Help: "Copies (xdr feeds: records) the feed's filter passed."}, feed),
 		filterDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_filter_dropped_total",
@@ -65,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -79,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) forget(feed string) {
 	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
-		m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
+		m.undeliverable, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
 		v.DeleteLabelValues(feed)
 	}
 	m.lag.DeleteLabelValues(feed)

@@ -52,6 +52,17 @@ type SharedEncoder interface {
 	WriteShared(ctx context.Context, batch []*nfcopy.Copy, sh *synthetic.Shared) (uint64, error)
 }
 
+// RejectingSink is a sink that sets aside a copy it can never deliver (a
+// record over the target's size limit, an HTTP 413) instead of failing its
+// batch: the batch counts as delivered, and the feed sends the copies set
+// aside to the dead-letter topic with the reason, so one poison copy cannot
+// hold a feed in a retry loop. Rejected returns, and forgets, the copies set
+// aside in the batches confirmed so far (by Send, or up to the ticket last
+// confirmed); they stay valid until those batches are released.
+type RejectingSink interface {
+	Rejected() (copies []*nfcopy.Copy, reasons []string)
+}
+
 // SinkStatus is optionally implemented by sinks to report their connection.
 type SinkStatus interface {
 	Connected() bool

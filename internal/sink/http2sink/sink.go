@@ -84,6 +84,11 @@ type Sink struct {
 	retries   atomic.Uint64
 	lastErr   atomic.Pointer[string]
 	closed    atomic.Bool
+
+	rmu      sync.Mutex
+	rejected []*nfcopy.Copy // answered 413 in a batch Send delivered, until Rejected
+	reasons  []string
+	acked    map[*nfcopy.Copy]struct{} // answered 2xx in a batch that failed: not sent again
 }
 
 // StatusError is a non-2xx answer from the consumer.
@@ -213,14 +218,36 @@ func (s *Sink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 		mu.Unlock()
 		cancel() // the whole batch is sent again anyway
 	}
+	var rejected, delivered []*nfcopy.Copy
+	var reasons []string
+	s.rmu.Lock()
+	acked := s.acked
+	s.acked = nil
+	s.rmu.Unlock()
 	for _, c := range batch {
+		if _, ok := acked[c]; ok {
+			continue // answered 2xx before its batch failed
+		}
 		raw := c.Raw
 		wg.Add(1)
 		if !s.submit(ctx, func() {
 			defer wg.Done()
-			if err := s.deliver(ctx, raw); err != nil {
-				fail(err)
+			err := s.deliver(ctx, raw)
+			var se *StatusError
+			if errors.As(err, &se) && se.Code == http.StatusRequestEntityTooLarge {
+				// The consumer will never take it: set it aside, not the batch.
+				mu.Lock()
+				rejected, reasons = append(rejected, c), append(reasons, fmt.Sprintf("record of %d bytes refused by %s: %v", len(raw), s.url, err))
+				mu.Unlock()
+				return
 			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			delivered = append(delivered, c)
+			mu.Unlock()
 		}) {
 			wg.Done()
 			break
@@ -231,9 +258,36 @@ func (s *Sink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 		firstErr = ctx.Err()
 	}
 	if firstErr != nil {
+		// The feed sends the batch again: what was answered 2xx (or 413)
+		// is not sent twice.
+		s.rmu.Lock()
+		s.acked = acked
+		if s.acked == nil {
+			s.acked = make(map[*nfcopy.Copy]struct{}, len(delivered)+len(rejected))
+		}
+		for _, c := range delivered {
+			s.acked[c] = struct{}{}
+		}
+		s.rmu.Unlock()
+		rejected = nil
 		return fmt.Errorf("http2sink: batch of %d not delivered to %s: %w", len(batch), s.url, firstErr)
 	}
+	if len(rejected) > 0 {
+		s.rmu.Lock()
+		s.rejected, s.reasons = append(s.rejected, rejected...), append(s.reasons, reasons...)
+		s.rmu.Unlock()
+	}
 	return nil
+}
+
+// Rejected returns, and forgets, the copies of delivered batches that the
+// consumer refused with 413 Content Too Large (director.RejectingSink).
+func (s *Sink) Rejected() ([]*nfcopy.Copy, []string) {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	cs, rs := s.rejected, s.reasons
+	s.rejected, s.reasons = nil, nil
+	return cs, rs
 }
 
 // submit runs f on a worker: an idle one, a new one while there are fewer

@@ -372,3 +372,58 @@ func BenchmarkSend(b *testing.B) {
 	batch := makeBatch(256, 3000, "bench")
 	testkit.BenchSends(b, batch, s.Send)
 }
+
+// A copy the consumer refuses with 413 is set aside, not its batch; a batch
+// that fails is sent again without what was answered 2xx. (One request at
+// a time, so that none is in flight when the batch fails: those are sent
+// again, their answer unknown.)
+func TestRejectedAndNotResent(t *testing.T) {
+	c := newConsumer()
+	batch := makeBatch(20, 300, "r")
+	big := makeBatch(1, 5000, "big")[0]
+	flaky := string(batch[7].Raw)
+	c.answer = func(body string, attempt int) int {
+		switch {
+		case len(body) > 4000:
+			return http.StatusRequestEntityTooLarge
+		case body == flaky && attempt == 1:
+			return http.StatusBadRequest // not retried by the sink: the batch fails
+		}
+		return http.StatusOK
+	}
+	s, err := New(Config{URL: startH2C(t, c), Concurrency: 1, MaxRetries: 1, BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond, Logger: testkit.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	all := append(append([]*nfcopy.Copy(nil), batch...), big)
+	if err := s.Send(ctx, all); err == nil {
+		t.Fatal("a 400 did not fail the batch")
+	}
+	if rej, _ := s.Rejected(); len(rej) != 0 {
+		t.Fatalf("a failed batch reported %d rejections", len(rej))
+	}
+	if err := s.Send(ctx, all); err != nil { // the feed's retry of the same batch
+		t.Fatal(err)
+	}
+	rej, why := s.Rejected()
+	if len(rej) != 1 || rej[0] != big || !strings.Contains(why[0], "413") {
+		t.Fatalf("rejected %v %q, want the big copy with its 413", len(rej), why)
+	}
+	c.check(t, batch) // each of the 20 answered 2xx exactly once
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, cp := range batch {
+		if want := 1 + btoi(i == 7); c.attempts[string(cp.Raw)] != want {
+			t.Errorf("copy %d posted %d times, want %d", i, c.attempts[string(cp.Raw)], want)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,6 +1,13 @@
 // Package kafkasink delivers copies into a Kafka topic (the director's own
 // brokers or an external cluster): each copy's raw record, keyed by its
 // correlation id so a transaction stays in one partition.
+//
+// A record the target can never take (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)
+// is set aside (Rejected) rather than failing its batch, so one oversized
+// copy cannot hold a feed in a retry loop; the feed sends it to the
+// dead-letter topic. When a batch fails for a passing reason (the broker is
+// down), the records of it and of the batches after it that were
+// acknowledged are not produced again when the feed writes them again.
 package kafkasink
 
 import (
@@ -8,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,12 +52,18 @@ type Sink struct {
 	partitions int
 	ensured    atomic.Bool
 
+	ccfg broker.ClientConfig
+	solo *kgo.Client // produces a record refused as too large once more, alone
+
 	mu      sync.Mutex
 	lastErr string
 
-	fmu     sync.Mutex
-	next    uint64    // the last ticket
-	flights []*flight // written, not yet confirmed; oldest first
+	fmu      sync.Mutex
+	next     uint64    // the last ticket
+	flights  []*flight // written, not yet confirmed; oldest first
+	acked    map[*nfcopy.Copy]struct{}
+	rejected []*nfcopy.Copy // set aside, of confirmed batches, until Rejected
+	reasons  []string
 }
 
 // New builds a Sink. It does not dial: a broker that is down shows up as Send
@@ -71,7 +85,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg.Partitions = 6
 	}
 	s := &Sink{topic: cfg.Topic, log: cfg.Logger.With("sink", "kafka", "topic", cfg.Topic),
-		create: cfg.CreateTopic, partitions: cfg.Partitions}
+		create: cfg.CreateTopic, partitions: cfg.Partitions, ccfg: cfg.Client}
 	cl, err := cfg.Client.NewClient(
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.ProducerLinger(cfg.Linger),
@@ -94,48 +108,75 @@ func New(cfg Config) (*Sink, error) {
 // feed keeps until the ticket is confirmed or fails (director.PipelinedSink).
 // A feed thus has its next batches in flight while the broker acknowledges
 // the previous one, instead of one produce round trip (and linger) per batch.
+// A copy acknowledged in a batch that failed is not produced again.
 func (s *Sink) Write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error) {
-	if err := s.ensure(ctx); err != nil {
+	fl, err := s.write(ctx, batch)
+	if err != nil {
 		return 0, err
 	}
-	fl := &flight{left: len(batch)}
-	s.fmu.Lock()
-	s.next++
-	fl.ticket = s.next
-	s.flights = append(s.flights, fl)
-	s.fmu.Unlock()
-	done := func(_ *kgo.Record, err error) {
-		s.fmu.Lock()
-		fl.left--
-		if err != nil && fl.err == nil {
-			fl.err = err
-		}
-		s.fmu.Unlock()
-	}
-	s.produce(ctx, batch, done)
 	return fl.ticket, nil
 }
 
-// produce hands every copy of batch to the client as a record keyed by its
-// correlation id; done is called for each once the broker answered. The
-// records alias the copies' Raw.
-func (s *Sink) produce(ctx context.Context, batch []*nfcopy.Copy, done func(*kgo.Record, error)) {
+func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy) (*flight, error) {
+	if err := s.ensure(ctx); err != nil {
+		return nil, err
+	}
+	fl := &flight{copies: make([]*nfcopy.Copy, 0, len(batch)), recs: make([]*kgo.Record, 0, len(batch)), done: make(chan struct{})}
+	s.fmu.Lock()
+	s.next++
+	fl.ticket = s.next
 	for _, c := range batch {
-		r := &kgo.Record{Topic: s.topic, Value: c.Raw}
+		if _, ok := s.acked[c]; ok {
+			delete(s.acked, c) // delivered before its batch failed
+			continue
+		}
+		r := &kgo.Record{Topic: s.topic, Value: c.Raw, Offset: -1}
 		if c.CorrelationID != "" {
 			r.Key = []byte(c.CorrelationID)
 		}
+		fl.copies, fl.recs = append(fl.copies, c), append(fl.recs, r)
+	}
+	fl.left = len(fl.recs)
+	if fl.left == 0 {
+		close(fl.done)
+	}
+	s.flights = append(s.flights, fl)
+	s.fmu.Unlock()
+	done := func(r *kgo.Record, err error) {
+		s.fmu.Lock()
+		defer s.fmu.Unlock()
+		fl.left--
+		switch {
+		case err == nil:
+		case broker.IsTooLarge(err):
+			fl.tooLarge = append(fl.tooLarge, r)
+		default:
+			r.Offset = -1
+			if fl.err == nil {
+				fl.err = err
+			}
+		}
+		if fl.left == 0 {
+			close(fl.done)
+		}
+	}
+	for _, r := range fl.recs {
 		s.cl.Produce(ctx, r, done)
 	}
+	return fl, nil
 }
 
 // Confirmed reports whether every record of the batches up to ticket t is
-// acknowledged. The first failed record fails its batch: every batch written
-// since the last confirmed one is then forgotten, and the feed writes them
-// again (records of theirs still in flight may land twice: at-least-once).
+// acknowledged or set aside as too large. The first record failed for
+// another reason fails its batch: every batch written since the last
+// confirmed one is then forgotten, and the feed writes them again; what of
+// them was acknowledged is remembered and not produced again.
 func (s *Sink) Confirmed(t uint64) (bool, error) {
 	s.fmu.Lock()
 	for len(s.flights) > 0 && s.flights[0].left == 0 && s.flights[0].err == nil {
+		if !s.setAside(s.flights[0]) {
+			break
+		}
 		s.flights[0] = nil
 		s.flights = s.flights[1:]
 	}
@@ -150,10 +191,25 @@ func (s *Sink) Confirmed(t uint64) (bool, error) {
 		}
 	}
 	if err != nil {
+		// The feed writes every pending batch again: remember what of them
+		// the broker has (records still in flight may land twice).
+		for _, fl := range s.flights {
+			for i, r := range fl.recs {
+				if r.Offset >= 0 {
+					if s.acked == nil {
+						s.acked = make(map[*nfcopy.Copy]struct{})
+					}
+					s.acked[fl.copies[i]] = struct{}{}
+				}
+			}
+		}
 		clear(s.flights)
 		s.flights = s.flights[:0]
 	}
 	ok := err == nil && (len(s.flights) == 0 || s.flights[0].ticket > t)
+	if len(s.flights) == 0 && err == nil {
+		clear(s.acked) // nothing will be written again
+	}
 	s.fmu.Unlock()
 	if err != nil {
 		return false, s.failed(err)
@@ -164,47 +220,92 @@ func (s *Sink) Confirmed(t uint64) (bool, error) {
 	return ok, nil
 }
 
+// setAside settles a finished flight's records refused as too large. The
+// broker refuses a whole produce batch when it is over its limit, so a
+// small record batched with a big one is refused too: each is produced once
+// more, alone, and only one refused again is set aside (s.rejected). It
+// reports false when that produce failed for another reason: the flight
+// has then failed (fl.err) and is written again.
+func (s *Sink) setAside(fl *flight) bool {
+	if len(fl.tooLarge) == 0 {
+		return true
+	}
+	if s.solo == nil {
+		cl, err := s.ccfg.NewClient(kgo.DefaultProduceTopic(s.topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
+		if err != nil {
+			fl.err = err
+			return false
+		}
+		s.solo = cl
+	}
+	n := 0
+	for _, r := range fl.tooLarge {
+		i := slices.Index(fl.recs, r)
+		solo := &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		err := s.solo.ProduceSync(ctx, solo).FirstErr()
+		cancel()
+		switch {
+		case err == nil:
+			r.Offset = solo.Offset
+		case broker.IsTooLarge(err):
+			s.rejected = append(s.rejected, fl.copies[i])
+			s.reasons = append(s.reasons, fmt.Sprintf("record of %d bytes too large for topic %s on the target brokers: %v", len(r.Value), s.topic, err))
+			n++
+		default:
+			fl.err = err
+			return false
+		}
+	}
+	fl.tooLarge = nil
+	if n > 0 {
+		s.log.Warn("kafka sink: records too large for the target set aside for the dead-letter topic", "count", n)
+	}
+	return true
+}
+
+// Rejected returns, and forgets, the copies of confirmed batches that the
+// target can never take, with why (director.RejectingSink).
+func (s *Sink) Rejected() ([]*nfcopy.Copy, []string) {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	cs, rs := s.rejected, s.reasons
+	s.rejected, s.reasons = nil, nil
+	return cs, rs
+}
+
 // flight is one written batch awaiting its acknowledgements.
 type flight struct {
-	ticket uint64
-	left   int
-	err    error
+	ticket   uint64
+	left     int
+	err      error          // the first failure other than too large
+	copies   []*nfcopy.Copy // produced, in order of recs
+	recs     []*kgo.Record  // Offset >= 0 once acknowledged
+	tooLarge []*kgo.Record  // refused as too large
+	done     chan struct{}  // closed when every record is answered
 }
 
 // Send produces the batch and returns once the broker acknowledged every
-// record, or with the first error.
+// record (or set it aside as too large: Rejected), or with the first error.
 func (s *Sink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := s.ensure(ctx); err != nil {
+	fl, err := s.write(ctx, batch)
+	if err != nil {
 		return err
 	}
-	var (
-		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
-	)
-	wg.Add(len(batch))
-	done := func(_ *kgo.Record, err error) {
-		if err != nil {
-			errMu.Lock()
-			if first == nil {
-				first = err
-			}
-			errMu.Unlock()
-		}
-		wg.Done()
+	select {
+	case <-fl.done:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	// The copies' buffers stay alive until wg.Wait returns, so the records
-	// may alias them.
-	s.produce(ctx, batch, done)
-	wg.Wait()
-	if first != nil {
-		return s.failed(first)
+	ok, err := s.Confirmed(fl.ticket)
+	if err == nil && !ok {
+		err = errors.New("kafka sink: an earlier write is not confirmed") // Send and Write are not mixed
 	}
-	s.ok.Store(true)
-	return nil
+	return err
 }
 
 // ensure creates the topic before the first send, when configured to.
@@ -243,6 +344,9 @@ func (s *Sink) setErr(err error) {
 // not confirmed, so the feed's next run sends them again).
 func (s *Sink) Close() error {
 	s.cl.Close()
+	if s.solo != nil {
+		s.solo.Close()
+	}
 	return nil
 }
 

@@ -85,7 +85,6 @@ func TestSendErrors(t *testing.T) {
 		want   string
 	}{
 		{"unknown topic", "probe.missing", batch(1, 1), "UNKNOWN_TOPIC_OR_PARTITION"},
-		{"too large", "probe.out", batch(1, 200<<10), "too large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,25 +178,53 @@ func TestWritePipelined(t *testing.T) {
 	}
 }
 
-// A failed record fails its batch's ticket; writes after it confirm again.
-func TestWritePipelinedFailure(t *testing.T) {
-	_, s, ctx := newProbeOutSink(t)
-	bad, err := s.Write(ctx, batch(1, 200<<10))
+// A record the broker can never take does not fail its batch: it is set
+// aside (Rejected, once) with the reason, and the rest of the batch, and the
+// batches after it, confirm. Nothing is produced twice.
+func TestTooLargeRecordsSetAside(t *testing.T) {
+	b, s, ctx := newProbeOutSink(t)
+	mixed := batch(5, 10)
+	big := batch(1, 200<<10)[0]
+	mixed = append(mixed[:2:2], append([]*nfcopy.Copy{big}, mixed[2:]...)...)
+	tk, err := s.Write(ctx, mixed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = confirmWithin(t, s, bad, 20*time.Second)
-	if err == nil || !strings.Contains(err.Error(), "too large") {
-		t.Fatalf("confirming a too-large record: err = %v, want it named", err)
+	if err := confirmWithin(t, s, tk, 20*time.Second); err != nil {
+		t.Fatalf("a batch with a too-large record: %v", err)
 	}
-	if s.Connected() || s.Retries() != 1 {
-		t.Errorf("after the failure: connected=%v retries=%d", s.Connected(), s.Retries())
+	rej, why := s.Rejected()
+	if len(rej) != 1 || rej[0] != big || len(why) != 1 || !strings.Contains(why[0], "too large") {
+		t.Fatalf("rejected %d copies %q, want the big one", len(rej), why)
 	}
-	good, err := s.Write(ctx, batch(10, 10))
+	if rej, _ := s.Rejected(); len(rej) != 0 {
+		t.Fatal("Rejected returned the copy twice")
+	}
+	if err := s.Send(ctx, append(batch(3, 10), big)); err != nil {
+		t.Fatalf("Send with a too-large record: %v", err)
+	}
+	if rej, _ := s.Rejected(); len(rej) != 1 {
+		t.Fatalf("Send rejected %d, want 1", len(rej))
+	}
+	if !s.Connected() {
+		t.Error("a set-aside record marked the sink disconnected")
+	}
+	cl, err := b.ClientConfig().NewClient(kgo.ConsumeTopics("probe.out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := confirmWithin(t, s, good, 20*time.Second); err != nil {
-		t.Fatalf("a good batch after the failure: %v", err)
+	defer cl.Close()
+	n := 0
+	for n < 8 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 8 records", n)
+		}
+		n += fs.NumRecords()
+	}
+	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if fs := cl.PollFetches(pctx); fs.NumRecords() != 0 {
+		t.Fatalf("%d records more than the 8 written", fs.NumRecords())
 	}
 }

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/testkit"
+)
+
+// TestDirectorPoisonPill: a 1.5 MB copy, produced zstd-compressed by kcat
+// (librdkafka) so the broker takes it, cannot be produced by a kafka feed
+// (over the 1 MB limit uncompressed). The feed must set it aside to the
+// dead-letter topic with the reason and go on: every other copy delivered
+// exactly once, the feed connected, the copy counted as undeliverable.
+func TestDirectorPoisonPill(t *testing.T) {
+	kcat := testkit.Tool(t, "kcat")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startServer(t, testConfig(t, t.TempDir(), true))
+	defer s.Shutdown()
+	createFeed(t, s, `{"name":"lake","type":"kafka","sources":["SCP"],"topic":"POISON-OUT","start":"earliest"}`)
+	out := newKafkaCounter(t, ctx, s.KafkaAddrs(), "POISON-OUT")
+	seq := 0
+
+	tmpl, err := os.ReadFile("../../examples/copy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(id, pad string) string {
+		r := strings.Replace(string(tmpl), "ff561bdb-5a3c-4c1e-9d2a-0c6b7e3f1a21", id, 1)
+		seq++
+		r = strings.Replace(r, `"header-list":{`, fmt.Sprintf(`"header-list":{"x-signalbox-seq":["%s/%d"],`, id, seq), 1)
+		if pad != "" {
+			r = strings.Replace(r, `"5g-sbi-message":"{`, `"5g-sbi-message":"{\"pad\":\"`+pad+`\",`, 1)
+		}
+		return strings.TrimSpace(r)
+	}
+	var lines []string
+	for i := range 20 {
+		if i == 10 {
+			lines = append(lines, record("poison/big", strings.Repeat("a", 1_500_000)))
+		}
+		lines = append(lines, record(fmt.Sprintf("poison/%d", i), ""))
+	}
+	cmd := exec.Command(kcat, "-P", "-b", s.KafkaAddrs()[0], "-t", "SCP", "-z", "zstd",
+		"-X", "message.max.bytes=4000000", "-X", "batch.size=4000000")
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat: %v\n%s", err, b)
+	}
+
+	testkit.WaitForState(t, 30*time.Second, "the 20 copies delivered", func() (bool, string) {
+		u, d := out.counts("poison/")
+		return u >= 20, fmt.Sprintf("unique=%d dups=%d", u, d)
+	})
+	// Nothing more arrives: no retry loop re-producing the batch.
+	time.Sleep(2 * time.Second)
+	if u, d := out.counts("poison/"); u != 20 || d != 0 {
+		t.Fatalf("kafka feed: unique=%d dups=%d, want the 20 small copies once", u, d)
+	}
+	var st struct {
+		Status struct {
+			State         string
+			Undeliverable uint64
+		}
+	}
+	testkit.WaitFor(t, 10*time.Second, "feed status", func() bool {
+		_, b := apiDo(t, s, "GET", "/api/v1/feeds/lake/status", "")
+		return json.Unmarshal(b, &st) == nil && st.Status.Undeliverable == 1
+	})
+	if st.Status.State != "connected" {
+		t.Errorf("feed state %q after setting the copy aside", st.Status.State)
+	}
+
+	// The dead letter names the copy and why.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddrs()...), kgo.ConsumeTopics(broker.DLQTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var dead *kgo.Record
+	testkit.WaitFor(t, 10*time.Second, "the dead letter", func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { dead = r })
+		return dead != nil
+	})
+	hdr := map[string]string{}
+	for _, h := range dead.Headers {
+		hdr[h.Key] = string(h.Value)
+	}
+	if string(dead.Key) != "poison/big" || hdr["signalbox-reason"] != "undeliverable" || !strings.Contains(hdr["signalbox-error"], "too large") ||
+		hdr["signalbox-feed"] != "lake" || hdr["signalbox-truncated"] != "true" {
+		t.Errorf("dead letter key %q headers %v", dead.Key, hdr)
+	}
+	_, m := get(t, "http://"+s.HTTPAddr()+"/metrics")
+	if !strings.Contains(m, `signalbox_feed_undeliverable_total{feed="lake"} 1`) {
+		t.Error("metrics lack signalbox_feed_undeliverable_total{feed=\"lake\"} 1")
+	}
+}
