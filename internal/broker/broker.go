@@ -26,6 +26,10 @@ import (
 // DLQTopic is the dead-letter topic that receives undecodable copies.
 const DLQTopic = "signalbox.dlq"
 
+// ThirdPartyTopic is the topic of copies from NFs without a topic of their
+// own (AMF, SMF, other vendors' NFs): the reference product's name for it.
+const ThirdPartyTopic = "NON_ORACLE"
+
 // SASL mechanisms.
 const (
 	MechPlain       = "PLAIN"
@@ -56,7 +60,7 @@ func DefaultTopics() []TopicSpec {
 		{Name: "SEPP", Partitions: 6},
 		{Name: "PCF", Partitions: 6},
 		{Name: "BSF", Partitions: 6},
-		{Name: "EXTERNAL", Partitions: 6},
+		{Name: ThirdPartyTopic, Partitions: 6},
 		{Name: DLQTopic, Partitions: 1},
 	}
 }

@@ -27,11 +27,15 @@ import (
 
 // Config configures the ingest handler.
 type Config struct {
-	Topics         []broker.TopicSpec // NF type -> topic of the same name
-	MaxBodyBytes   int64              // whole request; default 64 MiB
-	MaxRecordBytes int                // one copy; default 1 MiB (the broker's record limit)
-	Timeout        time.Duration      // wait for broker acknowledgements; default 10s
-	Logger         *slog.Logger
+	Topics []broker.TopicSpec // NF type -> topic of the same name
+	// ThirdPartyTopic takes the copies of NF types without a topic of their
+	// own (AMF, SMF, a vendor's NF); default broker.ThirdPartyTopic when it is
+	// among Topics, else such copies are refused.
+	ThirdPartyTopic string
+	MaxBodyBytes    int64         // whole request; default 64 MiB
+	MaxRecordBytes  int           // one copy; default 1 MiB (the broker's record limit)
+	Timeout         time.Duration // wait for broker acknowledgements; default 10s
+	Logger          *slog.Logger
 	// Registerer receives signalbox_ingest_copies_total{topic} and
 	// signalbox_ingest_rejected_total{code}; nil = no metrics.
 	Registerer prometheus.Registerer
@@ -69,6 +73,11 @@ func NewHandler(cl *kgo.Client, cfg Config) http.Handler {
 	for _, t := range cfg.Topics {
 		if t.Name != broker.DLQTopic {
 			in.topics[strings.ToUpper(t.Name)] = t.Name
+		}
+	}
+	if in.cfg.ThirdPartyTopic == "" {
+		if _, ok := in.topics[broker.ThirdPartyTopic]; ok {
+			in.cfg.ThirdPartyTopic = broker.ThirdPartyTopic
 		}
 	}
 	in.pool.New = func() any { return new(nfcopy.Copy) }
@@ -154,7 +163,10 @@ func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		topic, ok := in.topics[strings.ToUpper(c.NFType)]
 		if !ok {
-			writeJSON(w, http.StatusBadRequest, ingestError{Error: fmt.Sprintf("unknown nf-type %q", c.NFType), Line: line, Field: "metadata-list.feed-source.nf-type"})
+			topic = in.cfg.ThirdPartyTopic // a third-party NF: the topic of all those
+		}
+		if topic == "" {
+			writeJSON(w, http.StatusBadRequest, ingestError{Error: fmt.Sprintf("nf-type %q has no topic, and there is no third-party topic (%s)", c.NFType, broker.ThirdPartyTopic), Line: line, Field: "metadata-list.feed-source.nf-type"})
 			return
 		}
 		rec := &kgo.Record{Topic: topic, Value: l}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestIngest(t *testing.T) {
 
 	pad := make([]byte, 150<<10)
 	rand.Read(pad)
-	big := nfcopy.AppendJSON(nil, &nfcopy.Copy{Version: "1.0.0", CorrelationID: "big", Timestamp: 1, Direction: nfcopy.RequestIngress, NFType: "SCP",
+	big := nfcopy.AppendJSON(nil, &nfcopy.Copy{Version: "1.0.0", CorrelationID: "big", Timestamp: 1678705695995010066, Direction: nfcopy.RequestIngress, NFType: "SCP",
 		Headers: []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/x"}}},
 		Body:    []byte(base64.StdEncoding.EncodeToString(pad)[:100<<10])})
 	nd := func(lines ...[]byte) string { return string(bytes.Join(lines, []byte("\n"))) + "\n" }
@@ -60,8 +61,8 @@ func TestIngest(t *testing.T) {
 		{"one json copy", "application/json", string(fixture.Record("j-1", "SCP", nfcopy.RequestIngress)), 200, 1, 0, ""},
 		{"ndjson batch", "application/x-ndjson", nd(fixture.Record("n-1", "SCP", nfcopy.RequestIngress), fixture.Record("n-2", "NRF", nfcopy.ResponseEgress), fixture.Record("n-3", "SCP", nfcopy.RequestEgress)), 200, 3, 0, ""},
 		{"bad line rejects batch", "application/x-ndjson", nd(fixture.Record("b-1", "SCP", nfcopy.RequestIngress), []byte(`{"version":`), fixture.Record("b-3", "SCP", nfcopy.RequestIngress)), 400, 0, 2, ""},
-		{"missing field named", "application/json", `{"version":"1.0.0","metadata-list":{"timestamp":"1","message-direction":"REQUEST_INGRESS"},"header-list":{":method":["GET"],":path":["/"]}}`, 400, 0, 1, "metadata-list.feed-source.nf-type"},
-		{"unknown nf type", "application/x-ndjson", nd(fixture.Record("u-1", "SCP", nfcopy.RequestIngress), fixture.Record("u-2", "AMF", nfcopy.RequestIngress)), 400, 0, 2, "metadata-list.feed-source.nf-type"},
+		{"missing field named", "application/json", `{"version":"1.0.0","metadata-list":{"timestamp":"1678705695995010066","message-direction":"REQUEST_INGRESS"},"header-list":{":method":["GET"],":path":["/"]}}`, 400, 0, 1, "metadata-list.feed-source.nf-type"},
+		{"nf type without a topic, no third-party topic", "application/x-ndjson", nd(fixture.Record("u-1", "SCP", nfcopy.RequestIngress), fixture.Record("u-2", "AMF", nfcopy.RequestIngress)), 400, 0, 2, "metadata-list.feed-source.nf-type"},
 		{"empty", "application/x-ndjson", "\n\n", 400, 0, 0, ""},
 		{"wrong content type", "text/plain", "x", 415, 0, 0, ""},
 		{"body too large", "application/x-ndjson", strings.Repeat(string(fixture.Record("l", "SCP", nfcopy.RequestIngress))+"\n", 2000), 413, 0, 0, ""},
@@ -120,3 +121,39 @@ func TestIngest(t *testing.T) {
 }
 
 var testTopics = []broker.TopicSpec{{Name: "SCP", Partitions: 4}, {Name: "NRF", Partitions: 2}, {Name: broker.DLQTopic, Partitions: 1}}
+
+// A copy of an NF type without a topic of its own goes to the third-party
+// topic (the reference's NON_ORACLE).
+func TestIngestThirdParty(t *testing.T) {
+	topics := append(slices.Clone(testTopics), broker.TopicSpec{Name: broker.ThirdPartyTopic, Partitions: 2})
+	b := testkit.StartBroker(t, broker.Config{Topics: topics})
+	cl, err := b.ClientConfig().NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	srv := httptest.NewServer(NewHandler(cl, Config{Topics: topics}))
+	defer srv.Close()
+	body := string(fixture.Record("tp-1", "AMF", nfcopy.RequestIngress)) + "\n" + string(fixture.Record("tp-2", "non_oracle", nfcopy.RequestIngress)) + "\n" +
+		string(fixture.Record("tp-3", "SCP", nfcopy.RequestIngress)) + "\n"
+	resp, err := http.Post(srv.URL+"/v1/copies", "application/x-ndjson", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lo, err := kadm.NewClient(cl).ListEndOffsets(ctx, broker.ThirdPartyTopic, "SCP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int64{}
+	lo.Each(func(o kadm.ListedOffset) { n[o.Topic] += o.Offset })
+	if n[broker.ThirdPartyTopic] != 2 || n["SCP"] != 1 {
+		t.Errorf("end offsets %v, want 2 in %s (AMF and NON_ORACLE) and 1 in SCP", n, broker.ThirdPartyTopic)
+	}
+}
