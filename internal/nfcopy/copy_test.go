@@ -98,6 +98,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"nf-type number", `{"metadata-list":{"feed-source":{"nf-type":5}}}`, "metadata-list.feed-source.nf-type", "bad_type"},
 		{"negative timestamp", `{"metadata-list":{"timestamp":-5}}`, "metadata-list.timestamp", "bad_timestamp"},
 		{"huge timestamp", `{"metadata-list":{"timestamp":"99999999999999999999"}}`, "metadata-list.timestamp", "bad_timestamp"},
+		{"timestamp in 1970", `{"metadata-list":{"timestamp":"1678705"}}`, "metadata-list.timestamp", "bad_timestamp"},
+		{"timestamp between units", `{"metadata-list":{"timestamp":"50000000000000000"}}`, "metadata-list.timestamp", "bad_timestamp"},
 		{"empty port", `{"metadata-list":{"source-port":""}}`, "metadata-list.source-port", "bad_port"},
 		{"header value number", `{"header-list":{"a":[1]}}`, "header-list.a", "bad_type"},
 		{"body object", `{"5g-sbi-message":{}}`, "5g-sbi-message", "bad_type"},
@@ -344,7 +346,20 @@ func oracleDecode(raw []byte) (*Copy, error) {
 		if !ok {
 			return nil, errors.New("bad timestamp")
 		}
-		c.Timestamp = int64(n)
+		// Seconds, milliseconds, microseconds or nanoseconds since the
+		// epoch, told apart by size; each unit from 2001-09-09 to 2262.
+		switch {
+		case n >= 1_000_000_000_000_000_000:
+			c.Timestamp = int64(n)
+		case n >= 1_000_000_000_000_000 && n <= 9_223_372_036_854_775:
+			c.Timestamp = int64(n) * 1000
+		case n >= 1_000_000_000_000 && n <= 9_223_372_036_854:
+			c.Timestamp = int64(n) * 1_000_000
+		case n >= 1_000_000_000 && n <= 9_223_372_036:
+			c.Timestamp = int64(n) * 1_000_000_000
+		default:
+			return nil, errors.New("bad timestamp")
+		}
 	}
 	for k, dst := range map[string]*uint16{"source-port": &c.SourcePort, "destination-port": &c.DestPort} {
 		if v, ok := md[k]; ok && string(v) != "null" {
@@ -556,7 +571,7 @@ func TestDecodeBodyEscapes(t *testing.T) {
 	}
 	var c Copy
 	for _, body := range bodies {
-		raw := []byte(`{"metadata-list":{"timestamp":1,"message-direction":"REQUEST_INGRESS","feed-source":{"nf-type":"SCP"}},` +
+		raw := []byte(`{"metadata-list":{"timestamp":1678705695995010066,"message-direction":"REQUEST_INGRESS","feed-source":{"nf-type":"SCP"}},` +
 			`"header-list":{":method":["GET"],":path":["/"]},"5g-sbi-message":"` + body + `"}`)
 		err := Decode(raw, &c)
 		oc, oerr := oracleDecode(raw)
@@ -604,4 +619,16 @@ func FuzzAppendEscaped(f *testing.F) {
 			t.Fatalf("string and []byte forms differ: %s vs %s", b, got[1:len(got)-1])
 		}
 	})
+}
+
+// NFs write timestamps in any of four units; each is read as nanoseconds.
+func TestTimestampUnits(t *testing.T) {
+	const want = int64(1678705695_000_000_000)
+	for _, ts := range []string{"1678705695", "1678705695000", "1678705695000000", "1678705695000000000", "\"1678705695000\""} {
+		raw := `{"metadata-list":{"timestamp":` + ts + `,"message-direction":"REQUEST_INGRESS","feed-source":{"nf-type":"SCP"}},"header-list":{":method":["GET"],":path":["/"]}}`
+		var c Copy
+		if err := Decode([]byte(raw), &c); err != nil || c.Timestamp != want {
+			t.Errorf("timestamp %s: %d, %v; want %d", ts, c.Timestamp, err, want)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package nfcopy
 
 import (
+	"math"
 	"strconv"
 )
 
@@ -223,11 +224,32 @@ func (d *decoder) timestamp() error {
 		d.c.Timestamp = -1
 		return nil
 	}
-	if !ok {
+	ns, inRange := epochNanos(n)
+	if !ok || !inRange {
 		return &DecodeError{Field: field, Reason: "bad_timestamp", Offset: at}
 	}
-	d.c.Timestamp = int64(n)
+	d.c.Timestamp = ns
 	return nil
+}
+
+// epochNanos reads an NF's timestamp as nanoseconds since the epoch. The
+// reference format has nanoseconds (19 digits), but NFs also write
+// microseconds, milliseconds or seconds; the magnitude tells which for any
+// time from 2001-09-09 to 2262 (the ranges do not overlap). Anything else
+// (before 2001, or not a time at all) is refused rather than read as
+// nanoseconds and put in 1970.
+func epochNanos(n uint64) (int64, bool) {
+	switch {
+	case n >= 1e18:
+		return int64(n), n <= math.MaxInt64
+	case n >= 1e15:
+		return int64(n) * 1e3, n <= math.MaxInt64/1000
+	case n >= 1e12:
+		return int64(n) * 1e6, n <= math.MaxInt64/1000000
+	case n >= 1e9:
+		return int64(n) * 1e9, n <= math.MaxInt64/1000000000
+	}
+	return 0, false
 }
 
 func (d *decoder) port(field string, dst *uint16) error {

@@ -300,7 +300,7 @@ func TestRecordSizes(t *testing.T) {
 		g := newGen(nf, "r", 7)
 		var c nfcopy.Copy
 		for i := 0; i < 400; i++ {
-			rec, over := g.appendRecord(nil, g.nextCopy(), 1, 3000)
+			rec, over := g.appendRecord(nil, g.nextCopy(), testTS, 3000)
 			if over || len(rec) != 3000 {
 				t.Fatalf("%s: record %d bytes (over=%v)", nf, len(rec), over)
 			}
@@ -318,7 +318,7 @@ func BenchmarkGenerate(b *testing.B) {
 	b.ReportAllocs()
 	defer testkit.ReportCPU(b, testkit.CPUTime())
 	for b.Loop() {
-		buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000)
+		buf, _ = g.appendRecord(buf[:0], g.nextCopy(), testTS, 3000)
 	}
 }
 
@@ -329,13 +329,13 @@ func TestGenerateReusesStorage(t *testing.T) {
 	g := newGen("SCP", "alloc", 7)
 	buf := make([]byte, 0, 4096)
 	for range 1000 {
-		buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000)
+		buf, _ = g.appendRecord(buf[:0], g.nextCopy(), testTS, 3000)
 	}
 	limit := 0.01
 	if raceEnabled {
 		limit = 3 // the race detector allocates too; 14 per record before this storage would still show
 	}
-	if n := testing.AllocsPerRun(2000, func() { buf, _ = g.appendRecord(buf[:0], g.nextCopy(), 1, 3000) }); n > limit {
+	if n := testing.AllocsPerRun(2000, func() { buf, _ = g.appendRecord(buf[:0], g.nextCopy(), testTS, 3000) }); n > limit {
 		t.Errorf("%.2f allocations per record, want 0", n)
 	}
 	var c nfcopy.Copy
@@ -559,3 +559,6 @@ func TestProducerPerNF(t *testing.T) {
 		})
 	}
 }
+
+// testTS is a copy time the decoder reads as nanoseconds since the epoch.
+const testTS = 1678705695995010066
