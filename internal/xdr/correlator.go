@@ -70,8 +70,11 @@ type Config struct {
 // pair is missing, response_timeout without responses, orphan_response
 // without requests.
 //
-// Copies of an (NF, direction) already held are duplicates: counted in the
-// record and dropped. Copies arriving for a transaction already emitted
+// Copies of an (NF, direction, hop-by-hop id) already held are duplicates:
+// counted in the record and dropped. A copy of an (NF, direction) already
+// held with another hop-by-hop id is a retry or reroute (an SCP trying
+// another producer keeps the correlation id and takes a new hop-by-hop id):
+// it is a hop of its own, counted in Retries. Copies arriving for a transaction already emitted
 // (whatever its result), within Timeout of its emission, are counted as late
 // and dropped rather than opening a second record. Copies without a
 // correlation-id or a valid direction are dropped and counted.
@@ -451,7 +454,7 @@ type txn struct {
 	reqSize, respSize        int
 	ids                      Identities
 	reqScanned, respScanned  bool
-	dups                     int
+	dups, retries            int
 	start, end               int64
 }
 
@@ -493,13 +496,21 @@ func (t *txn) add(c *nfcopy.Copy, s *shard) bool {
 		p = &t.nfs[len(t.nfs)-1]
 	}
 	bit := uint8(1) << (c.Direction - 1)
+	dir := c.Direction.String()
 	if p.seen&bit != 0 {
-		t.dups++
-		return false
+		for i := range t.hops {
+			h := &t.hops[i]
+			if h.Direction == dir && h.HopByHopID == c.HopByHopID && h.NFInstanceID == p.id && h.NFFQDN == p.fqdn && h.NFType == p.nfType {
+				t.dups++
+				return false
+			}
+		}
+		t.retries++ // another hop-by-hop id at a trigger point already held
+	} else {
+		p.seen |= bit
+		p.ts[c.Direction-1] = c.Timestamp
 	}
-	p.seen |= bit
-	p.ts[c.Direction-1] = c.Timestamp
-	h := Hop{NFType: p.nfType, NFFQDN: p.fqdn, NFInstanceID: p.id, Direction: c.Direction.String(), Timestamp: c.Timestamp}
+	h := Hop{NFType: p.nfType, NFFQDN: p.fqdn, NFInstanceID: p.id, Direction: dir, Timestamp: c.Timestamp, HopByHopID: s.str(c.HopByHopID)}
 	if len(t.hops) == 0 || c.Timestamp < t.start {
 		t.start = c.Timestamp
 	}
@@ -586,7 +597,7 @@ func (t *txn) record() Record {
 		CorrelationID: t.key, Service: svc, APIVersion: ver, Method: t.method, Path: t.path, Status: t.status,
 		SUPI: t.ids.SUPI, SUCI: t.ids.SUCI, GPSI: t.ids.GPSI, PEI: t.ids.PEI, DNN: t.ids.DNN, SNSSAI: t.ids.SNSSAI,
 		Hops: t.hops, RequestSize: t.reqSize, ResponseSize: t.respSize, Start: t.start, End: t.end,
-		Copies: len(t.hops), Duplicates: t.dups,
+		Copies: len(t.hops), Duplicates: t.dups, Retries: t.retries,
 	}
 	if t.reqs > 0 && t.resps > 0 {
 		r.LatencyNs = t.lastResp - t.firstReq

@@ -53,7 +53,8 @@ type Record struct {
 	LatencyNs  int64  `json:"latency_ns"`
 	Result     string `json:"result"`
 	Copies     int    `json:"copies"`     // distinct copies joined
-	Duplicates int    `json:"duplicates"` // further copies of an (NF, direction) already held, dropped
+	Duplicates int    `json:"duplicates"` // further copies of an (NF, direction, hop-by-hop id) already held, dropped
+	Retries    int    `json:"retries"`    // hops at a trigger point already held with another hop-by-hop id (retries, reroutes)
 	Evicted    bool   `json:"evicted,omitempty"`
 }
 
@@ -65,6 +66,7 @@ type Hop struct {
 	Direction    string `json:"direction"`
 	Timestamp    int64  `json:"timestamp"`
 	Status       int    `json:"status,omitempty"` // responses only
+	HopByHopID   string `json:"hop_by_hop_id,omitempty"`
 }
 
 // HopLatency is one NF's share of the transaction. A value is -1 when the NF

@@ -341,6 +341,7 @@ func TestCopiesNotRetained(t *testing.T) {
 	var c nfcopy.Copy
 	var out []Record
 	for _, src := range scp4("r1", 200) {
+		src.Timestamp += 1678705695_000_000_000 // a time the decoder reads as nanoseconds
 		buf = nfcopy.AppendJSON(buf[:0], src)
 		if err := nfcopy.Decode(buf, &c); err != nil {
 			t.Fatal(err)
@@ -554,5 +555,41 @@ func TestLinger(t *testing.T) {
 	}
 	if _, err := New(Config{Timeout: time.Second, Linger: 2 * time.Second}); err == nil {
 		t.Error("linger beyond timeout accepted")
+	}
+}
+
+// An SCP that retries another producer keeps the correlation id and takes a
+// new hop-by-hop id: the retry is a hop of its own, not a duplicate, and the
+// record's result is the final answer's.
+func TestRetryIsAHop(t *testing.T) {
+	x, _, _ := newTest(t, Config{})
+	hop := func(c *nfcopy.Copy, id string) *nfcopy.Copy { c.HopByHopID = id; return c }
+	copies := []*nfcopy.Copy{
+		hop(mk("rt", "SCP", "scp-1", nfcopy.RequestIngress, 1000, 0), "h0"),
+		hop(mk("rt", "SCP", "scp-1", nfcopy.RequestEgress, 2000, 0), "h1"),
+		hop(mk("rt", "SCP", "scp-1", nfcopy.ResponseIngress, 3000, 503), "h1"),
+		hop(mk("rt", "SCP", "scp-1", nfcopy.RequestEgress, 4000, 0), "h2"), // the retry
+		hop(mk("rt", "SCP", "scp-1", nfcopy.RequestEgress, 4000, 0), "h2"), // a real duplicate
+		hop(mk("rt", "SCP", "scp-1", nfcopy.ResponseIngress, 7000, 200), "h2"),
+		hop(mk("rt", "SCP", "scp-1", nfcopy.ResponseEgress, 8000, 200), "h0"),
+	}
+	var out []Record
+	for _, c := range copies {
+		out = x.Add(c, out)
+	}
+	out = x.Expire(time.Now().Add(time.Hour), out)
+	if len(out) != 1 {
+		t.Fatalf("%d records", len(out))
+	}
+	r := out[0]
+	if r.Copies != 6 || r.Retries != 2 || r.Duplicates != 1 || r.Status != 200 {
+		t.Errorf("copies %d retries %d duplicates %d status %d; want 6, 2, 1, 200", r.Copies, r.Retries, r.Duplicates, r.Status)
+	}
+	hops := ""
+	for _, h := range r.Hops {
+		hops += h.Direction + "/" + h.HopByHopID + " "
+	}
+	if want := "REQUEST_INGRESS/h0 REQUEST_EGRESS/h1 RESPONSE_INGRESS/h1 REQUEST_EGRESS/h2 RESPONSE_INGRESS/h2 RESPONSE_EGRESS/h0 "; hops != want {
+		t.Errorf("hops %s\nwant %s", hops, want)
 	}
 }
