@@ -32,9 +32,10 @@ func TestCURRIFieldCorpus(t *testing.T) {
 		`{"priority":10,"match":{"called":"3222404993"},"action":{"decision":"permit","greeting":"in_meeting","modify":{"calling_name":"O365 <busy>"}}}`); code != 201 {
 		t.Fatalf("create rule: %d %s", code, b)
 	}
-	testkit.WaitFor(t, 3*time.Second, "block list live", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "block list and rule live", func() bool {
 		_, b := apiDo(t, s, "POST", "/api/v1/policies/default/evaluate", `{"called":"1"}`)
-		return strings.Contains(string(b), `"step":"block_list"`)
+		_, r := apiDo(t, s, "POST", "/api/v1/policies/default/evaluate", `{"calling":"5101","called":"3222404993"}`)
+		return strings.Contains(string(b), `"step":"block_list"`) && strings.Contains(string(r), `"step":"rule"`)
 	})
 
 	c := dialCUCM(t, s.CURRIAddr())
