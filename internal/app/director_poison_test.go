@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/probe"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 
@@ -106,5 +107,69 @@ func TestDirectorPoisonPill(t *testing.T) {
 	_, m := get(t, "http://"+s.HTTPAddr()+"/metrics")
 	if !strings.Contains(m, `signalbox_feed_undeliverable_total{feed="lake"} 1`) {
 		t.Error("metrics lack signalbox_feed_undeliverable_total{feed=\"lake\"} 1")
+	}
+}
+
+// TestDirectorRelaysIncompleteCopies: records as NFs really write them — a
+// response copy without :status, an unknown direction, a header value that
+// is a lone string or a number — are still copies. A kafka feed relays
+// them as they are; a synthetic feed encodes what it can (the lone string
+// is one value) and skips, counting, what it cannot; only a record that is
+// not a copy at all goes to the dead-letter topic.
+func TestDirectorRelaysIncompleteCopies(t *testing.T) {
+	kcat := testkit.Tool(t, "kcat")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startServer(t, testConfig(t, t.TempDir(), true))
+	defer s.Shutdown()
+	synth := startProbe(t, ctx, probe.ModeSynthetic)
+	createFeed(t, s, `{"name":"relay","type":"kafka","sources":["SCP"],"topic":"RELAY-OUT","start":"earliest"}`)
+	createFeed(t, s, `{"name":"pkts","type":"synthetic","sources":["SCP"],"endpoint":"`+synth.Addr()+`","start":"earliest"}`)
+	out := newKafkaCounter(t, ctx, s.KafkaAddrs(), "RELAY-OUT")
+
+	meta := func(id, dir string) string {
+		return `"metadata-list":{"correlation-id":"` + id + `","timestamp":"1678705695995010066","message-direction":"` + dir +
+			`","feed-source":{"nf-type":"SCP","nf-fqdn":"scp1.example"}}`
+	}
+	seq := func(id string) string { return `"x-signalbox-seq":["relay/` + id + `"]` }
+	lines := []string{
+		`{"version":"1.0.0",` + meta("ok", "REQUEST_INGRESS") + `,"header-list":{":method":["GET"],":path":["/nnrf-disc/v1/nf-instances"],` + seq("1") + `}}`,
+		`{"version":"1.0.0",` + meta("nostatus", "RESPONSE_EGRESS") + `,"header-list":{"content-type":["application/json"],` + seq("2") + `},"5g-sbi-message":"{}"}`,
+		`{"version":"1.0.0",` + meta("weird-dir", "SIDEWAYS") + `,"header-list":{":method":["GET"],":path":["/x"],` + seq("3") + `}}`,
+		`{"version":"1.0.0",` + meta("scalar", "REQUEST_INGRESS") + `,"header-list":{":method":"POST",":path":"/npcf-smpolicycontrol/v1/sm-policies",` + seq("4") + `}}`,
+		`{"version":"1.0.0",` + meta("number", "REQUEST_INGRESS") + `,"header-list":{":method":["GET"],":path":["/y"],"content-length":[42],` + seq("5") + `}}`,
+		`this is not a copy`,
+	}
+	cmd := exec.Command(kcat, "-P", "-b", s.KafkaAddrs()[0], "-t", "SCP", "-z", "lz4")
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat: %v\n%s", err, b)
+	}
+	testkit.WaitForState(t, 30*time.Second, "the five copies relayed", func() (bool, string) {
+		u, d := out.counts("relay/")
+		return u >= 5, fmt.Sprintf("unique=%d dups=%d", u, d)
+	})
+	testkit.WaitForState(t, 30*time.Second, "the encodable copies as packets", func() (bool, string) {
+		r := synth.Snapshot()
+		return r.Unique >= 2, probeState(synth)
+	})
+	time.Sleep(time.Second)
+	if u, d := out.counts("relay/"); u != 5 || d != 0 {
+		t.Errorf("kafka feed: unique %d dups %d, want the 5 copies once", u, d)
+	}
+	if r := synth.Snapshot(); r.Unique != 2 || r.Invalid != 0 {
+		t.Errorf("synthetic feed: %s, want the complete copy and the lone-string one", probeState(synth))
+	}
+	_, m := get(t, "http://"+s.HTTPAddr()+"/metrics")
+	for _, want := range []string{
+		`signalbox_feed_incomplete_copies_total{action="relayed",feed="relay",reason="missing_field"} 1`,
+		`signalbox_feed_incomplete_copies_total{action="relayed",feed="relay",reason="bad_direction"} 1`,
+		`signalbox_feed_incomplete_copies_total{action="relayed",feed="relay",reason="bad_type"} 1`,
+		`signalbox_feed_incomplete_copies_total{action="skipped",feed="pkts",reason="missing_field"} 1`,
+		`signalbox_copy_invalid_total{reason="syntax",topic="SCP"}`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }

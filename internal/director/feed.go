@@ -24,8 +24,8 @@ type feed struct {
 	log   *slog.Logger
 	dirs  [8]bool // by nfcopy.Direction; all true when the spec names none
 
-	delivered, bytes, failed, retries, lost, redelivered, invalid, undelivered atomic.Uint64
-	lag                                                                        atomic.Int64
+	delivered, bytes, failed, retries, lost, redelivered, invalid, undelivered, skipped atomic.Uint64
+	lag                                                                                 atomic.Int64
 
 	mDelivered, mBytes, mFailed, mRetries, mLost, mRedelivered prometheus.Counter
 	mLag, mConnected                                           prometheus.Gauge
@@ -141,6 +141,7 @@ func (f *feed) status() FeedStatus {
 	st.Delivered, st.DeliveredBytes = f.delivered.Load(), f.bytes.Load()
 	st.Failed, st.Retries = f.failed.Load(), f.retries.Load()
 	st.Redelivered, st.Invalid, st.Undeliverable = f.redelivered.Load(), f.invalid.Load(), f.undelivered.Load()
+	st.Incomplete = f.skipped.Load()
 	st.LostToRetention, st.Lag = f.lost.Load(), f.lag.Load()
 	f.filterStatus(&st)
 	return st

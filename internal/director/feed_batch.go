@@ -69,8 +69,19 @@ func (f *feed) admit(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, decodeErr erro
 		b.redelivered++
 	}
 	if decodeErr != nil {
-		b.dlq = f.deadLetter(b.dlq, r, decodeErr)
-		return false
+		var de *nfcopy.DecodeError
+		if !errors.As(decodeErr, &de) || !de.Incomplete {
+			b.dlq = f.deadLetter(b.dlq, r, decodeErr) // not a copy at all
+			return false
+		}
+		// A copy that lacks what packets and records are made of: relayed
+		// by the feeds that carry records as they are, skipped by the rest.
+		if !f.relaysRaw() {
+			f.m.m.incomplete.WithLabelValues(f.spec.Name, de.Reason, "skipped").Inc()
+			f.skipped.Add(1)
+			return false
+		}
+		f.m.m.incomplete.WithLabelValues(f.spec.Name, de.Reason, "relayed").Inc()
 	}
 	if !f.dirs[c.Direction] || !f.pass(c) {
 		return false
@@ -195,4 +206,17 @@ func (f *feed) flushDLQ(ctx context.Context, dlq []*kgo.Record) {
 		// The record is still skipped: a broken DLQ must not stop the feed.
 		f.log.Error("feed: dead-letter produce failed; invalid copies skipped", "count", len(dlq), "err", err)
 	}
+}
+
+// relaysRaw reports whether the feed delivers records as they are (HTTP/2
+// JSON, Kafka, JSON-lines files), so that a copy synthetic packets and xDRs
+// cannot be made of still goes out.
+func (f *feed) relaysRaw() bool {
+	switch f.spec.Type {
+	case TypeHTTP2, TypeKafka:
+		return true
+	case TypeFile:
+		return f.spec.File != nil && f.spec.File.Format == "jsonl"
+	}
+	return false
 }

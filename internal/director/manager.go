@@ -71,7 +71,8 @@ type FeedStatus struct {
 	Retries         uint64    `json:"retries"`
 	Redelivered     uint64    `json:"redelivered"`
 	Invalid         uint64    `json:"invalid"`
-	Undeliverable   uint64    `json:"undeliverable"` // copies the sink can never deliver, sent to the dead-letter topic
+	Undeliverable   uint64    `json:"undeliverable"`      // copies the sink can never deliver, sent to the dead-letter topic
+	Incomplete      uint64    `json:"incomplete_skipped"` // copies lacking what the feed's packets or records need, skipped
 	Lag             int64     `json:"lag"`
 	LostToRetention uint64    `json:"lost_to_retention"`
 	LastError       string    `json:"last_error,omitempty"`

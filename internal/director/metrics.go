@@ -21,6 +21,7 @@ type metrics struct {
 	latency        *prometheus.HistogramVec
 	invalid        *prometheus.CounterVec
 	undeliverable  *prometheus.CounterVec
+	incomplete     *prometheus.CounterVec
 	tapDrops       *prometheus.CounterVec
 	// filters (every feed type; xdr feeds filter records)
 	filterMatched *prometheus.CounterVec
@@ -57,6 +58,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Undecodable copies sent to the dead-letter topic."}, []string{"topic", "reason"}),
 		undeliverable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_undeliverable_total",
 			Help: "Copies the feed's sink can never deliver (over the target's size limit, HTTP 413), sent to the dead-letter topic."}, feed),
+		incomplete: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_incomplete_copies_total",
+			Help: "Copies lacking what packets and xDRs need (no :status, unknown direction, a non-string header value...), by feed, " +
+				"the decoder's reason, and whether the feed relayed them as they are (http2, kafka, jsonl files) or skipped them (synthetic, xdr, pcap files)."},
+			[]string{"feed", "reason", "action"}),
 		filterMatched: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_filter_matched_total",
 			Help: "Copies (xdr feeds: records) the feed's filter passed."}, feed),
 		filterDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_filter_dropped_total",
@@ -68,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -85,6 +90,7 @@ func (m *metrics) forget(feed string) {
 		m.undeliverable, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
 		v.DeleteLabelValues(feed)
 	}
+	m.incomplete.DeletePartialMatch(prometheus.Labels{"feed": feed})
 	m.lag.DeleteLabelValues(feed)
 	m.connected.DeleteLabelValues(feed)
 	m.latency.DeleteLabelValues(feed)

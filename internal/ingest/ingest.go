@@ -153,13 +153,18 @@ func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := nfcopy.Decode(l, c); err != nil {
-			e := ingestError{Error: err.Error(), Line: line}
+			// A copy that lacks what packets and xDRs need (no :status, an
+			// unknown direction) is still a copy: feeds that relay records
+			// deliver it. Only what is not a copy is refused.
 			var de *nfcopy.DecodeError
-			if errors.As(err, &de) {
-				e.Field = de.Field
+			if !errors.As(err, &de) || !de.Incomplete || c.NFType == "" && in.cfg.ThirdPartyTopic == "" {
+				e := ingestError{Error: err.Error(), Line: line}
+				if de != nil {
+					e.Field = de.Field
+				}
+				writeJSON(w, http.StatusBadRequest, e)
+				return
 			}
-			writeJSON(w, http.StatusBadRequest, e)
-			return
 		}
 		topic, ok := in.topics[strings.ToUpper(c.NFType)]
 		if !ok {

@@ -12,10 +12,19 @@ const MaxRecordSize = 4 << 20
 // (dotted path); Reason is a short label from a fixed set, fit for a metric
 // label: syntax, missing_field, bad_type, bad_timestamp, bad_direction,
 // bad_port, bad_status, too_large.
+//
+// Incomplete marks a record that is a message copy all the same, only one
+// that lacks or garbles what packet and xDR feeds need: a response without
+// :status, a request without :method or :path, an unknown direction, a
+// header value that is not a string, a missing timestamp or NF type. The
+// Copy then holds everything that could be read, and feeds that relay
+// records as they are (HTTP/2, Kafka, JSON lines) still deliver it; only
+// what is not a copy at all is dead-lettered.
 type DecodeError struct {
-	Field  string
-	Reason string
-	Offset int // byte offset in the record where the problem was seen
+	Field      string
+	Reason     string
+	Offset     int // byte offset in the record where the problem was seen
+	Incomplete bool
 }
 
 func (e *DecodeError) Error() string {
@@ -47,34 +56,37 @@ func Decode(raw []byte, c *Copy) error {
 	if err != nil {
 		return err
 	}
+	if d.incomplete != nil {
+		return d.incomplete
+	}
 	return c.validate()
 }
 
 func (c *Copy) validate() error {
 	if c.Timestamp < 0 {
-		return &DecodeError{Field: "metadata-list.timestamp", Reason: "missing_field"}
+		return &DecodeError{Field: "metadata-list.timestamp", Reason: "missing_field", Incomplete: true}
 	}
 	if c.Direction == DirUnknown {
-		return &DecodeError{Field: "metadata-list.message-direction", Reason: "missing_field"}
+		return &DecodeError{Field: "metadata-list.message-direction", Reason: "missing_field", Incomplete: true}
 	}
 	if c.NFType == "" {
-		return &DecodeError{Field: "metadata-list.feed-source.nf-type", Reason: "missing_field"}
+		return &DecodeError{Field: "metadata-list.feed-source.nf-type", Reason: "missing_field", Incomplete: true}
 	}
 	if c.Direction.IsRequest() {
 		if c.exact(":method") == "" {
-			return &DecodeError{Field: "header-list.:method", Reason: "missing_field"}
+			return &DecodeError{Field: "header-list.:method", Reason: "missing_field", Incomplete: true}
 		}
 		if c.exact(":path") == "" {
-			return &DecodeError{Field: "header-list.:path", Reason: "missing_field"}
+			return &DecodeError{Field: "header-list.:path", Reason: "missing_field", Incomplete: true}
 		}
 		return nil
 	}
 	s := c.exact(":status")
 	if s == "" {
-		return &DecodeError{Field: "header-list.:status", Reason: "missing_field"}
+		return &DecodeError{Field: "header-list.:status", Reason: "missing_field", Incomplete: true}
 	}
 	if len(s) != 3 || s[0] < '1' || s[0] > '5' || s[1] < '0' || s[1] > '9' || s[2] < '0' || s[2] > '9' {
-		return &DecodeError{Field: "header-list.:status", Reason: "bad_status"}
+		return &DecodeError{Field: "header-list.:status", Reason: "bad_status", Incomplete: true}
 	}
 	return nil
 }
@@ -168,7 +180,7 @@ func (d *decoder) metadata() error {
 				return nil
 			}
 			if c.Direction = ParseDirection(s); c.Direction == DirUnknown {
-				return d.fail("metadata-list.message-direction", "bad_direction")
+				d.problem("metadata-list.message-direction", "bad_direction")
 			}
 			return nil
 		case "source-port":
@@ -298,11 +310,18 @@ func (d *decoder) headers() error {
 		if d.isNull() {
 			return nil
 		}
-		if d.peek() != '[' {
-			if err := d.skip("header-list", 3); err != nil {
+		if d.peek() == '"' { // a single value not in an array, as some NFs write it
+			v, err := d.rawString("header-list")
+			if err != nil {
 				return err
 			}
-			return d.fail("header-list."+name, "bad_type")
+			h = &c.Headers[idx]
+			h.Values = append(h.Values, v)
+			return nil
+		}
+		if d.peek() != '[' {
+			d.problem("header-list."+name, "bad_type")
+			return d.skip("header-list", 3)
 		}
 		d.i++
 		if d.peek() == ']' {
@@ -311,17 +330,18 @@ func (d *decoder) headers() error {
 		}
 		for {
 			if d.peek() != '"' {
+				d.problem("header-list."+name, "bad_type")
 				if err := d.skip("header-list", 4); err != nil {
 					return err
 				}
-				return d.fail("header-list."+name, "bad_type")
+			} else {
+				v, err := d.rawString("header-list")
+				if err != nil {
+					return err
+				}
+				h = &c.Headers[idx] // rawString may not move Headers, but stay safe
+				h.Values = append(h.Values, v)
 			}
-			v, err := d.rawString("header-list")
-			if err != nil {
-				return err
-			}
-			h = &c.Headers[idx] // rawString may not move Headers, but stay safe
-			h.Values = append(h.Values, v)
 			switch d.peek() {
 			case ',':
 				d.i++

@@ -30,6 +30,16 @@ type decoder struct {
 	b []byte
 	i int
 	c *Copy
+	// incomplete is the first problem that leaves the record a copy all
+	// the same (DecodeError.Incomplete): decoding goes on past it.
+	incomplete *DecodeError
+}
+
+// problem notes a field the record garbles without ceasing to be a copy.
+func (d *decoder) problem(field, reason string) {
+	if d.incomplete == nil {
+		d.incomplete = &DecodeError{Field: field, Reason: reason, Offset: d.i, Incomplete: true}
+	}
 }
 
 func (d *decoder) fail(field, reason string) error {
