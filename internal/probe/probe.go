@@ -212,6 +212,11 @@ func (p *Probe) Close() error {
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
+	if p.save != nil { // every connection is done: the file is complete
+		if serr := p.save.close(); serr != nil && err == nil {
+			err = fmt.Errorf("probe: pcap file %s: %w", p.cfg.PCAPFile, serr)
+		}
+	}
 	return err
 }
 
@@ -392,11 +397,6 @@ loop:
 	}
 	cancel()
 	cerr := p.Close()
-	if p.save != nil {
-		if err := p.save.close(); err != nil && cerr == nil {
-			cerr = fmt.Errorf("probe: pcap file %s: %w", cfg.PCAPFile, err)
-		}
-	}
 	r := p.Snapshot()
 	WriteTable(out, r)
 	if cfg.JSONFile != "" {

@@ -55,12 +55,18 @@ func (s *pcapSaver) flush() {
 	}
 }
 
+// close flushes and closes the file; a second close reports the first's
+// outcome.
 func (s *pcapSaver) close() error {
 	s.flush()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.f == nil {
+		return s.err
+	}
 	if err := s.f.Close(); s.err == nil {
 		s.err = err
 	}
+	s.f = nil
 	return s.err
 }

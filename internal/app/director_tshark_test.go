@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/testkit"
+)
+
+// TestDirectorStreamInStockTshark: copies as NFs write them — https on port
+// 443, responses without x-http2-stream-id (Netty drops it), consumers
+// named only by 3gpp-Sbi-NF-Peer-Info — go through serve to a synthetic
+// feed; the stream the probe saved decodes in an unmodified tshark with no
+// "decode as": every copy as HTTP/2, each response on its request's stream,
+// and no TCP or HTTP/2 expert warning.
+func TestDirectorStreamInStockTshark(t *testing.T) {
+	kcat := testkit.Tool(t, "kcat")
+	tshark := testkit.Tool(t, "tshark")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startServer(t, testConfig(t, t.TempDir(), true))
+	defer s.Shutdown()
+	pcap := filepath.Join(t.TempDir(), "feed.pcap")
+	p, err := probe.New(probe.Config{Listen: "127.0.0.1:0", Mode: probe.ModeSynthetic, PCAPFile: pcap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	createFeed(t, s, `{"name":"wire","type":"synthetic","sources":["SCP"],"endpoint":"`+p.Addr()+`","start":"earliest"}`)
+
+	const n = 200
+	var lines []string
+	for i := range n {
+		id := fmt.Sprintf("ts-%d", i)
+		cons := fmt.Sprintf("5480451%d-4191-46b3-955c-ac631f953ed8", i%20)
+		meta := func(dir string, ts int64) string {
+			return `"metadata-list":{"correlation-id":"` + id + `","hop-by-hop-id":"1","timestamp":"` + strconv.FormatInt(ts, 10) +
+				`","message-direction":"` + dir + `","destination-ip":"10.200.0.1","destination-port":443,` +
+				`"feed-source":{"nf-type":"SCP","nf-fqdn":"scp1.example","nf-instance-id":"scp-1"}}`
+		}
+		ts := int64(1678705695995010066) + int64(i)*1_000_000
+		if i%2 == 0 {
+			meta = func(dir string, ts int64) string { // no addresses: peers from the SBI headers
+				return `"metadata-list":{"correlation-id":"` + id + `","hop-by-hop-id":"1","timestamp":"` + strconv.FormatInt(ts, 10) +
+					`","message-direction":"` + dir + `","feed-source":{"nf-type":"SCP","nf-fqdn":"scp1.example","nf-instance-id":"scp-1"}}`
+			}
+		}
+		lines = append(lines,
+			`{"version":"1.0.0",`+meta("REQUEST_INGRESS", ts)+`,"header-list":{":method":["POST"],":scheme":["https"],`+
+				`":authority":["udm1.example:443"],":path":["/nudm-ueau/v1/suci-0-234-30/security-information/generate-auth-data"],`+
+				`"3gpp-sbi-nf-peer-info":["srcinst=`+cons+`; dstinst=8a3a1c9e-0000-4000-8000-000000000002"],`+
+				`"x-http2-stream-id":["`+strconv.Itoa(2*i+1)+`"],"content-type":["application/json"]},"5g-sbi-message":"{\"servingNetworkName\":\"5G:mnc030\"}"}`,
+			`{"version":"1.0.0",`+meta("RESPONSE_EGRESS", ts+500_000)+`,"header-list":{":status":["200"],"content-type":["application/json"],`+
+				`"3gpp-sbi-nf-peer-info":["srcinst=8a3a1c9e-0000-4000-8000-000000000002; dstinst=`+cons+`"]},"5g-sbi-message":"{\"authType\":\"5G_AKA\"}"}`)
+	}
+	cmd := exec.Command(kcat, "-P", "-b", s.KafkaAddrs()[0], "-t", "SCP", "-z", "gzip", "-p", "0") // one partition: requests before responses
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat: %v\n%s", err, b)
+	}
+	testkit.WaitForState(t, 30*time.Second, "copies at the probe", func() (bool, string) {
+		r := p.Snapshot()
+		return r.Received >= 2*n, probeState(p)
+	})
+	if r := p.Snapshot(); r.Invalid != 0 {
+		t.Fatalf("probe: %s", probeState(p))
+	}
+	cancel()
+	p.Close()
+
+	out, err := exec.Command(tshark, "-r", pcap, "-n", "-Y", "http2.type == 1", "-T", "fields", "-E", "occurrence=f",
+		"-e", "tcp.stream", "-e", "http2.streamid", "-e", "http2.headers.method", "-e", "http2.headers.status", "-z", "expert,note").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	requests, responses := map[string]bool{}, 0
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			if l := strings.ToLower(line); strings.Contains(l, "warn") || strings.Contains(l, "error") || strings.Contains(l, "malformed") {
+				t.Errorf("tshark: %s", line)
+			}
+			continue
+		}
+		key := f[0] + "/" + f[1] // TCP stream and HTTP/2 stream
+		switch {
+		case f[2] != "":
+			requests[key] = true
+		case f[3] != "":
+			responses++
+			if !requests[key] {
+				t.Errorf("response on TCP stream %s, HTTP/2 stream %s, where no request was", f[0], f[1])
+			}
+		}
+	}
+	if len(requests) != n || responses != n {
+		t.Errorf("tshark decoded %d requests and %d responses as HTTP/2, want %d each (no -d given)", len(requests), responses, n)
+	}
+}
