@@ -173,3 +173,81 @@ func TestDirectorRelaysIncompleteCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectorSequencing: a transaction's response copy in one partition,
+// its request in another, both fetched in one poll: a feed with sequencing
+// "transaction" writes the request first, and counts the move.
+func TestDirectorSequencing(t *testing.T) {
+	kcat := testkit.Tool(t, "kcat")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startServer(t, testConfig(t, t.TempDir(), true))
+	defer s.Shutdown()
+	rec := func(id, dir, hdrs string) string {
+		return `{"version":"1.0.0","metadata-list":{"correlation-id":"` + id + `","hop-by-hop-id":"1","timestamp":"1678705695995010066",` +
+			`"message-direction":"` + dir + `","feed-source":{"nf-type":"SCP","nf-instance-id":"scp-1"}},"header-list":{` + hdrs + `}}`
+	}
+	produce := func(partition string, lines ...string) {
+		cmd := exec.Command(kcat, "-P", "-b", s.KafkaAddrs()[0], "-t", "SCP", "-p", partition, "-z", "snappy")
+		cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kcat: %v\n%s", err, b)
+		}
+	}
+	const n = 20
+	var resps, reqs []string
+	for i := range n {
+		id := fmt.Sprintf("seq-%d", i)
+		resps = append(resps, rec(id, "RESPONSE_EGRESS", `":status":["200"]`))
+		reqs = append(reqs, rec(id, "REQUEST_INGRESS", `":method":["GET"],":path":["/x"]`))
+	}
+	produce("0", resps...) // the responses first, in their own partition
+	produce("1", reqs...)
+	createFeed(t, s, `{"name":"ordered","type":"kafka","sources":["SCP"],"topic":"ORDERED","start":"earliest","sequencing":"transaction"}`)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddrs()...), kgo.ConsumeTopics("ORDERED"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	first := map[string]string{} // correlation id -> direction of its first copy in the output
+	got := 0
+	testkit.WaitFor(t, 30*time.Second, "the 40 copies", func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			got++
+			var c struct {
+				MD struct {
+					ID  string `json:"correlation-id"`
+					Dir string `json:"message-direction"`
+				} `json:"metadata-list"`
+			}
+			if json.Unmarshal(r.Value, &c) == nil {
+				if _, ok := first[c.MD.ID]; !ok {
+					first[c.MD.ID] = c.MD.Dir
+				}
+			}
+		})
+		return got >= 2*n
+	})
+	var st struct{ Status struct{ Reordered uint64 } }
+	_, b := apiDo(t, s, "GET", "/api/v1/feeds/ordered/status", "")
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status.Reordered == 0 {
+		t.Fatalf("nothing reordered: the copies were not fetched in one poll, or sequencing is off (%s)", b)
+	}
+	bad := 0
+	for id, dir := range first {
+		if dir != "REQUEST_INGRESS" {
+			bad++
+			t.Logf("%s: first out %s", id, dir)
+		}
+	}
+	t.Logf("%d of %d responses moved after their request", st.Status.Reordered, n)
+	if moved := int(st.Status.Reordered); bad > n-moved {
+		t.Errorf("%d transactions out response first; %d responses were moved after their request", bad, moved)
+	}
+}

@@ -24,8 +24,9 @@ type feed struct {
 	log   *slog.Logger
 	dirs  [8]bool // by nfcopy.Direction; all true when the spec names none
 
-	delivered, bytes, failed, retries, lost, redelivered, invalid, undelivered, skipped atomic.Uint64
-	lag                                                                                 atomic.Int64
+	delivered, bytes, failed, retries, lost, redelivered, invalid, undelivered, skipped, reordered atomic.Uint64
+	seq                                                                                            *sequencer // with Sequencing; used by the feed's decoding goroutine only
+	lag                                                                                            atomic.Int64
 
 	mDelivered, mBytes, mFailed, mRetries, mLost, mRedelivered prometheus.Counter
 	mLag, mConnected                                           prometheus.Gauge
@@ -71,6 +72,9 @@ func (m *Manager) newFeed(s FeedSpec) *feed {
 	}
 	for _, d := range s.Directions {
 		f.dirs[nfcopy.ParseDirection(d)] = true
+	}
+	if s.Sequencing == SequencingTransaction {
+		f.seq = new(sequencer)
 	}
 	l := prometheus.Labels{"feed": s.Name}
 	mt := m.m
@@ -141,7 +145,7 @@ func (f *feed) status() FeedStatus {
 	st.Delivered, st.DeliveredBytes = f.delivered.Load(), f.bytes.Load()
 	st.Failed, st.Retries = f.failed.Load(), f.retries.Load()
 	st.Redelivered, st.Invalid, st.Undeliverable = f.redelivered.Load(), f.invalid.Load(), f.undelivered.Load()
-	st.Incomplete = f.skipped.Load()
+	st.Incomplete, st.Reordered = f.skipped.Load(), f.reordered.Load()
 	st.LostToRetention, st.Lag = f.lost.Load(), f.lag.Load()
 	f.filterStatus(&st)
 	return st

@@ -58,7 +58,19 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 		}
 		b.marks = append(b.marks, p.Records[len(p.Records)-1])
 	})
+	f.sequence(b)
 	return len(b.marks) > 0
+}
+
+// sequence applies the feed's Sequencing to a decoded batch.
+func (f *feed) sequence(b *pollBatch) {
+	if f.seq == nil || len(b.batch) < 2 {
+		return
+	}
+	if n := f.seq.sequence(b.batch); n > 0 {
+		f.reordered.Add(uint64(n))
+		f.m.m.reordered.WithLabelValues(f.spec.Name).Add(float64(n))
+	}
 }
 
 // admit adds the copy c decoded from r to b if it decoded (decodeErr nil)

@@ -73,6 +73,7 @@ type FeedStatus struct {
 	Invalid         uint64    `json:"invalid"`
 	Undeliverable   uint64    `json:"undeliverable"`      // copies the sink can never deliver, sent to the dead-letter topic
 	Incomplete      uint64    `json:"incomplete_skipped"` // copies lacking what the feed's packets or records need, skipped
+	Reordered       uint64    `json:"reordered"`          // responses moved after their request (sequencing)
 	Lag             int64     `json:"lag"`
 	LostToRetention uint64    `json:"lost_to_retention"`
 	LastError       string    `json:"last_error,omitempty"`

@@ -22,6 +22,7 @@ type metrics struct {
 	invalid        *prometheus.CounterVec
 	undeliverable  *prometheus.CounterVec
 	incomplete     *prometheus.CounterVec
+	reordered      *prometheus.CounterVec
 	tapDrops       *prometheus.CounterVec
 	// filters (every feed type; xdr feeds filter records)
 	filterMatched *prometheus.CounterVec
@@ -62,6 +63,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Copies lacking what packets and xDRs need (no :status, unknown direction, a non-string header value...), by feed, " +
 				"the decoder's reason, and whether the feed relayed them as they are (http2, kafka, jsonl files) or skipped them (synthetic, xdr, pcap files)."},
 			[]string{"feed", "reason", "action"}),
+		reordered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_reordered_total",
+			Help: "Responses a feed with sequencing \"transaction\" moved after their request fetched in the same poll."}, feed),
 		filterMatched: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_filter_matched_total",
 			Help: "Copies (xdr feeds: records) the feed's filter passed."}, feed),
 		filterDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_filter_dropped_total",
@@ -73,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -87,7 +90,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) forget(feed string) {
 	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
-		m.undeliverable, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
+		m.undeliverable, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
 		v.DeleteLabelValues(feed)
 	}
 	m.incomplete.DeletePartialMatch(prometheus.Labels{"feed": feed})

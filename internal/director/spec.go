@@ -27,6 +27,10 @@ type FeedSpec struct {
 	Enabled    *bool    `json:"enabled,omitempty"`    // default true
 	Start      string   `json:"start,omitempty"`      // "latest" (default) or "earliest"
 	Filter     string   `json:"filter,omitempty"`     // filter expression (see issue: filters)
+	// Sequencing "transaction" writes each transaction's request before its
+	// responses fetched with it (sequencer); "" leaves the copies in
+	// partition order.
+	Sequencing string `json:"sequencing,omitempty"`
 
 	// synthetic
 	Endpoint string        `json:"endpoint,omitempty"` // host:port

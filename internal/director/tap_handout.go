@@ -182,6 +182,7 @@ func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) b
 	if len(b.marks) == 0 {
 		return false
 	}
+	f.sequence(b)
 	b.mem, b.shared = mem, sb
 	sb.refs.Add(1)
 	return true

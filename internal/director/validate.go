@@ -65,6 +65,9 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	default:
 		return &FieldError{Field: "start", Msg: fmt.Sprintf("%q: want latest or earliest", spec.Start)}
 	}
+	if spec.Sequencing != "" && spec.Sequencing != SequencingTransaction {
+		return &FieldError{Field: "sequencing", Msg: fmt.Sprintf("%q: want transaction, or leave it out", spec.Sequencing)}
+	}
 	if err := m.validateOutputs(spec); err != nil {
 		return err
 	}

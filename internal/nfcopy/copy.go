@@ -180,3 +180,30 @@ func (c *Copy) Clone() *Copy {
 	}
 	return d
 }
+
+// PairKey identifies the request/response pair a copy belongs to at its
+// copying NF: the correlation id, the hop-by-hop id (an SCP retry takes a
+// new one), the leg (an NF's ingress copies pair with each other, and its
+// egress copies) and the NF. 0 when the copy has no correlation id.
+func (c *Copy) PairKey() uint64 {
+	if c.CorrelationID == "" {
+		return 0
+	}
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	mix := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= prime
+		}
+		h = (h ^ 0xff) * prime // a separator, so "ab"+"c" differs from "a"+"bc"
+	}
+	mix(c.CorrelationID)
+	mix(c.HopByHopID)
+	if c.Direction == RequestEgress || c.Direction == ResponseIngress {
+		h ^= 1
+	}
+	mix(c.NFInstanceID)
+	mix(c.NFFQDN)
+	return h | 1 // never 0
+}

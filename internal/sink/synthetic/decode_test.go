@@ -390,7 +390,7 @@ func checkMessages(t *testing.T, copies []*nfcopy.Copy, msgs []message) {
 		// A response goes on the stream (and flow) of its request.
 		if !c.Direction.IsRequest() && c.CorrelationID != "" {
 			for j := i - 1; j >= 0; j-- {
-				if r := copies[j]; r.Direction.IsRequest() && pairKey(r) == pairKey(c) {
+				if r := copies[j]; r.Direction.IsRequest() && r.PairKey() == c.PairKey() {
 					if m.streamID != msgs[j].streamID || m.client != msgs[j].client || m.server != msgs[j].server || m.unpaired {
 						t.Errorf("copy %d: response on %v→%v stream %d (unpaired %v); its request (copy %d) on %v→%v stream %d",
 							i, m.client, m.server, m.streamID, m.unpaired, j, msgs[j].client, msgs[j].server, msgs[j].streamID)

@@ -375,7 +375,7 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 		key, request, own = flowKey{client, server}, ci.request, ci.streamID
 	}
 	e.tick++
-	pk := pairKey(c)
+	pk := c.PairKey()
 	sid := uint32(0)
 	if !request && pk != 0 {
 		// A response goes on its request's stream, on its request's flow
@@ -438,25 +438,6 @@ func setStreamID(p []byte, sid uint32) {
 		}
 		p = p[h2FrameHeaderLen+n:]
 	}
-}
-
-// pairKey identifies a request/response pair at one copying NF: the
-// correlation id, the hop-by-hop id (an SCP retry has a new one), the leg
-// (ingress copies pair with ingress, egress with egress) and the NF. 0
-// when the copy has no correlation id.
-func pairKey(c *nfcopy.Copy) uint64 {
-	if c.CorrelationID == "" {
-		return 0
-	}
-	h := hashString(fnvOffset, c.CorrelationID)
-	h = hashString(h^0xff, c.HopByHopID)
-	switch c.Direction {
-	case nfcopy.RequestEgress, nfcopy.ResponseIngress:
-		h ^= 1
-	}
-	h = hashString(h*fnvPrime, c.NFInstanceID)
-	h = hashString(h*fnvPrime, c.NFFQDN)
-	return h | 1 // never 0
 }
 
 // remember keeps a request's stream for its response, forgetting the
