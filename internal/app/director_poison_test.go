@@ -52,12 +52,7 @@ func TestDirectorPoisonPill(t *testing.T) {
 		}
 		lines = append(lines, record(fmt.Sprintf("poison/%d", i), ""))
 	}
-	cmd := exec.Command(kcat, "-P", "-b", s.KafkaAddrs()[0], "-t", "SCP", "-z", "zstd",
-		"-X", "message.max.bytes=4000000", "-X", "batch.size=4000000")
-	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat: %v\n%s", err, b)
-	}
+	kcatProduce(t, kcat, s, lines, "-z", "zstd", "-X", "message.max.bytes=4000000", "-X", "batch.size=4000000")
 
 	testkit.WaitForState(t, 30*time.Second, "the 20 copies delivered", func() (bool, string) {
 		u, d := out.counts("poison/")
@@ -140,11 +135,7 @@ func TestDirectorRelaysIncompleteCopies(t *testing.T) {
 		`{"version":"1.0.0",` + meta("number", "REQUEST_INGRESS") + `,"header-list":{":method":["GET"],":path":["/y"],"content-length":[42],` + seq("5") + `}}`,
 		`this is not a copy`,
 	}
-	cmd := exec.Command(kcat, "-P", "-b", s.KafkaAddrs()[0], "-t", "SCP", "-z", "lz4")
-	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat: %v\n%s", err, b)
-	}
+	kcatProduce(t, kcat, s, lines, "-z", "lz4")
 	testkit.WaitForState(t, 30*time.Second, "the five copies relayed", func() (bool, string) {
 		u, d := out.counts("relay/")
 		return u >= 5, fmt.Sprintf("unique=%d dups=%d", u, d)
@@ -187,13 +178,6 @@ func TestDirectorSequencing(t *testing.T) {
 		return `{"version":"1.0.0","metadata-list":{"correlation-id":"` + id + `","hop-by-hop-id":"1","timestamp":"1678705695995010066",` +
 			`"message-direction":"` + dir + `","feed-source":{"nf-type":"SCP","nf-instance-id":"scp-1"}},"header-list":{` + hdrs + `}}`
 	}
-	produce := func(partition string, lines ...string) {
-		cmd := exec.Command(kcat, "-P", "-b", s.KafkaAddrs()[0], "-t", "SCP", "-p", partition, "-z", "snappy")
-		cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("kcat: %v\n%s", err, b)
-		}
-	}
 	const n = 20
 	var resps, reqs []string
 	for i := range n {
@@ -201,8 +185,8 @@ func TestDirectorSequencing(t *testing.T) {
 		resps = append(resps, rec(id, "RESPONSE_EGRESS", `":status":["200"]`))
 		reqs = append(reqs, rec(id, "REQUEST_INGRESS", `":method":["GET"],":path":["/x"]`))
 	}
-	produce("0", resps...) // the responses first, in their own partition
-	produce("1", reqs...)
+	kcatProduce(t, kcat, s, resps, "-p", "0", "-z", "snappy") // the responses first, in their own partition
+	kcatProduce(t, kcat, s, reqs, "-p", "1", "-z", "snappy")
 	createFeed(t, s, `{"name":"ordered","type":"kafka","sources":["SCP"],"topic":"ORDERED","start":"earliest","sequencing":"transaction"}`)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddrs()...), kgo.ConsumeTopics("ORDERED"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -249,5 +233,16 @@ func TestDirectorSequencing(t *testing.T) {
 	t.Logf("%d of %d responses moved after their request", st.Status.Reordered, n)
 	if moved := int(st.Status.Reordered); bad > n-moved {
 		t.Errorf("%d transactions out response first; %d responses were moved after their request", bad, moved)
+	}
+}
+
+// kcatProduce produces lines, one record each, into the SCP topic of s's
+// embedded broker with kcat (librdkafka), with kcat's extra args.
+func kcatProduce(t *testing.T, kcat string, s *Server, lines []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(kcat, append([]string{"-P", "-b", s.KafkaAddrs()[0], "-t", "SCP"}, args...)...)
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat: %v\n%s", err, b)
 	}
 }

@@ -62,11 +62,7 @@ func TestDirectorStreamInStockTshark(t *testing.T) {
 			`{"version":"1.0.0",`+meta("RESPONSE_EGRESS", ts+500_000)+`,"header-list":{":status":["200"],"content-type":["application/json"],`+
 				`"3gpp-sbi-nf-peer-info":["srcinst=8a3a1c9e-0000-4000-8000-000000000002; dstinst=`+cons+`"]},"5g-sbi-message":"{\"authType\":\"5G_AKA\"}"}`)
 	}
-	cmd := exec.Command(kcat, "-P", "-b", s.KafkaAddrs()[0], "-t", "SCP", "-z", "gzip", "-p", "0") // one partition: requests before responses
-	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat: %v\n%s", err, b)
-	}
+	kcatProduce(t, kcat, s, lines, "-z", "gzip", "-p", "0") // one partition: requests before responses
 	testkit.WaitForState(t, 30*time.Second, "copies at the probe", func() (bool, string) {
 		r := p.Snapshot()
 		return r.Received >= 2*n, probeState(p)
