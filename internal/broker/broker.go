@@ -49,6 +49,10 @@ const (
 type TopicSpec struct {
 	Name       string
 	Partitions int
+	// Configs are topic settings given at creation (retention.ms,
+	// segment.bytes, ...); nil takes the cluster's defaults. An existing
+	// topic keeps its own.
+	Configs map[string]string
 }
 
 // DefaultTopics returns the per-NF-type copy topics plus the dead-letter topic.
@@ -407,7 +411,14 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, topics []TopicSpec, creat
 		return fmt.Errorf("kafka topics missing (create them or allow creation): %v", ms)
 	}
 	for _, t := range missing {
-		r, err := adm.CreateTopic(ctx, int32(t.Partitions), -1, nil, t.Name)
+		var configs map[string]*string
+		if len(t.Configs) > 0 {
+			configs = make(map[string]*string, len(t.Configs))
+			for k, v := range t.Configs {
+				configs[k] = kadm.StringPtr(v)
+			}
+		}
+		r, err := adm.CreateTopic(ctx, int32(t.Partitions), -1, configs, t.Name)
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			_ = r
 			return fmt.Errorf("create topic %q: %w", t.Name, err)

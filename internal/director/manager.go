@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -352,8 +353,45 @@ func (m *Manager) Prepare(ctx context.Context, spec *FeedSpec) error {
 // RekeyTopic is the internal topic a re-keyed xdr feed routes copies through.
 func RekeyTopic(feed string) string { return "signalbox.rekey." + feed }
 
-// rekeyPartitions spreads a re-keyed feed's correlation over nodes.
-const rekeyPartitions = 12
+// Defaults of the re-key topic (XDRSpec.Rekey*).
+const (
+	rekeyPartitions   = 12 // spreads a re-keyed feed's correlation over nodes
+	rekeyRetention    = time.Hour
+	rekeySegmentBytes = 64 << 20
+)
+
+// rekeyTopicSpec is the re-key topic of spec's xdr feed, as it is created.
+func rekeyTopicSpec(spec *FeedSpec) (broker.TopicSpec, error) {
+	ts := broker.TopicSpec{Name: RekeyTopic(spec.Name), Partitions: rekeyPartitions}
+	ret, seg := rekeyRetention, int64(rekeySegmentBytes)
+	if x := spec.XDR; x != nil {
+		if x.RekeyPartitions != 0 {
+			if x.RekeyPartitions < 1 || x.RekeyPartitions > 1000 {
+				return ts, &FieldError{Field: "xdr.rekey_partitions", Msg: fmt.Sprintf("%d: want 1 to 1000", x.RekeyPartitions)}
+			}
+			ts.Partitions = x.RekeyPartitions
+		}
+		if x.RekeyRetention != "" {
+			d, err := time.ParseDuration(x.RekeyRetention)
+			if err != nil || d < time.Minute {
+				return ts, &FieldError{Field: "xdr.rekey_retention", Msg: fmt.Sprintf("%q: want a Go duration of at least 1m", x.RekeyRetention)}
+			}
+			ret = d
+		}
+		if x.RekeySegmentBytes != 0 {
+			if x.RekeySegmentBytes < 1<<20 || x.RekeySegmentBytes > 1<<30 {
+				return ts, &FieldError{Field: "xdr.rekey_segment_bytes", Msg: fmt.Sprintf("%d: want 1 MiB to 1 GiB", x.RekeySegmentBytes)}
+			}
+			seg = x.RekeySegmentBytes
+		}
+	}
+	ts.Configs = map[string]string{
+		"retention.ms":   strconv.FormatInt(ret.Milliseconds(), 10),
+		"segment.bytes":  strconv.FormatInt(seg, 10),
+		"cleanup.policy": "delete",
+	}
+	return ts, nil
+}
 
 // rekeyStage1 is the first stage of a re-keyed xdr feed: a kafka feed of the
 // NF topics into the re-key topic, keyed by correlation id (the kafka sink's
@@ -386,7 +424,11 @@ func (m *Manager) expandRekey(ctx context.Context, specs []FeedSpec) []FeedSpec 
 		running = running && f.key == specKey(&stage2)
 		m.mu.Unlock()
 		if !running {
-			if err := broker.EnsureTopics(ctx, m.admin, []broker.TopicSpec{{Name: topic, Partitions: rekeyPartitions}}, m.cfg.CreateTopics); err != nil {
+			ts, err := rekeyTopicSpec(&s)
+			if err == nil {
+				err = broker.EnsureTopics(ctx, m.admin, []broker.TopicSpec{ts}, m.cfg.CreateTopics)
+			}
+			if err != nil {
 				m.log.Warn("xdr feed: re-key topic", "feed", s.Name, "topic", topic, "err", err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,69 @@ func TestXDRRekeyAcrossNodes(t *testing.T) {
 	}
 	if worked != 2 {
 		t.Errorf("%d of 2 nodes correlated, though both held partitions of the re-key topic", worked)
+	}
+}
+
+// The re-key topic is made with explicit partitions, retention and segment
+// size (the feed's, else signalbox's defaults), not the cluster's.
+func TestRekeyTopicSettings(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	m, err := NewManager(Config{Client: b.ClientConfig(), Topics: testTopics[:3], Registerer: prometheus.NewRegistry(),
+		Logger: testLogger(), CreateTopics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mctx, mcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = m.Run(mctx); close(done) }()
+	defer func() { mcancel(); <-done }()
+	specs := []FeedSpec{
+		{Name: "tx-default", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "probe.out", XDR: &XDRSpec{Rekey: true}},
+		{Name: "tx-tuned", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "probe.out",
+			XDR: &XDRSpec{Rekey: true, RekeyPartitions: 3, RekeyRetention: "20m", RekeySegmentBytes: 8 << 20}},
+	}
+	for i := range specs {
+		if err := m.Validate(&specs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Apply(ctx, specs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		feed           string
+		partitions     int
+		retention, seg string
+	}{{"tx-default", 12, "3600000", "67108864"}, {"tx-tuned", 3, "1200000", "8388608"}} {
+		topic := RekeyTopic(tc.feed)
+		td, err := m.adm.ListTopics(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(td[topic].Partitions); got != tc.partitions {
+			t.Errorf("%s: %d partitions, want %d", topic, got, tc.partitions)
+		}
+		rc, err := m.adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := rc.On(topic, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, kv := range c.Configs {
+			got[kv.Key] = kv.MaybeValue()
+		}
+		if got["retention.ms"] != tc.retention || got["segment.bytes"] != tc.seg || got["cleanup.policy"] != "delete" {
+			t.Errorf("%s: retention.ms %q segment.bytes %q cleanup.policy %q; want %s, %s, delete",
+				topic, got["retention.ms"], got["segment.bytes"], got["cleanup.policy"], tc.retention, tc.seg)
+		}
+	}
+	bad := FeedSpec{Name: "tx-bad", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "probe.out", XDR: &XDRSpec{Rekey: true, RekeyRetention: "5s"}}
+	if err := m.Validate(&bad); err == nil || !strings.Contains(err.Error(), "rekey_retention") {
+		t.Errorf("a 5s re-key retention: %v", err)
 	}
 }

@@ -99,6 +99,14 @@ type XDRSpec struct {
 	// the same node's correlator, whatever NF topic and partition it came
 	// from. Costs one more produce and fetch per copy.
 	Rekey bool `json:"rekey,omitempty"`
+	// The re-key topic is made with these, not the cluster's defaults
+	// (a topic that exists keeps its own): partitions (default 12, the
+	// most nodes that share the correlation), retention (a Go duration,
+	// default 1h: longer than a node's restart, so its share is correlated
+	// when it is back) and segment bytes (default 64 MiB).
+	RekeyPartitions   int    `json:"rekey_partitions,omitempty"`
+	RekeyRetention    string `json:"rekey_retention,omitempty"`
+	RekeySegmentBytes int64  `json:"rekey_segment_bytes,omitempty"`
 }
 
 // FileSpec is a file target: rotated files in Dir, written atomically.

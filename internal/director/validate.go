@@ -235,6 +235,9 @@ func (m *Manager) validateOutputs(spec *FeedSpec) error {
 		if _, err := xdrConfig(spec); err != nil {
 			return err
 		}
+		if _, err := rekeyTopicSpec(spec); err != nil {
+			return err
+		}
 	default:
 		if spec.File != nil {
 			return &FieldError{Field: "file", Msg: "only file and xdr feeds write files"}
