@@ -24,7 +24,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		kgo.AutoCommitInterval(time.Second),
 		kgo.OnPartitionsAssigned(f.assigned),
 		kgo.OnPartitionsRevoked(f.revoked),
-		kgo.OnPartitionsLost(f.revoked),
+		kgo.OnPartitionsLost(f.partitionsLost),
 	)...)
 	if err != nil {
 		f.setErr(err)
@@ -148,6 +148,18 @@ func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]i
 	if err := cl.CommitMarkedOffsets(ctx); err != nil {
 		f.log.Warn("feed: commit on revoke", "err", err)
 	}
+	f.expMu.Lock()
+	for t, ps := range parts {
+		for _, p := range ps {
+			delete(f.expect, tp{t, p})
+		}
+	}
+	f.expMu.Unlock()
+}
+
+// partitionsLost (kgo.OnPartitionsLost) forgets lost partitions without committing:
+// another node owns them now (see tap.partitionsLost).
+func (f *feed) partitionsLost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
 	f.expMu.Lock()
 	for t, ps := range parts {
 		for _, p := range ps {

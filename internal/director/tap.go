@@ -287,7 +287,7 @@ func (t *tap) consume(ctx context.Context) {
 		kgo.AdjustFetchOffsetsFn(t.adjust),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) { t.setParts(parts, true) }),
 		kgo.OnPartitionsRevoked(t.revoked(ctx)),
-		kgo.OnPartitionsLost(t.revoked(ctx)),
+		kgo.OnPartitionsLost(t.partitionsLost),
 	)...)
 	if err != nil {
 		t.log.Error("feed tap: kafka client", "err", err)

@@ -80,9 +80,9 @@ func (mem *tapMember) start(offs map[string]map[int32]kgo.Offset, committed kadm
 	}
 }
 
-// revoked (kgo.OnPartitionsRevoked, OnPartitionsLost) commits what members
-// confirmed and forgets the partitions another node now reads; not when the
-// tap itself stops or restarts (ctx ended), as members keep their place.
+// revoked (kgo.OnPartitionsRevoked) commits what members confirmed and
+// forgets the partitions another node now reads; not when the tap itself
+// stops or restarts (ctx ended), as members keep their place.
 func (t *tap) revoked(ctx context.Context) func(context.Context, *kgo.Client, map[string][]int32) {
 	return func(cbctx context.Context, _ *kgo.Client, parts map[string][]int32) {
 		if ctx.Err() != nil {
@@ -93,6 +93,19 @@ func (t *tap) revoked(ctx context.Context) func(context.Context, *kgo.Client, ma
 			_ = mem.commit(cbctx)
 			mem.forget(parts)
 		}
+	}
+}
+
+// partitionsLost (kgo.OnPartitionsLost) forgets partitions the tap lost without
+// committing: the group has given them to another node, which may have read
+// and committed past them meanwhile (this node was paused past its session
+// timeout, or cut off), and a commit from here would move that position back.
+// What members confirmed of them is delivered again by the new owner
+// (at-least-once).
+func (t *tap) partitionsLost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	t.setParts(parts, false)
+	for _, mem := range t.snapshot() {
+		mem.forget(parts)
 	}
 }
 

@@ -339,6 +339,31 @@ func TestTapMemberRevokedPartitions(t *testing.T) {
 	}
 }
 
+// Partitions lost (the group gave them away while this node was cut off)
+// are forgotten without a commit: a commit from here would move the new
+// owner's position back. The other partitions' confirmations stay pending.
+func TestTapLostPartitionsNotCommitted(t *testing.T) {
+	m := offlineManager(t)
+	f := m.newFeed(FeedSpec{Name: "x", Type: TypeSynthetic})
+	tp0 := &tap{m: m, parts: map[tp]bool{{"SCP", 0}: true, {"SCP", 1}: true}, partsCh: make(chan struct{})}
+	mem := &tapMember{t: tp0, f: f, next: map[tp]int64{}, done: map[tp]int64{}, revoked: map[tp]bool{}}
+	tp0.members = []*tapMember{mem}
+	rec := func(p int32, off int64) *kgo.Record { return &kgo.Record{Topic: "SCP", Partition: p, Offset: off} }
+	mem.confirmed([]*kgo.Record{rec(0, 9), rec(1, 4)})
+	// The broker at 127.0.0.1:1 is not there: a commit would fail and mark
+	// the feed in error, and would leave the member clean.
+	tp0.partitionsLost(context.Background(), nil, map[string][]int32{"SCP": {1}})
+	if want := map[tp]int64{{"SCP", 0}: 10}; !maps.Equal(mem.done, want) || !mem.dirty {
+		t.Fatalf("after losing SCP/1: to commit %v (dirty %v), want %v still pending", mem.done, mem.dirty, want)
+	}
+	if st := f.status(); st.LastError != "" {
+		t.Fatalf("a commit was tried: %s", st.LastError)
+	}
+	if tp0.parts[tp{"SCP", 1}] || !tp0.parts[tp{"SCP", 0}] {
+		t.Errorf("tap partitions after the loss: %v", tp0.parts)
+	}
+}
+
 // rawReceiver keeps every byte a consumer is sent, on one connection.
 type rawReceiver struct {
 	addr  string
