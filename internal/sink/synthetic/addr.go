@@ -57,22 +57,12 @@ func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.A
 	cons := nfIdent{c.ConsumerFQDN, c.ConsumerID, "consumer"}
 	prod := nfIdent{c.ProducerFQDN, c.ProducerID, "producer"}
 	if cons.fqdn == "" && cons.id == "" {
-		switch {
-		case ci.request && ci.peerSrc != "":
-			cons.id = ci.peerSrc
-		case !ci.request && ci.peerDst != "":
-			cons.id = ci.peerDst
-		case ci.request && ci.userAgent != "":
+		if cons.id = ci.peer(true); cons.id == "" && ci.request {
 			cons.id = ci.userAgent
 		}
 	}
 	if prod.fqdn == "" && prod.id == "" {
-		switch {
-		case ci.request && ci.peerDst != "":
-			prod.id = ci.peerDst
-		case !ci.request && ci.peerSrc != "":
-			prod.id = ci.peerSrc
-		case ci.request && ci.authority != "":
+		if prod.id = ci.peer(false); prod.id == "" && ci.request {
 			prod.fqdn = ci.authority
 		}
 	}
@@ -131,6 +121,15 @@ func httpPort(p uint16) bool {
 		return true
 	}
 	return false
+}
+
+// peer is the NF instance 3gpp-Sbi-NF-Peer-Info names for the consumer (the
+// sender of a request, the receiver of a response) or the producer.
+func (ci *copyInfo) peer(consumer bool) string {
+	if ci.request == consumer {
+		return ci.peerSrc
+	}
+	return ci.peerDst
 }
 
 func to6(ap netip.AddrPort) netip.AddrPort {
