@@ -2,7 +2,10 @@
 // function writes for every SBI message it handles, and its codecs.
 package nfcopy
 
-import "strings"
+import (
+	"hash/maphash"
+	"strings"
+)
 
 // Direction is the trigger point at which the NF copied the message.
 type Direction uint8
@@ -184,26 +187,23 @@ func (c *Copy) Clone() *Copy {
 // PairKey identifies the request/response pair a copy belongs to at its
 // copying NF: the correlation id, the hop-by-hop id (an SCP retry takes a
 // new one), the leg (an NF's ingress copies pair with each other, and its
-// egress copies) and the NF. 0 when the copy has no correlation id.
+// egress copies) and the NF. 0 when the copy has no correlation id. Keys
+// are equal within one process only (they are for in-memory tables).
 func (c *Copy) PairKey() uint64 {
 	if c.CorrelationID == "" {
 		return 0
 	}
-	const offset, prime = 14695981039346656037, 1099511628211
-	h := uint64(offset)
-	mix := func(s string) {
-		for i := 0; i < len(s); i++ {
-			h ^= uint64(s[i])
-			h *= prime
-		}
-		h = (h ^ 0xff) * prime // a separator, so "ab"+"c" differs from "a"+"bc"
+	var h maphash.Hash
+	h.SetSeed(pairSeed)
+	for _, s := range [...]string{c.CorrelationID, c.HopByHopID, c.NFInstanceID, c.NFFQDN} {
+		h.WriteString(s)
+		h.WriteByte(0) // a separator, so "ab"+"c" differs from "a"+"bc"
 	}
-	mix(c.CorrelationID)
-	mix(c.HopByHopID)
 	if c.Direction == RequestEgress || c.Direction == ResponseIngress {
-		h ^= 1
+		h.WriteByte(1)
 	}
-	mix(c.NFInstanceID)
-	mix(c.NFFQDN)
-	return h | 1 // never 0
+	return h.Sum64() | 1 // never 0
 }
+
+// pairSeed is set once, before any key is made.
+var pairSeed = maphash.MakeSeed()

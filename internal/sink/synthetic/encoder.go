@@ -366,16 +366,16 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 		request bool
 		own     uint32
 		frames  []byte
+		pk      uint64
 	)
 	if p := sh.encoding(c); p != nil && p.key == e.key {
-		key, request, own, frames = flowKey{p.client, p.server}, p.request, p.ownStream, p.payload
+		key, request, own, frames, pk = flowKey{p.client, p.server}, p.request, p.ownStream, p.payload, p.pair
 	} else {
 		ci := scanHeaders(c)
 		client, server := e.endpoints(c, ci)
-		key, request, own = flowKey{client, server}, ci.request, ci.streamID
+		key, request, own, pk = flowKey{client, server}, ci.request, ci.streamID, c.PairKey()
 	}
 	e.tick++
-	pk := c.PairKey()
 	sid := uint32(0)
 	if !request && pk != 0 {
 		// A response goes on its request's stream, on its request's flow

@@ -36,6 +36,7 @@ type precoded struct {
 	client, server netip.AddrPort
 	request        bool
 	ownStream      uint32 // the NF's x-http2-stream-id, 0 if none
+	pair           uint64 // the copy's PairKey
 	payload        []byte // its HTTP/2 frames, on stream 0 (setStreamID)
 }
 
@@ -64,7 +65,7 @@ func (s *Shared) Encode(cs []*nfcopy.Copy) {
 		ci := scanHeaders(c)
 		client, server := e.endpoints(c, ci)
 		s.buf = e.appendFrames(s.buf, c, 0)
-		s.pre = append(s.pre, precoded{key: e.key, client: client, server: server, request: ci.request, ownStream: ci.streamID})
+		s.pre = append(s.pre, precoded{key: e.key, client: client, server: server, request: ci.request, ownStream: ci.streamID, pair: c.PairKey()})
 		s.ends = append(s.ends, len(s.buf))
 		s.which = append(s.which, i)
 	}
