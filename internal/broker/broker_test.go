@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/signalbox/signalbox/internal/testkit/outside"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -281,15 +283,7 @@ func TestEnsureTopicsNoCreate(t *testing.T) {
 }
 
 func TestKcatProducesToEmbeddedBroker(t *testing.T) {
-	// testkit.Tool, which this package's tests cannot import (testkit
-	// starts brokers).
-	if testing.Short() {
-		t.Skip("talks to kcat: left out of -short (make test-unit); make test runs it")
-	}
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatalf("kcat is required (make test installs it): %v", err)
-	}
+	kcat := outside.Tool(t, "kcat")
 	b := startBroker(t, Config{})
 	var in bytes.Buffer
 	const n = 50

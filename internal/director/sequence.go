@@ -19,6 +19,7 @@ const SequencingTransaction = "transaction"
 // request is in another poll is left where it is. Its maps are reused.
 type sequencer struct {
 	mu    sync.Mutex     // a feed's tap hand-out and its own reader may both decode
+	keys  []uint64       // each copy's pair key, by index in the batch
 	reqAt map[uint64]int // pair key -> index of its first request in the batch
 	held  map[uint64][]*nfcopy.Copy
 	out   []*nfcopy.Copy
@@ -32,12 +33,13 @@ func (s *sequencer) sequence(batch []*nfcopy.Copy) int {
 		s.reqAt, s.held = make(map[uint64]int), make(map[uint64][]*nfcopy.Copy)
 	}
 	clear(s.reqAt)
+	s.keys = s.keys[:0]
 	for i, c := range batch {
-		if c.Direction.IsRequest() {
-			if k := c.PairKey(); k != 0 {
-				if _, ok := s.reqAt[k]; !ok {
-					s.reqAt[k] = i
-				}
+		k := c.PairKey()
+		s.keys = append(s.keys, k)
+		if c.Direction.IsRequest() && k != 0 {
+			if _, ok := s.reqAt[k]; !ok {
+				s.reqAt[k] = i
 			}
 		}
 	}
@@ -47,7 +49,7 @@ func (s *sequencer) sequence(batch []*nfcopy.Copy) int {
 	moved := 0
 	s.out = s.out[:0]
 	for i, c := range batch {
-		k := c.PairKey()
+		k := s.keys[i]
 		if !c.Direction.IsRequest() && k != 0 {
 			if j, ok := s.reqAt[k]; ok && j > i {
 				s.held[k] = append(s.held[k], c)

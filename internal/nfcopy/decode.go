@@ -180,7 +180,7 @@ func (d *decoder) metadata() error {
 				return nil
 			}
 			if c.Direction = ParseDirection(s); c.Direction == DirUnknown {
-				d.problem("metadata-list.message-direction", "bad_direction")
+				d.problem("metadata-list.message-direction", "", "bad_direction")
 			}
 			return nil
 		case "source-port":
@@ -311,16 +311,10 @@ func (d *decoder) headers() error {
 			return nil
 		}
 		if d.peek() == '"' { // a single value not in an array, as some NFs write it
-			v, err := d.rawString("header-list")
-			if err != nil {
-				return err
-			}
-			h = &c.Headers[idx]
-			h.Values = append(h.Values, v)
-			return nil
+			return d.headerValue(idx)
 		}
 		if d.peek() != '[' {
-			d.problem("header-list."+name, "bad_type")
+			d.problem("header-list.", name, "bad_type")
 			return d.skip("header-list", 3)
 		}
 		d.i++
@@ -330,17 +324,12 @@ func (d *decoder) headers() error {
 		}
 		for {
 			if d.peek() != '"' {
-				d.problem("header-list."+name, "bad_type")
+				d.problem("header-list.", name, "bad_type")
 				if err := d.skip("header-list", 4); err != nil {
 					return err
 				}
-			} else {
-				v, err := d.rawString("header-list")
-				if err != nil {
-					return err
-				}
-				h = &c.Headers[idx] // rawString may not move Headers, but stay safe
-				h.Values = append(h.Values, v)
+			} else if err := d.headerValue(idx); err != nil {
+				return err
 			}
 			switch d.peek() {
 			case ',':
@@ -353,6 +342,17 @@ func (d *decoder) headers() error {
 			}
 		}
 	})
+}
+
+// headerValue appends the string at d to header idx's values.
+func (d *decoder) headerValue(idx int) error {
+	v, err := d.rawString("header-list")
+	if err != nil {
+		return err
+	}
+	h := &d.c.Headers[idx]
+	h.Values = append(h.Values, v)
+	return nil
 }
 
 func (d *decoder) body() error {

@@ -35,10 +35,11 @@ type decoder struct {
 	incomplete *DecodeError
 }
 
-// problem notes a field the record garbles without ceasing to be a copy.
-func (d *decoder) problem(field, reason string) {
+// problem notes a field (prefix+name) the record garbles without ceasing to
+// be a copy; only the first is kept.
+func (d *decoder) problem(prefix, name, reason string) {
 	if d.incomplete == nil {
-		d.incomplete = &DecodeError{Field: field, Reason: reason, Offset: d.i, Incomplete: true}
+		d.incomplete = &DecodeError{Field: prefix + name, Reason: reason, Offset: d.i, Incomplete: true}
 	}
 }
 

@@ -10,10 +10,11 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/signalbox/signalbox/internal/testkit/outside"
 
 	"github.com/signalbox/signalbox/internal/broker"
 )
@@ -81,27 +82,18 @@ func StartBroker(t testing.TB, cfg broker.Config) *broker.Broker {
 	return b
 }
 
-// Outside marks a test that talks to an outside program or server (tshark,
-// kcat, Chromium, PostgreSQL). make test provides them all and runs such
-// tests; the developers' fast loop, make test-unit (-short), leaves them
-// out whether or not the tool happens to be installed.
+// Outside marks a test that talks to an outside program or server
+// (outside.Mark).
 func Outside(t testing.TB, what string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skipf("talks to %s: left out of -short (make test-unit); make test runs it", what)
-	}
+	outside.Mark(t, what)
 }
 
-// Tool returns the path of an outside program a test talks to (see
-// Outside). Missing, it fails the test: make test installs it.
+// Tool returns the path of an outside program a test talks to
+// (outside.Tool).
 func Tool(t testing.TB, name string) string {
 	t.Helper()
-	Outside(t, name)
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is required (make test installs it): %v", name, err)
-	}
-	return path
+	return outside.Tool(t, name)
 }
 
 // PostgresDSN is the DSN of the PostgreSQL database make test starts

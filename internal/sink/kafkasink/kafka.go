@@ -225,7 +225,10 @@ func (s *Sink) Confirmed(t uint64) (bool, error) {
 // small record batched with a big one is refused too: each is produced once
 // more, alone, and only one refused again is set aside (s.rejected). It
 // reports false when that produce failed for another reason: the flight
-// has then failed (fl.err) and is written again.
+// has then failed (fl.err) and is written again. s.fmu is held; it is let
+// go while the records are produced again, so that the other flights'
+// acknowledgements are not held up (only Confirmed's caller touches a
+// finished flight).
 func (s *Sink) setAside(fl *flight) bool {
 	if len(fl.tooLarge) == 0 {
 		return true
@@ -244,7 +247,9 @@ func (s *Sink) setAside(fl *flight) bool {
 		i := slices.Index(fl.recs, r)
 		solo := &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		s.fmu.Unlock()
 		err := s.solo.ProduceSync(ctx, solo).FirstErr()
+		s.fmu.Lock()
 		cancel()
 		switch {
 		case err == nil:

@@ -489,10 +489,8 @@ func (e *Encoder) flow(dst []byte, ts int64, key flowKey) (*flowSlot, []byte) {
 	isnC, isnS := uint32(h)+clock, uint32(h>>32)+clock
 	*slot = flowSlot{key: key, used: true, st: flowState{conn: e.conns, lastUse: e.tick}}
 	fl := &slot.st
-	if e.noHandshake {
-		fl.clientSeq, fl.serverSeq = isnC, isnS
-	} else {
-		fl.clientSeq, fl.serverSeq = isnC, isnS
+	fl.clientSeq, fl.serverSeq = isnC, isnS
+	if !e.noHandshake {
 		dst = e.appendSegments(dst, ts, key, fl, true, nil, tcpSYN)
 		dst = e.appendSegments(dst, ts, key, fl, false, nil, tcpSYN|tcpACK)
 		dst = e.appendSegments(dst, ts, key, fl, true, nil, tcpACK)
