@@ -198,7 +198,7 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 		e.shift = 64
 	}
 	e.flows = make([]flowSlot, flowWays<<(64-e.shift))
-	e.key = internKey(opts.Mappings, opts.KeepPorts)
+	e.key = internKey(opts.Mappings, opts.KeepPorts, e.mss)
 	for _, m := range opts.Mappings {
 		if !m.Addr.Addr().IsValid() {
 			continue // Config validation reports these; the encoder just ignores them
@@ -365,11 +365,11 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 		key     flowKey
 		request bool
 		own     uint32
-		frames  []byte
 		pk      uint64
+		shared  *precoded
 	)
 	if p := sh.encoding(c); p != nil && p.key == e.key {
-		key, request, own, frames, pk = flowKey{p.client, p.server}, p.request, p.ownStream, p.payload, p.pair
+		key, request, own, pk, shared = flowKey{p.client, p.server}, p.request, p.ownStream, p.pair, p
 	} else {
 		ci := scanHeaders(c)
 		client, server := e.endpoints(c, ci)
@@ -399,13 +399,11 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 			e.remember(pk, pendingStream{key: key, conn: slot.st.conn, sid: sid})
 		}
 	}
-	if frames != nil {
-		e.payload = append(e.payload[:0], frames...)
-		setStreamID(e.payload, sid)
-	} else {
-		e.payload = e.appendFrames(e.payload[:0], c, sid)
-	}
 	slot.st.lastUse = e.tick
+	if shared != nil {
+		return e.appendShared(dst, c.Timestamp, key, &slot.st, request, shared, sid)
+	}
+	e.payload = e.appendFrames(e.payload[:0], c, sid)
 	return e.appendSegments(dst, c.Timestamp, key, &slot.st, request, e.payload, tcpPSHACK)
 }
 
@@ -426,18 +424,6 @@ func (e *Encoder) nextStream(fl *flowState, own uint32) uint32 {
 		fl.lastStream += 2
 	}
 	return fl.lastStream
-}
-
-// setStreamID writes sid into every frame header of p.
-func setStreamID(p []byte, sid uint32) {
-	for len(p) >= h2FrameHeaderLen {
-		n := int(p[0])<<16 | int(p[1])<<8 | int(p[2])
-		binary.BigEndian.PutUint32(p[5:9], sid&0x7fffffff)
-		if len(p) < h2FrameHeaderLen+n {
-			return
-		}
-		p = p[h2FrameHeaderLen+n:]
-	}
 }
 
 // remember keeps a request's stream for its response, forgetting the
@@ -672,17 +658,75 @@ func (e *Encoder) appendSegments(dst []byte, ts int64, key flowKey, fl *flowStat
 			seq, peerAck = fl.serverSeq, fl.clientAck
 		}
 		if len(payload) > 0 && seq-peerAck >= ackEvery {
-			dst = e.appendSegment(dst, ts, key, fl, !fromClient, nil, tcpACK)
+			dst = e.appendSegment(dst, ts, key, fl, !fromClient, nil, tcpACK, noSum)
 		}
 		n := min(len(payload), e.mss)
-		dst = e.appendSegment(dst, ts, key, fl, fromClient, payload[:n], flags)
+		dst = e.appendSegment(dst, ts, key, fl, fromClient, payload[:n], flags, noSum)
 		payload = payload[n:]
 	}
 	return dst
 }
 
-// appendSegment appends one segment and advances the flow's state.
-func (e *Encoder) appendSegment(dst []byte, ts int64, key flowKey, fl *flowState, fromClient bool, payload []byte, flags byte) []byte {
+// appendShared is appendSegments for a copy's shared encoding: its frames
+// are on stream 0 and the sums of its MSS-sized pieces are known, so each
+// segment's checksum reads only its TCP header, plus what writing sid into
+// the frame headers of the piece adds; sid is written into dst's copy.
+func (e *Encoder) appendShared(dst []byte, ts int64, key flowKey, fl *flowState, fromClient bool, p *precoded, sid uint32) []byte {
+	var sb [4]byte
+	binary.BigEndian.PutUint32(sb[:], sid&0x7fffffff)
+	payload := p.payload
+	next := 0 // the frame header the next piece starts visiting from
+	for i, at := 0, 0; at < len(payload); i, at = i+1, at+e.mss {
+		seq, peerAck := fl.clientSeq, fl.serverAck
+		if !fromClient {
+			seq, peerAck = fl.serverSeq, fl.clientAck
+		}
+		if seq-peerAck >= ackEvery {
+			dst = e.appendSegment(dst, ts, key, fl, !fromClient, nil, tcpACK, noSum)
+		}
+		end := min(len(payload), at+e.mss)
+		sum := p.sums[i]
+		resume := visitStreamIDs(payload, at, end, next, func(q, b int) {
+			if (q-at)%2 == 0 { // a word's high byte
+				sum += uint64(sb[b]) << 8
+			} else {
+				sum += uint64(sb[b])
+			}
+		})
+		dst = e.appendSegment(dst, ts, key, fl, fromClient, payload[at:end], tcpPSHACK, sum)
+		piece := dst[len(dst)-(end-at):]
+		visitStreamIDs(payload, at, end, next, func(q, b int) { piece[q-at] = sb[b] })
+		next = resume
+	}
+	return dst
+}
+
+// visitStreamIDs calls f(q, b) for byte b (0-3) of each frame header's
+// stream id that lies at offset q in [at, end) of the frames p, from the
+// header at next on, and returns the header the next piece resumes from (one
+// reaching past end is visited again there).
+func visitStreamIDs(p []byte, at, end, next int, f func(q, b int)) int {
+	for next < end {
+		for b := 0; b < 4; b++ {
+			if q := next + 5 + b; q >= at && q < end {
+				f(q, b)
+			}
+		}
+		if next+h2FrameHeaderLen > end {
+			return next
+		}
+		next += h2FrameHeaderLen + (int(p[next])<<16 | int(p[next+1])<<8 | int(p[next+2]))
+	}
+	return next
+}
+
+// noSum tells appendSegment that the payload's sum is not known.
+const noSum = ^uint64(0)
+
+// appendSegment appends one segment and advances the flow's state. psum,
+// unless it is noSum, is the payload's one's-complement sum (onesSum, as
+// the segment will carry it), so the checksum reads only the TCP header.
+func (e *Encoder) appendSegment(dst []byte, ts int64, key flowKey, fl *flowState, fromClient bool, payload []byte, flags byte, psum uint64) []byte {
 	src, dstAP := key.server, key.client
 	seq, ack := &fl.serverSeq, fl.clientSeq
 	if fromClient {
@@ -737,7 +781,11 @@ func (e *Encoder) appendSegment(dst []byte, ts int64, key flowKey, fl *flowState
 	dst = binary.BigEndian.AppendUint32(dst, ack)
 	dst = append(dst, 5<<4, flags, 0xff, 0xff, 0, 0, 0, 0) // data offset 5, flags, window 65535, checksum, urgent
 	dst = append(dst, payload...)
-	binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:], pseudo))
+	if psum != noSum {
+		binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:tcp+tcpHeaderLen], pseudo+psum))
+	} else {
+		binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:], pseudo))
+	}
 	*seq += uint32(n)
 	if flags&(tcpSYN|tcpFIN) != 0 {
 		*seq++

@@ -1,6 +1,7 @@
 package synthetic
 
 import (
+	"strconv"
 	"net/netip"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ type Shared struct {
 	enc   *Encoder
 	buf   []byte // every copy's frames, end to end
 	pre   []precoded
+	sums  []uint64               // every copy's pieces' sums, end to end
 	ends  []int                  // end of each precoded's frames in buf
 	which []int                  // index in the copies of each precoded
 	at    map[*nfcopy.Copy]int32 // a copy's precoded
@@ -37,17 +39,21 @@ type precoded struct {
 	request        bool
 	ownStream      uint32 // the NF's x-http2-stream-id, 0 if none
 	pair           uint64 // the copy's PairKey
-	payload        []byte // its HTTP/2 frames, on stream 0 (setStreamID)
+	payload        []byte   // its HTTP/2 frames, on stream 0
+	sums           []uint64 // onesSum of each MSS-sized piece of payload
 }
 
 // NewShared returns a Shared for the encoders of s's key.
-func (s *Sink) NewShared() *Shared { return newShared(s.cfg.Mappings, s.cfg.KeepPorts) }
+func (s *Sink) NewShared() *Shared { return newShared(s.cfg.encoderOptions()) }
 
 // ShareKey is equal for sinks whose encoders share encodings (Shared).
 func (s *Sink) ShareKey() any { return s.enc.key }
 
-func newShared(maps []Mapping, keepPorts bool) *Shared {
-	return &Shared{enc: NewEncoder(EncoderOptions{Mappings: maps, KeepPorts: keepPorts, MaxFlows: 1}), at: map[*nfcopy.Copy]int32{}}
+// newShared makes the Shared of the encoders of opts' key: what the key
+// holds (mappings, ports, MSS) is all of opts that it uses.
+func newShared(opts EncoderOptions) *Shared {
+	opts.MaxFlows = 1
+	return &Shared{enc: NewEncoder(opts), at: map[*nfcopy.Copy]int32{}}
 }
 
 // maxKeptShared bounds the frames buffer a Shared keeps between batches.
@@ -55,7 +61,7 @@ const maxKeptShared = 16 << 20
 
 // Encode encodes the copies.
 func (s *Shared) Encode(cs []*nfcopy.Copy) {
-	s.buf, s.ends, s.which = s.buf[:0], s.ends[:0], s.which[:0]
+	s.buf, s.ends, s.which, s.sums = s.buf[:0], s.ends[:0], s.which[:0], s.sums[:0]
 	if cap(s.pre) < len(cs) {
 		s.pre = make([]precoded, 0, len(cs))
 	}
@@ -64,17 +70,23 @@ func (s *Shared) Encode(cs []*nfcopy.Copy) {
 	for i, c := range cs {
 		ci := scanHeaders(c)
 		client, server := e.endpoints(c, ci)
+		start := len(s.buf)
 		s.buf = e.appendFrames(s.buf, c, 0)
+		for p := s.buf[start:]; len(p) > 0; p = p[min(len(p), e.mss):] {
+			s.sums = append(s.sums, onesSum(p[:min(len(p), e.mss)], 0))
+		}
 		s.pre = append(s.pre, precoded{key: e.key, client: client, server: server, request: ci.request, ownStream: ci.streamID, pair: c.PairKey()})
 		s.ends = append(s.ends, len(s.buf))
 		s.which = append(s.which, i)
 	}
 	// The buffer has stopped growing: slice each copy's frames from it.
-	start := 0
+	start, sum := 0, 0
 	for k := range s.pre {
 		p := &s.pre[k]
 		p.payload = s.buf[start:s.ends[k]:s.ends[k]]
-		start = s.ends[k]
+		n := (len(p.payload) + e.mss - 1) / e.mss
+		p.sums = s.sums[sum : sum+n : sum+n]
+		start, sum = s.ends[k], sum+n
 		s.at[cs[s.which[k]]] = int32(k)
 	}
 }
@@ -101,19 +113,22 @@ func (s *Shared) Reset() {
 	s.buf = s.buf[:0]
 }
 
-// shareKey identifies encoders that encode alike: their mappings and
-// whether they keep ports.
+// shareKey identifies encoders that encode alike: their mappings, whether
+// they keep ports, and their MSS.
 type shareKey struct{ mappings string }
 
 var shareKeys sync.Map // the mappings, written out → *shareKey
 
 // internKey returns the one shareKey of maps (in order: a later mapping of
 // the same name wins) and keepPorts.
-func internKey(maps []Mapping, keepPorts bool) *shareKey {
+func internKey(maps []Mapping, keepPorts bool, mss int) *shareKey {
 	var b strings.Builder
 	if keepPorts {
 		b.WriteString("keep-ports\n")
 	}
+	b.WriteString("mss ")
+	b.WriteString(strconv.Itoa(mss))
+	b.WriteByte('\n')
 	for _, m := range maps {
 		if !m.Addr.Addr().IsValid() {
 			continue

@@ -3,6 +3,7 @@ package synthetic
 import (
 	"bytes"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/signalbox/signalbox/internal/nfcopy"
@@ -28,7 +29,7 @@ func TestSharedEncodingSameBytes(t *testing.T) {
 	for _, opts := range []EncoderOptions{{}, {Mappings: maps}, {KeepPorts: true, NoHandshake: true, MSS: 9000}} {
 		cs := sharedCopies()
 		plain, withShared := NewEncoder(opts), NewEncoder(opts)
-		sh := newShared(opts.Mappings, opts.KeepPorts)
+		sh := newShared(opts)
 		var want, got []byte
 		for round := 0; round < 2; round++ {
 			sh.Encode(cs)
@@ -66,14 +67,14 @@ func TestSharedEncodingSameBytes(t *testing.T) {
 // encoding made for another key and encodes the copy itself.
 func TestSharedEncodingKeyed(t *testing.T) {
 	maps := []Mapping{{NFFQDN: "udm1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: netip.MustParseAddrPort("10.9.9.9:8443")}}
-	if internKey(maps, false) != internKey(append([]Mapping(nil), maps...), false) {
+	if internKey(maps, false, DefaultMSS) != internKey(append([]Mapping(nil), maps...), false, DefaultMSS) {
 		t.Fatal("equal mappings give different keys")
 	}
-	if internKey(maps, false) == internKey(nil, false) || internKey(nil, true) == internKey(nil, false) {
+	if internKey(maps, false, DefaultMSS) == internKey(nil, false, DefaultMSS) || internKey(nil, true, DefaultMSS) == internKey(nil, false, DefaultMSS) {
 		t.Fatal("different mappings or port handling give one key")
 	}
 	c := sampleCopies()[0]
-	sh := newShared(nil, false)
+	sh := newShared(EncoderOptions{})
 	sh.Encode([]*nfcopy.Copy{c})
 	if sh.encoding(c) == nil {
 		t.Fatal("no shared encoding")
@@ -91,12 +92,33 @@ func TestSharedEncodingKeyed(t *testing.T) {
 func BenchmarkAppendCopyShared(b *testing.B) {
 	e := NewEncoder(EncoderOptions{})
 	c := request(1, nfcopy.RequestIngress, jsonBody(3000))
-	sh := newShared(nil, false)
+	sh := newShared(EncoderOptions{})
 	sh.Encode([]*nfcopy.Copy{c})
 	buf := e.AppendCopyFrom(nil, c, sh)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(c.Body)))
 	for b.Loop() {
 		buf = e.AppendCopyFrom(buf[:0], c, sh)
+	}
+}
+
+// Frame headers fall across segment boundaries at some body sizes: the
+// shared path's stream ids and checksums still come out as the plain path's.
+func TestSharedEncodingHeadersAcrossSegments(t *testing.T) {
+	for _, mss := range []int{536, 1460} {
+		opts := EncoderOptions{MSS: mss}
+		plain, withShared, sh := NewEncoder(opts), NewEncoder(opts), newShared(opts)
+		var want, got []byte
+		for pad := 0; pad < 600; pad++ { // moves every frame header by a byte a step
+			c := request(pad, nfcopy.RequestIngress, jsonBody(20000))
+			c.Headers = append(c.Headers, h("x-pad", strings.Repeat("p", pad)))
+			sh.Encode([]*nfcopy.Copy{c})
+			want = plain.AppendCopy(want[:0], c)
+			got = withShared.AppendCopyFrom(got[:0], c, sh)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("MSS %d, pad %d: shared and plain encodings differ", mss, pad)
+			}
+			sh.Reset()
+		}
 	}
 }
