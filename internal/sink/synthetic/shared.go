@@ -1,8 +1,8 @@
 package synthetic
 
 import (
-	"strconv"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -37,8 +37,8 @@ type precoded struct {
 	key            *shareKey
 	client, server netip.AddrPort
 	request        bool
-	ownStream      uint32 // the NF's x-http2-stream-id, 0 if none
-	pair           uint64 // the copy's PairKey
+	ownStream      uint32   // the NF's x-http2-stream-id, 0 if none
+	pair           uint64   // the copy's PairKey
 	payload        []byte   // its HTTP/2 frames, on stream 0
 	sums           []uint64 // onesSum of each MSS-sized piece of payload
 }
