@@ -43,12 +43,11 @@ type feed struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	// consumer-side state, owned by the loop except expect (also touched
-	// by the group callbacks).
-	cl     *kgo.Client
-	sink   Sink
-	expMu  sync.Mutex
-	expect map[tp]int64 // next offset we expect per partition, for loss detection
+	// consumer-side state, owned by the loop; led also by the group
+	// callbacks and the tap.
+	cl   *kgo.Client
+	sink Sink
+	led  *ledger // the feed's offsets on this node, kept across its incarnations
 
 	// filters and xdr (filtering.go, xdrfeed.go)
 	filt                          *feedFilter
@@ -63,7 +62,7 @@ func (m *Manager) newFeed(s FeedSpec) *feed {
 		state:  StateStarting,
 		since:  time.Now(),
 		hist:   hdrhistogram.NewWindowed(6, 1, 600_000_000, 3),
-		expect: map[tp]int64{},
+		led:    m.ledger(s.Name),
 	}
 	if len(s.Directions) == 0 {
 		for i := range f.dirs {
@@ -237,9 +236,16 @@ func (f *feed) run(ctx context.Context) {
 			f.setReader(ReaderOwn)
 			mem.catchUp(ctx)
 		}
-		mem.t.leave(mem)
+		// What was confirmed is committed while the tap still holds the
+		// partitions, fenced as every tap commit is; then the feed leaves.
+		mem.t.quiesce(mem)
 		p.close() // the sender is done with every batch
-		mem.finalCommit()
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := mem.t.fencedCommit(cctx, []*tapMember{mem}); err != nil {
+			f.log.Warn("feed: final commit", "err", err)
+		}
+		cancel()
+		mem.t.leave(mem)
 		return
 	}
 	f.setReader(ReaderOwn) // xdr feeds and sharing off

@@ -22,7 +22,8 @@ type pollBatch struct {
 	arena       []*nfcopy.Copy // decoded copies, reused across polls
 	used        int            // arena entries decoded by this poll
 	batch       []*nfcopy.Copy // those that passed direction and filter
-	marks       []*kgo.Record
+	marks       []*kgo.Record // the last record of each partition
+	epochs      []uint64      // the ledger epoch each mark was handed in
 	dlq         []*kgo.Record
 	redelivered uint64
 	recycle     bool          // the client pools decompressed batches: recycle recs on release
@@ -33,30 +34,48 @@ type pollBatch struct {
 	shared *sharedBatch // the tap's batch its copies point into
 }
 
-// decode fills b from one poll; false when the poll held no records.
+// reset empties b for a new poll.
+func (b *pollBatch) reset() {
+	b.batch, b.marks, b.epochs, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.epochs[:0], b.dlq[:0], 0
+}
+
+// mark notes r as its partition's last record in b, handed in epoch.
+func (b *pollBatch) mark(r *kgo.Record, epoch uint64) {
+	b.marks = append(b.marks, r)
+	b.epochs = append(b.epochs, epoch)
+}
+
+// decode fills b from one poll; false when the poll held no records. The
+// records of a partition the feed does not hold (revoked since the fetch)
+// are left to its new owner.
 func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
-	b.batch, b.marks, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.dlq[:0], 0
+	b.reset()
 	n := 0
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) == 0 {
-			return
-		}
-		f.checkGap(ctx, p.Topic, p.Partition, p.Records[0].Offset, p.Records[len(p.Records)-1].Offset+1)
-		h, seen := f.highDelivered(tp{p.Topic, p.Partition})
 		if b.recycle {
 			b.recs = append(b.recs, p.Records...)
 		}
+		if len(p.Records) == 0 {
+			return
+		}
+		k := tp{p.Topic, p.Partition}
+		first, last := p.Records[0], p.Records[len(p.Records)-1]
+		h := f.led.hand(k, first.Offset, last.Offset+1)
+		if !h.owned {
+			return
+		}
+		f.checkGap(ctx, k, h, first.Offset)
 		for _, r := range p.Records {
 			if n == len(b.arena) {
 				b.arena = append(b.arena, new(nfcopy.Copy))
 			}
 			c := b.arena[n]
 			b.used = max(b.used, n+1)
-			if f.admit(b, r, c, nfcopy.Decode(r.Value, c), seen && r.Offset <= h) {
+			if f.admit(b, r, c, nfcopy.Decode(r.Value, c), r.Offset <= h.high) {
 				n++ // c is in the batch: the next record takes a fresh copy
 			}
 		}
-		b.marks = append(b.marks, p.Records[len(p.Records)-1])
+		b.mark(last, h.epoch)
 	})
 	f.sequence(b)
 	return len(b.marks) > 0
@@ -111,6 +130,7 @@ func (b *pollBatch) release() {
 		clear(b.batch)
 		clear(b.marks)
 		clear(b.dlq)
+		b.epochs = b.epochs[:0]
 		b.shared.unref()
 		b.shared, b.mem = nil, nil
 		return

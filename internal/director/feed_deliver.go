@@ -146,8 +146,9 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 }
 
 // confirmed finishes a batch the sink confirmed: dead letters (the
-// undecodable records and what the sink set aside), redelivery count, the
-// delivered high-water mark, and the marks for commit.
+// undecodable records and what the sink set aside), redelivery count, and
+// its confirmation in the ledger (what a tap commits) and, for a feed's
+// own reader, the marks for its commit.
 func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 	if rs, ok := f.sink.(RejectingSink); ok {
 		cs, reasons := rs.Rejected()
@@ -158,19 +159,9 @@ func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 	if len(b.dlq) > 0 {
 		f.flushDLQ(ctx, b.dlq)
 	}
-	f.m.dmu.Lock()
-	high := f.m.delivered[f.spec.Name]
-	if high == nil {
-		high = map[tp]int64{}
-		f.m.delivered[f.spec.Name] = high
+	for i, r := range b.marks {
+		f.led.confirm(tp{r.Topic, r.Partition}, b.epochs[i], r.Offset)
 	}
-	for _, r := range b.marks {
-		k := tp{r.Topic, r.Partition}
-		if h, ok := high[k]; !ok || r.Offset > h {
-			high[k] = r.Offset
-		}
-	}
-	f.m.dmu.Unlock()
 	if b.redelivered > 0 {
 		f.redelivered.Add(b.redelivered)
 		f.mRedelivered.Add(float64(b.redelivered))

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -22,6 +23,8 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(time.Second),
+		kgo.SessionTimeout(f.m.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(f.m.cfg.SessionTimeout/10),
 		kgo.OnPartitionsAssigned(f.assigned),
 		kgo.OnPartitionsRevoked(f.revoked),
 		kgo.OnPartitionsLost(f.partitionsLost),
@@ -62,6 +65,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		f.fetchErrors(fs, &lastFetchErr)
 		b.cl = cl
 		if !f.decode(ctx, fs, b) {
+			b.release()
 			p.free <- b
 			continue
 		}
@@ -104,91 +108,81 @@ func (f *feed) fetchErrors(fs kgo.Fetches, last *time.Time) {
 	})
 }
 
-// highDelivered is the highest offset of the partition this feed delivered
-// in this process, if any.
-func (f *feed) highDelivered(k tp) (int64, bool) {
-	f.m.dmu.Lock()
-	defer f.m.dmu.Unlock()
-	h, ok := f.m.delivered[f.spec.Name][k]
-	return h, ok
-}
-
-// assigned notes, per new partition, where consumption resumes; a commit
-// below the log start means copies were deleted by retention unread.
+// assigned (kgo.OnPartitionsAssigned) starts each new partition's epoch in
+// the ledger where consumption resumes; a commit below the log start means
+// copies were deleted by retention unread.
 func (f *feed) assigned(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
 	committed, err := f.m.adm.FetchOffsets(ctx, f.group)
 	if err != nil {
 		f.log.Warn("feed: fetch committed offsets", "err", err)
-		return
 	}
-	starts, err := f.m.adm.ListStartOffsets(ctx, slices.Collect(maps.Keys(parts))...)
-	if err != nil {
-		f.log.Warn("feed: list start offsets", "err", err)
-		return
+	var starts kadm.ListedOffsets
+	if err == nil {
+		if starts, err = f.m.adm.ListStartOffsets(ctx, slices.Collect(maps.Keys(parts))...); err != nil {
+			f.log.Warn("feed: list start offsets", "err", err)
+		}
 	}
-	f.expMu.Lock()
-	defer f.expMu.Unlock()
 	for t, ps := range parts {
 		for _, p := range ps {
-			c, ok := committed.Lookup(t, p)
-			if !ok || c.Err != nil || c.At < 0 {
-				continue
+			k, at := tp{t, p}, int64(-1)
+			if err == nil {
+				if c, ok := committed.Lookup(t, p); ok && c.Err == nil && c.At >= 0 {
+					at = f.startAt(k, committed, starts)
+				}
 			}
-			next := c.At
-			if s, ok := starts.Lookup(t, p); ok && s.Err == nil && s.Offset > c.At {
-				f.countLost(t, p, s.Offset-c.At)
-				next = s.Offset
-			}
-			f.expect[tp{t, p}] = next
+			f.led.assign(k, at)
 		}
 	}
 }
 
+// revoked (kgo.OnPartitionsRevoked) commits what was marked, through the
+// group member (so with its generation), and ends the partitions' epochs.
 func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
 	if err := cl.CommitMarkedOffsets(ctx); err != nil {
 		f.log.Warn("feed: commit on revoke", "err", err)
 	}
-	f.expMu.Lock()
-	for t, ps := range parts {
-		for _, p := range ps {
-			delete(f.expect, tp{t, p})
-		}
-	}
-	f.expMu.Unlock()
+	f.forgetParts(parts, false)
 }
 
-// partitionsLost (kgo.OnPartitionsLost) forgets lost partitions without committing:
-// another node owns them now (see tap.partitionsLost).
+// partitionsLost (kgo.OnPartitionsLost) ends the partitions' epochs without
+// committing: another node owns them now (see tap.partitionsLost).
 func (f *feed) partitionsLost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	f.expMu.Lock()
-	for t, ps := range parts {
-		for _, p := range ps {
-			delete(f.expect, tp{t, p})
-		}
-	}
-	f.expMu.Unlock()
+	f.forgetParts(parts, true)
 }
 
-// checkGap counts copies skipped between what we expected next and what the
-// fetch returned, if retention deleted them (a gap can also be transaction
-// markers, which are not losses).
-func (f *feed) checkGap(ctx context.Context, t string, p int32, first, next int64) {
-	key := tp{t, p}
-	f.expMu.Lock()
-	exp, ok := f.expect[key]
-	f.expect[key] = next
-	f.expMu.Unlock()
-	if !ok || first <= exp {
+// forgetParts ends the epochs of parts in the ledger (lost: another node
+// may own them already), and has an xdr feed drop what it holds of them.
+func (f *feed) forgetParts(parts map[string][]int32, lost bool) {
+	for t, ps := range parts {
+		for _, p := range ps {
+			if lost {
+				f.led.lose(tp{t, p})
+			} else {
+				f.led.revoke(tp{t, p})
+			}
+		}
+	}
+	if xs := f.xdrSink(); xs != nil {
+		xs.dropParts(parts)
+	}
+}
+
+// checkGap counts copies skipped between where the reader should have gone
+// on in k (h.expected) and first, the first copy it fetched, if retention
+// deleted them (a gap can also be transaction markers, which are not
+// losses).
+func (f *feed) checkGap(ctx context.Context, k tp, h handed, first int64) {
+	if !h.gap {
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	starts, err := f.m.adm.ListStartOffsets(lctx, t)
+	starts, err := f.m.adm.ListStartOffsets(lctx, k.topic)
 	if err != nil {
 		return
 	}
-	if s, ok := starts.Lookup(t, p); ok && s.Err == nil && s.Offset > exp {
-		f.countLost(t, p, min(s.Offset, first)-exp)
+	if s, ok := starts.Lookup(k.topic, k.partition); ok && s.Err == nil && s.Offset > h.expected {
+		f.countLost(k.topic, k.partition, min(s.Offset, first)-h.expected)
 	}
 }
 

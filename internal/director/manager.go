@@ -46,6 +46,12 @@ type Config struct {
 	RejoinAfter time.Duration
 	RejoinLag   int
 
+	// SessionTimeout is how long the group keeps a node's partitions when
+	// it stops heartbeating (paused, cut off, killed) before it gives them
+	// to the others; default 45s, Kafka's. A tap's commits into its feeds'
+	// groups must land within half of it after proving its membership.
+	SessionTimeout time.Duration
+
 	MaxBatch    int           // records per poll and per Send; default 2000
 	LagInterval time.Duration // how often lag is refreshed; default 5s
 	BackoffMin  time.Duration // first retry delay after a failed Send; default 100ms
@@ -116,12 +122,12 @@ type Manager struct {
 
 	mu    sync.Mutex
 	feeds map[string]*feed
-	// delivered remembers, per feed and partition, the highest offset
-	// delivered by any incarnation of the feed in this process, to count
-	// redeliveries. Its own lock: feed loops take it while Apply holds mu
-	// and waits for them to stop.
-	dmu       sync.Mutex
-	delivered map[string]map[tp]int64
+	// ledgers are the feeds' offsets on this node (ledger.go), by feed
+	// name: kept across a feed's incarnations, which share what was
+	// delivered, to count redeliveries. Its own lock: Apply holds mu while
+	// it starts feeds.
+	lmu     sync.Mutex
+	ledgers map[string]*ledger
 
 	// taps are the shared readers, by source set (tap.go). Its own lock:
 	// feed loops join and leave while Apply holds mu.
@@ -158,6 +164,9 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.RejoinLag <= 0 {
 		cfg.RejoinLag = 10_000
 	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 45 * time.Second
+	}
 	if cfg.LagInterval <= 0 {
 		cfg.LagInterval = 5 * time.Second
 	}
@@ -181,7 +190,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger.With("component", "director"), m: mt,
 		admin: admin, adm: kadm.NewClient(admin),
-		sources: map[string]bool{}, feeds: map[string]*feed{}, delivered: map[string]map[tp]int64{},
+		sources: map[string]bool{}, feeds: map[string]*feed{}, ledgers: map[string]*ledger{},
 		taps: map[string]*tap{},
 	}
 	for _, t := range cfg.Topics {
@@ -290,9 +299,9 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 		delete(m.feeds, name)
 		if !ok {
 			m.m.forget(name)
-			m.dmu.Lock()
-			delete(m.delivered, name)
-			m.dmu.Unlock()
+			m.lmu.Lock()
+			delete(m.ledgers, name)
+			m.lmu.Unlock()
 			// The group goes too, so a later feed of the same name
 			// starts fresh; best effort (Prepare repositions anyway).
 			if _, err := m.adm.DeleteGroups(ctx, f.group); err != nil {
@@ -327,6 +336,20 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 		m.log.Info("feed started", "feed", s.Name, "type", s.Type, "sources", s.Sources)
 	}
 	return errors.Join(errs...)
+}
+
+// ledger is the named feed's ledger, reset for a new incarnation of the
+// feed: all but what was delivered is forgotten.
+func (m *Manager) ledger(name string) *ledger {
+	m.lmu.Lock()
+	defer m.lmu.Unlock()
+	l := m.ledgers[name]
+	if l == nil {
+		l = newLedger()
+		m.ledgers[name] = l
+	}
+	l.reset()
+	return l
 }
 
 func specKey(s *FeedSpec) string {

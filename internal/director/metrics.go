@@ -24,6 +24,8 @@ type metrics struct {
 	incomplete     *prometheus.CounterVec
 	reordered      *prometheus.CounterVec
 	tapDrops       *prometheus.CounterVec
+	fencedCommits  *prometheus.CounterVec // by tap (source set)
+	tapRewinds     *prometheus.CounterVec // by tap (source set)
 	// filters (every feed type; xdr feeds filter records)
 	filterMatched *prometheus.CounterVec
 	filterDropped *prometheus.CounterVec
@@ -55,6 +57,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30}}, feed),
 		tapDrops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_shared_reader_drops_total",
 			Help: "Times the feed's shared reader (tap) dropped it for taking no batch in time; it then reads on its own until it catches up."}, feed),
+		fencedCommits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_tap_fenced_commits_total",
+			Help: "Commit rounds a shared reader (tap) held back because its group no longer had it as a member of the current generation (paused or cut off past its session timeout): its partitions' new owner commits them."},
+			[]string{"sources"}),
+		tapRewinds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_tap_rewinds_total",
+			Help: "Times a shared reader (tap) moved back in partitions it holds for a feed that joined it behind, instead of rejoining its group."},
+			[]string{"sources"}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_copy_invalid_total",
 			Help: "Undecodable copies sent to the dead-letter topic."}, []string{"topic", "reason"}),
 		undeliverable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_undeliverable_total",
@@ -76,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.filterMatched, m.filterDropped, m.records} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -90,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) forget(feed string) {
 	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
-		m.undeliverable, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records} {
+		m.undeliverable, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.filterMatched, m.filterDropped, m.records} {
 		v.DeleteLabelValues(feed)
 	}
 	m.incomplete.DeletePartialMatch(prometheus.Labels{"feed": feed})

@@ -36,11 +36,14 @@ import (
 // feed are not disturbed while it catches up.
 //
 // The tap's own consumer group (GroupPrefix + "tap." + the sorted sources)
-// only spreads partitions over signalbox nodes and commits nothing. Where a
-// partition is assigned, reading starts at the lowest next offset of the
-// members (what the tap handed them in this process, else their groups'
-// commits), and each member skips what it already had. A feed joining
-// restarts the tap's reader, so that it starts where the feed is.
+// spreads partitions over signalbox nodes; its commits only fence the
+// members' (tap.fencedCommit). Where a partition is assigned, reading starts
+// at the lowest next offset of the members (what the tap handed them in this
+// process, else their groups' commits), and each member skips what it
+// already had. A feed joining (or attached again) does not restart the
+// reader, which would make the group rebalance on every node: the reader
+// moves the partitions it holds back to where that feed is (rewind), between
+// two polls.
 type tap struct {
 	m       *Manager
 	key     string
@@ -50,10 +53,15 @@ type tap struct {
 
 	mu      sync.Mutex
 	members []*tapMember
-	joined  time.Time          // last join, to let a burst of joins settle
-	restart context.CancelFunc // ends the running reader (a join, or the last leave)
+	joined  time.Time          // last join, to let a burst of joins settle before the first start
+	restart context.CancelFunc // ends the running reader (the last leave)
+	cl      *kgo.Client        // the running reader's client; nil when there is none
 	parts   map[tp]bool        // the partitions the running reader holds on this node
 	partsCh chan struct{}      // closed (and replaced) when parts change
+	pos     map[tp]int64       // where the reader continues in each partition it holds
+	rewind  bool               // a member joined or was attached: position it before the next poll
+	wake    context.CancelFunc // ends the reader's poll in progress
+	kick    chan struct{}      // wakes a reader with no attached member
 
 	pool chan *sharedBatch
 
@@ -64,24 +72,17 @@ type tap struct {
 // its reader: feeds start one after another.
 const tapSettle = 50 * time.Millisecond
 
-// tapMember is one feed on a tap.
+// tapMember is one feed on a tap. Its offsets are its feed's ledger.
 type tapMember struct {
 	t        *tap
 	f        *feed
 	p        *pipeline
 	detached bool          // under t.mu: dropped for stalling, catching up on its own
+	leaving  bool          // under t.mu: the feed stops; handed nothing more
 	evicted  chan struct{} // under t.mu: closed when the tap detaches the member (a new one on attach)
 	gone     chan struct{} // closed when the member is off the tap (it left)
 	handMu   sync.Mutex    // held while the tap hands the member a batch
-
-	nextMu sync.Mutex
-	next   map[tp]int64 // next offset to hand the member, per partition
-
-	commitMu sync.Mutex // one commit at a time, so they land in order
-	doneMu   sync.Mutex
-	done     map[tp]int64 // next offset after the member's confirmed copies
-	revoked  map[tp]bool  // partitions another node reads now: not committed
-	dirty    bool
+	commitMu sync.Mutex    // one commit at a time, so they land in order
 }
 
 func tapKey(sources []string) []string {
@@ -102,40 +103,42 @@ func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
 			m: m, key: key, sources: sources, group: m.cfg.GroupPrefix + "tap." + strings.Join(sources, "+"),
 			log:   m.log.With("tap", key),
 			pool:  make(chan *sharedBatch, 2*pipelineDepth),
-			parts: map[tp]bool{}, partsCh: make(chan struct{}),
+			parts: map[tp]bool{}, partsCh: make(chan struct{}), pos: map[tp]int64{},
+			kick: make(chan struct{}, 1), joined: time.Now(),
 		}
 		m.taps[key] = t
 		go t.run()
 	}
-	mem := &tapMember{
-		t: t, f: f, p: p, evicted: make(chan struct{}), gone: make(chan struct{}),
-		next: map[tp]int64{}, done: map[tp]int64{}, revoked: map[tp]bool{},
-	}
+	mem := &tapMember{t: t, f: f, p: p, evicted: make(chan struct{}), gone: make(chan struct{})}
 	t.mu.Lock()
 	t.members = append(t.members, mem)
-	t.restartReader()
+	t.joined = time.Now() // before the reader's first start: lets a burst of joins settle
+	t.poke()
 	t.mu.Unlock()
 	return mem
 }
 
-// restartReader has the running reader start over, after tapSettle, so
-// that it starts each partition where the lowest attached member is (a
-// join or an attach); t.mu is held.
-func (t *tap) restartReader() {
-	t.joined = time.Now()
-	if t.restart != nil {
-		t.restart()
+// poke has the running reader position its members before its next poll,
+// ending the poll in progress; t.mu is held.
+func (t *tap) poke() {
+	t.rewind = true
+	if t.wake != nil {
+		t.wake()
+	}
+	select {
+	case t.kick <- struct{}{}:
+	default:
 	}
 }
 
 // attach puts a detached member back on the tap's pace; the reader
-// restarts, as for a join.
+// positions it, as for a join.
 func (t *tap) attach(mem *tapMember) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	mem.detached = false
 	mem.evicted = make(chan struct{})
-	t.restartReader()
+	t.poke()
 }
 
 // evictedCh is the channel closed when mem is next detached.
@@ -145,17 +148,26 @@ func (t *tap) evictedCh(mem *tapMember) <-chan struct{} {
 	return mem.evicted
 }
 
-// leave takes mem off the tap and returns once the tap no longer hands it
-// anything.
+// quiesce has the tap hand mem nothing more and returns once a hand-off in
+// progress has ended; mem stays a member (its partitions and commits go on)
+// until leave.
+func (t *tap) quiesce(mem *tapMember) {
+	t.mu.Lock()
+	mem.leaving = true
+	t.mu.Unlock()
+	mem.handMu.Lock()
+	mem.handMu.Unlock()
+}
+
+// leave takes mem off the tap; the reader stops with the last member.
 func (t *tap) leave(mem *tapMember) {
+	t.quiesce(mem)
 	t.mu.Lock()
 	t.remove(mem)
 	if len(t.members) == 0 && t.restart != nil {
 		t.restart()
 	}
 	t.mu.Unlock()
-	mem.handMu.Lock() // a hand-off in progress ends first
-	mem.handMu.Unlock()
 }
 
 // remove takes mem out of t.members and closes gone, once; t.mu is held.
@@ -181,7 +193,7 @@ func (t *tap) snapshot() []*tapMember {
 func (t *tap) anyAttached() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return slices.ContainsFunc(t.members, func(mem *tapMember) bool { return !mem.detached })
+	return slices.ContainsFunc(t.members, func(mem *tapMember) bool { return !mem.detached && !mem.leaving })
 }
 
 // attached is the members the tap hands batches to.
@@ -190,11 +202,18 @@ func (t *tap) attached() []*tapMember {
 	defer t.mu.Unlock()
 	var out []*tapMember
 	for _, mem := range t.members {
-		if !mem.detached {
+		if !mem.detached && !mem.leaving {
 			out = append(out, mem)
 		}
 	}
 	return out
+}
+
+// client is the running reader's client, nil when there is none.
+func (t *tap) client() *kgo.Client {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cl
 }
 
 // assignment is the partitions the tap holds now, and a channel closed when
@@ -205,18 +224,28 @@ func (t *tap) assignment() (map[tp]bool, <-chan struct{}) {
 	return maps.Clone(t.parts), t.partsCh
 }
 
-// setParts adds (or, with add false, drops) partitions of the tap's and
-// tells the detached members' readers.
-func (t *tap) setParts(parts map[string][]int32, add bool) {
+// addParts notes partitions assigned to the tap and tells the detached
+// members' readers.
+func (t *tap) addParts(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for topic, ps := range parts {
 		for _, p := range ps {
-			if add {
-				t.parts[tp{topic, p}] = true
-			} else {
-				delete(t.parts, tp{topic, p})
-			}
+			t.parts[tp{topic, p}] = true
+		}
+	}
+	t.partsChanged()
+}
+
+// dropParts forgets partitions the tap gave up or lost and tells the
+// detached members' readers.
+func (t *tap) dropParts(parts map[string][]int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for topic, ps := range parts {
+		for _, p := range ps {
+			delete(t.parts, tp{topic, p})
+			delete(t.pos, tp{topic, p})
 		}
 	}
 	t.partsChanged()
@@ -226,6 +255,7 @@ func (t *tap) setParts(parts map[string][]int32, add bool) {
 func (t *tap) clearParts() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	clear(t.pos)
 	if len(t.parts) > 0 {
 		clear(t.parts)
 		t.partsChanged()
@@ -284,9 +314,11 @@ func (t *tap) consume(ctx context.Context) {
 		kgo.ConsumeTopics(t.sources...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(t.m.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(t.m.cfg.SessionTimeout/10),
 		kgo.AdjustFetchOffsetsFn(t.adjust),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) { t.setParts(parts, true) }),
-		kgo.OnPartitionsRevoked(t.revoked(ctx)),
+		kgo.OnPartitionsAssigned(t.addParts),
+		kgo.OnPartitionsRevoked(t.revoked),
 		kgo.OnPartitionsLost(t.partitionsLost),
 	)...)
 	if err != nil {
@@ -298,22 +330,49 @@ func (t *tap) consume(ctx context.Context) {
 		sleepCtx(ctx, t.m.cfg.BackoffMax)
 		return
 	}
+	t.mu.Lock()
+	t.cl, t.rewind = cl, false // the first assignment positions every member (adjust)
+	t.mu.Unlock()
 	defer func() {
-		cl.Close()
-		t.clearParts() // no longer held here
+		t.mu.Lock()
+		t.cl = nil
+		t.mu.Unlock()
+		cl.Close() // revokes what it holds: members commit and forget it
+		t.clearParts()
 	}()
 	stall := time.NewTimer(time.Hour)
 	defer stall.Stop()
 	var lastFetchErr time.Time
 	var turn uint // which attached member is handed the next poll first
 	for ctx.Err() == nil {
+		if t.takeRewind() {
+			if err := t.rewindReader(ctx, cl); err != nil {
+				t.log.Warn("feed tap: position joining feeds", "err", err)
+				sleepCtx(ctx, time.Second)
+				t.mu.Lock()
+				t.rewind = true
+				t.mu.Unlock()
+				continue
+			}
+		}
 		if !t.anyAttached() {
 			// Every member is catching up on its own: hold the partitions
-			// for them without reading; an attach restarts the reader.
-			<-ctx.Done()
-			return
+			// for them without reading, until one is attached.
+			select {
+			case <-ctx.Done():
+			case <-t.kick:
+			}
+			continue
 		}
-		fs := cl.PollRecords(ctx, t.m.cfg.MaxBatch)
+		pctx, wake := context.WithCancel(ctx)
+		t.mu.Lock()
+		t.wake = wake
+		t.mu.Unlock()
+		fs := cl.PollRecords(pctx, t.m.cfg.MaxBatch)
+		t.mu.Lock()
+		t.wake = nil
+		t.mu.Unlock()
+		wake()
 		if ctx.Err() != nil {
 			return
 		}
@@ -337,6 +396,54 @@ func (t *tap) consume(ctx context.Context) {
 	}
 }
 
+// takeRewind reports (and clears) a pending rewind.
+func (t *tap) takeRewind() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.rewind
+	t.rewind = false
+	return r
+}
+
+// rewindReader positions the attached members that joined or were attached
+// in the partitions the reader holds, and moves the reader back in each
+// partition where one of them is behind it. The group is not disturbed:
+// franz-go drops what it buffered of those partitions and fetches again.
+func (t *tap) rewindReader(ctx context.Context, cl *kgo.Client) error {
+	parts, _ := t.assignment()
+	offs := map[string]map[int32]kgo.Offset{}
+	for k := range parts {
+		if offs[k.topic] == nil {
+			offs[k.topic] = map[int32]kgo.Offset{}
+		}
+		offs[k.topic][k.partition] = kgo.NewOffset()
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	low, err := t.position(lctx, t.attached(), offs)
+	if err != nil {
+		return err
+	}
+	set := map[string]map[int32]kgo.EpochOffset{}
+	t.mu.Lock()
+	for k, at := range low {
+		if p, ok := t.pos[k]; ok && at >= p || !t.parts[k] {
+			continue
+		}
+		if set[k.topic] == nil {
+			set[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		set[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
+		t.pos[k] = at
+	}
+	t.mu.Unlock()
+	if len(set) > 0 {
+		cl.SetOffsets(set)
+		t.m.m.tapRewinds.WithLabelValues(t.key).Inc()
+	}
+	return nil
+}
+
 // decode decodes one poll once; nil when it held no records.
 func (t *tap) decode(fs kgo.Fetches) *sharedBatch {
 	var sb *sharedBatch
@@ -345,6 +452,13 @@ func (t *tap) decode(fs kgo.Fetches) *sharedBatch {
 	default:
 		sb = &sharedBatch{t: t}
 	}
+	t.mu.Lock()
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if k := (tp{p.Topic, p.Partition}); len(p.Records) > 0 && t.parts[k] {
+			t.pos[k] = p.Records[len(p.Records)-1].Offset + 1
+		}
+	})
+	t.mu.Unlock()
 	n := 0
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {

@@ -76,15 +76,13 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		return false
 	}
 	mem.start(offs, committed, starts, map[tp]int64{})
-	mem.nextMu.Lock()
 	for topic, ps := range offs {
 		for part := range ps {
-			if at, ok := mem.next[tp{topic, part}]; ok {
+			if at, _ := f.led.next(tp{topic, part}); at >= 0 {
 				ps[part] = kgo.NewOffset().At(at).WithEpoch(-1)
 			}
 		}
 	}
-	mem.nextMu.Unlock()
 	cl, err := t.m.cfg.Client.NewClient(readerOpts(true, kgo.ConsumePartitions(offs))...)
 	if err != nil {
 		f.setErr(err)
@@ -120,11 +118,6 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 			p.free <- b
 			continue
 		}
-		mem.nextMu.Lock()
-		for _, r := range b.marks {
-			mem.advance(tp{r.Topic, r.Partition}, r.Offset+1)
-		}
-		mem.nextMu.Unlock()
 		b.mem = mem // its confirmations are the member's, which the tap commits
 		p.work <- b // never blocks: b came from free
 	}

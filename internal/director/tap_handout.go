@@ -64,15 +64,10 @@ func (t *tap) hand(ctx context.Context, sb *sharedBatch, stall *time.Timer, turn
 			continue
 		}
 		mem.handMu.Lock()
-		select {
-		case <-mem.gone:
+		if t.takes(mem) && mem.fill(ctx, sb, b) {
+			mem.p.work <- b // never blocks: b came from free
+		} else {
 			mem.p.free <- b
-		default:
-			if mem.fill(ctx, sb, b) {
-				mem.p.work <- b // never blocks: b came from free
-			} else {
-				mem.p.free <- b
-			}
 		}
 		mem.handMu.Unlock()
 	}
@@ -143,20 +138,30 @@ func (t *tap) evict(mem *tapMember) {
 		"waited", t.m.cfg.TapStall, "state", f.currentState())
 }
 
-// fill puts into b the copies of sb that mem has not had yet and that pass
-// its feed's directions and filter; false when there were none to mark.
+// takes reports whether mem is still handed batches (it is not leaving).
+func (t *tap) takes(mem *tapMember) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !mem.leaving && slices.Contains(t.members, mem)
+}
+
+// fill puts into b the copies of sb that mem has not had yet, of the
+// partitions its feed holds, and that pass its feed's directions and
+// filter; false when there were none to mark.
 func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) bool {
 	f := mem.f
-	b.batch, b.marks, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.dlq[:0], 0
-	mem.nextMu.Lock()
-	defer mem.nextMu.Unlock()
+	b.reset()
 	for i := range sb.parts {
 		sp := &sb.parts[i]
 		k := tp{sp.topic, sp.partition}
 		recs := sp.recs
+		next, owned := f.led.next(k)
+		if !owned {
+			continue // not (yet) positioned in it: a rewind comes first
+		}
 		j := 0
-		if nx, ok := mem.next[k]; ok {
-			j, _ = slices.BinarySearchFunc(recs, nx, func(r *kgo.Record, o int64) int {
+		if next >= 0 {
+			j, _ = slices.BinarySearchFunc(recs, next, func(r *kgo.Record, o int64) int {
 				switch {
 				case r.Offset < o:
 					return -1
@@ -170,14 +175,16 @@ func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) b
 			continue
 		}
 		last := recs[len(recs)-1]
-		f.checkGap(ctx, k.topic, k.partition, recs[j].Offset, last.Offset+1)
-		h, seen := f.highDelivered(k)
+		h := f.led.hand(k, recs[j].Offset, last.Offset+1)
+		if !h.owned {
+			continue
+		}
+		f.checkGap(ctx, k, h, recs[j].Offset)
 		for ; j < len(recs); j++ {
 			r := recs[j]
-			f.admit(b, r, sb.arena[sp.first+j], sb.errs[sp.first+j], seen && r.Offset <= h)
+			f.admit(b, r, sb.arena[sp.first+j], sb.errs[sp.first+j], r.Offset <= h.high)
 		}
-		b.marks = append(b.marks, last)
-		mem.advance(k, last.Offset+1)
+		b.mark(last, h.epoch)
 	}
 	if len(b.marks) == 0 {
 		return false
@@ -186,19 +193,6 @@ func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) b
 	b.mem, b.shared = mem, sb
 	sb.refs.Add(1)
 	return true
-}
-
-// advance notes next as where mem continues in k; mem.nextMu is held. Not for
-// a partition revoked meanwhile (another node reads it now): where it
-// resumes if it comes back is its group's commit, not a position whose
-// copies were never confirmed.
-func (mem *tapMember) advance(k tp, next int64) {
-	mem.doneMu.Lock()
-	gone := mem.revoked[k]
-	mem.doneMu.Unlock()
-	if !gone {
-		mem.next[k] = next
-	}
 }
 
 // unref drops one reference; the last recycles the batch and its records.

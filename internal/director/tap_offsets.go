@@ -2,25 +2,51 @@ package director
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // adjust (kgo.AdjustFetchOffsetsFn) starts each newly assigned partition at
-// the lowest next offset of the members.
+// the lowest next offset of the attached members.
 func (t *tap) adjust(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	low, err := t.position(ctx, t.attached(), offs)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for topic, ps := range offs {
+		for p := range ps {
+			if at, ok := low[tp{topic, p}]; ok {
+				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
+				t.pos[tp{topic, p}] = at
+			}
+		}
+	}
+	return offs, nil
+}
+
+// position starts mems in the partitions of offs they do not hold yet and
+// returns, per partition, the lowest offset where one of them continues.
+func (t *tap) position(ctx context.Context, mems []*tapMember, offs map[string]map[int32]kgo.Offset) (map[tp]int64, error) {
+	low := map[tp]int64{}
+	if len(mems) == 0 || len(offs) == 0 {
+		return low, nil
+	}
 	starts, err := t.m.adm.ListStartOffsets(ctx, slices.Collect(maps.Keys(offs))...)
 	if err != nil {
 		t.log.Warn("feed tap: list start offsets", "err", err)
 		return nil, err
 	}
-	low := map[tp]int64{}
-	for _, mem := range t.attached() {
+	for _, mem := range mems {
 		committed, err := t.m.adm.FetchOffsets(ctx, mem.f.group)
 		if err != nil {
 			t.log.Warn("feed tap: fetch committed offsets", "feed", mem.f.spec.Name, "err", err)
@@ -28,50 +54,23 @@ func (t *tap) adjust(ctx context.Context, offs map[string]map[int32]kgo.Offset) 
 		}
 		mem.start(offs, committed, starts, low)
 	}
-	for topic, ps := range offs {
-		for p := range ps {
-			if at, ok := low[tp{topic, p}]; ok {
-				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
-			}
-		}
-	}
-	return offs, nil
+	return low, nil
 }
 
 // start notes where mem resumes in each partition of offs (where the tap
 // last left it, else its group's commit, else the log start), counting
 // copies retention deleted before it read them, and lowers low to it.
 func (mem *tapMember) start(offs map[string]map[int32]kgo.Offset, committed kadm.OffsetResponses, starts kadm.ListedOffsets, low map[tp]int64) {
-	f := mem.f
-	mem.nextMu.Lock()
-	defer mem.nextMu.Unlock()
-	mem.doneMu.Lock()
-	defer mem.doneMu.Unlock()
-	f.expMu.Lock()
-	defer f.expMu.Unlock()
 	for topic, ps := range offs {
 		for p := range ps {
 			k := tp{topic, p}
-			delete(mem.revoked, k) // ours again
-			at, ok := mem.next[k]
-			if !ok {
-				at = -1
-				if c, ok := committed.Lookup(topic, p); ok && c.Err == nil && c.At >= 0 {
-					at = c.At
-				}
-				if s, ok := starts.Lookup(topic, p); ok && s.Err == nil {
-					if at >= 0 && s.Offset > at {
-						f.countLost(topic, p, s.Offset-at)
-						at = s.Offset
-					} else if at < 0 {
-						at = s.Offset
-					}
-				}
+			at, owned := mem.f.led.next(k)
+			if !owned || at < 0 {
+				at = mem.f.startAt(k, committed, starts)
+				mem.f.led.assign(k, at)
 				if at < 0 {
 					continue // unknown: the member takes what the tap reads
 				}
-				mem.next[k] = at
-				f.expect[k] = at
 			}
 			if l, ok := low[k]; !ok || at < l {
 				low[k] = at
@@ -80,18 +79,46 @@ func (mem *tapMember) start(offs map[string]map[int32]kgo.Offset, committed kadm
 	}
 }
 
-// revoked (kgo.OnPartitionsRevoked) commits what members confirmed and
-// forgets the partitions another node now reads; not when the tap itself
-// stops or restarts (ctx ended), as members keep their place.
-func (t *tap) revoked(ctx context.Context) func(context.Context, *kgo.Client, map[string][]int32) {
-	return func(cbctx context.Context, _ *kgo.Client, parts map[string][]int32) {
-		if ctx.Err() != nil {
-			return
+// startAt is where the feed starts reading k in a new assignment: its
+// group's commit, moved up to the log start (counting what retention
+// deleted unread), else the log start; -1 if neither is known.
+func (f *feed) startAt(k tp, committed kadm.OffsetResponses, starts kadm.ListedOffsets) int64 {
+	at := int64(-1)
+	if c, ok := committed.Lookup(k.topic, k.partition); ok && c.Err == nil && c.At >= 0 {
+		at = c.At
+	}
+	if s, ok := starts.Lookup(k.topic, k.partition); ok && s.Err == nil {
+		if at >= 0 && s.Offset > at {
+			f.countLost(k.topic, k.partition, s.Offset-at)
+			at = s.Offset
+		} else if at < 0 {
+			at = s.Offset
 		}
-		t.setParts(parts, false)
-		for _, mem := range t.snapshot() {
-			_ = mem.commit(cbctx)
-			mem.forget(parts)
+	}
+	return at
+}
+
+// revoked (kgo.OnPartitionsRevoked) commits what members confirmed of the
+// partitions the tap gives up and forgets them. franz-go calls it while the
+// tap is still a member of the generation that held them (a cooperative
+// rebalance, or leaving the group as the reader stops), before any other
+// node is given them: these commits need no fence.
+func (t *tap) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	t.dropParts(parts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, mem := range t.snapshot() {
+		offs := map[tp]pendingCommit{}
+		for topic, ps := range parts {
+			for _, p := range ps {
+				k := tp{topic, p}
+				if c, ok := mem.f.led.revoke(k); ok {
+					offs[k] = c
+				}
+			}
+		}
+		if err := mem.commitOffsets(ctx, offs); err != nil {
+			mem.f.log.Warn("feed: commit on revoke", "err", err)
 		}
 	}
 }
@@ -103,46 +130,13 @@ func (t *tap) revoked(ctx context.Context) func(context.Context, *kgo.Client, ma
 // What members confirmed of them is delivered again by the new owner
 // (at-least-once).
 func (t *tap) partitionsLost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	t.setParts(parts, false)
+	t.dropParts(parts)
 	for _, mem := range t.snapshot() {
-		mem.forget(parts)
-	}
-}
-
-func (mem *tapMember) forget(parts map[string][]int32) {
-	mem.nextMu.Lock()
-	mem.doneMu.Lock()
-	mem.f.expMu.Lock()
-	for topic, ps := range parts {
-		for _, p := range ps {
-			k := tp{topic, p}
-			delete(mem.next, k)
-			delete(mem.done, k)
-			mem.revoked[k] = true
-			delete(mem.f.expect, k)
+		for topic, ps := range parts {
+			for _, p := range ps {
+				mem.f.led.lose(tp{topic, p})
+			}
 		}
-	}
-	mem.f.expMu.Unlock()
-	mem.doneMu.Unlock()
-	mem.nextMu.Unlock()
-}
-
-// confirmed notes the marks of a batch the member's sink confirmed, for the
-// next commit. Marks of partitions the tap no longer reads (revoked: another
-// node reads them now) are left out: committing them would move that node's
-// position back.
-func (mem *tapMember) confirmed(marks []*kgo.Record) {
-	mem.doneMu.Lock()
-	defer mem.doneMu.Unlock()
-	for _, r := range marks {
-		k := tp{r.Topic, r.Partition}
-		if mem.revoked[k] {
-			continue
-		}
-		if at, ok := mem.done[k]; !ok || r.Offset+1 > at {
-			mem.done[k] = r.Offset + 1
-		}
-		mem.dirty = true
 	}
 }
 
@@ -161,48 +155,99 @@ func (t *tap) commitLoop(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-tick.C:
 		}
-		for _, mem := range t.snapshot() {
-			if err := mem.commit(ctx); err != nil && time.Since(lastErr) > 10*time.Second {
-				lastErr = time.Now()
-				mem.f.log.Warn("feed: commit", "err", err)
-			}
+		if err := t.fencedCommit(ctx, t.snapshot()); err != nil && time.Since(lastErr) > 10*time.Second {
+			lastErr = time.Now()
+			t.log.Warn("feed tap: commit", "err", err)
 		}
 	}
 }
 
-// commit commits the member's confirmed offsets to its feed's group.
-func (mem *tapMember) commit(ctx context.Context) error {
-	mem.commitMu.Lock()
-	defer mem.commitMu.Unlock()
-	mem.doneMu.Lock()
-	if !mem.dirty {
-		mem.doneMu.Unlock()
+// errNotMember is a fenced commit refused because the tap's reader is not
+// (or no longer) a member of its group's current generation.
+var errNotMember = errors.New("the tap is not a member of its group's current generation")
+
+// fencedCommit commits what mems confirmed into their feeds' groups, but
+// only after proving that the tap is still a member of its group's current
+// generation: it first commits the tap's own group through its group
+// member, which the broker refuses from a member it no longer has (a node
+// paused past its session timeout, or cut off, whose partitions were given
+// to another node: a "zombie"). A successful commit also renews the tap's
+// session, so the group cannot have given the partitions away for a session
+// timeout after it; the feeds' commits must reach the broker within half of
+// that (their context's deadline), else they wait for the next round.
+func (t *tap) fencedCommit(ctx context.Context, mems []*tapMember) error {
+	pend := make([]map[tp]pendingCommit, len(mems))
+	fence := map[string]map[int32]kgo.EpochOffset{}
+	for i, mem := range mems {
+		pend[i] = mem.f.led.pending()
+		for k, c := range pend[i] {
+			if fence[k.topic] == nil {
+				fence[k.topic] = map[int32]kgo.EpochOffset{}
+			}
+			// The tap's own group keeps the lowest: informational
+			// only, as each member starts from its own group.
+			if o, ok := fence[k.topic][k.partition]; !ok || c.at < o.Offset {
+				fence[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: c.at}
+			}
+		}
+	}
+	if len(fence) == 0 {
 		return nil
 	}
-	offs := kadm.Offsets{}
-	for k, at := range mem.done {
-		offs.Add(kadm.Offset{Topic: k.topic, Partition: k.partition, At: at, LeaderEpoch: -1})
+	cl := t.client()
+	if cl == nil {
+		return errNotMember
 	}
-	mem.dirty = false
-	mem.doneMu.Unlock()
-	resp, err := mem.t.m.adm.CommitOffsets(ctx, mem.f.group, offs)
+	began := time.Now()
+	var ferr error
+	cl.CommitOffsetsSync(ctx, fence, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			ferr = err
+			return
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil && ferr == nil {
+					ferr = err
+				}
+			}
+		}
+	})
+	if ferr != nil {
+		t.m.m.fencedCommits.WithLabelValues(t.key).Inc()
+		return fmt.Errorf("%w: %w", errNotMember, ferr)
+	}
+	lctx, cancel := context.WithDeadline(ctx, began.Add(t.m.cfg.SessionTimeout/2))
+	defer cancel()
+	var errs []error
+	for i, mem := range mems {
+		if err := mem.commitOffsets(lctx, pend[i]); err != nil {
+			errs = append(errs, fmt.Errorf("feed %q: %w", mem.f.spec.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// commitOffsets commits offs to the member's feed's group and notes them
+// committed.
+func (mem *tapMember) commitOffsets(ctx context.Context, offs map[tp]pendingCommit) error {
+	if len(offs) == 0 {
+		return nil
+	}
+	mem.commitMu.Lock()
+	defer mem.commitMu.Unlock()
+	ko := kadm.Offsets{}
+	for k, c := range offs {
+		ko.Add(kadm.Offset{Topic: k.topic, Partition: k.partition, At: c.at, LeaderEpoch: -1})
+	}
+	resp, err := mem.t.m.adm.CommitOffsets(ctx, mem.f.group, ko)
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
-		mem.doneMu.Lock()
-		mem.dirty = true
-		mem.doneMu.Unlock()
 		mem.f.setErr(fmt.Errorf("commit: %w", err))
+		return err
 	}
-	return err
-}
-
-// finalCommit commits what the member confirmed as it leaves the tap.
-func (mem *tapMember) finalCommit() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := mem.commit(ctx); err != nil {
-		mem.f.log.Warn("feed: final commit", "err", err)
-	}
+	mem.f.led.committedUpTo(offs)
+	return nil
 }

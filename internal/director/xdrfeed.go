@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,8 +107,9 @@ func (t *trackingRegisterer) unregisterAll() {
 // heldMarks are one poll's last records per partition, held until the
 // transactions of their copies were surely emitted and delivered.
 type heldMarks struct {
-	at   int64 // when the copies were added (ns)
-	recs []*kgo.Record
+	at     int64 // when the copies were added (ns)
+	recs   []*kgo.Record
+	epochs []uint64 // the ledger epoch of each of recs
 }
 
 // xdrSink is an xdr feed's Sink: correlator in front of the record output.
@@ -252,8 +254,8 @@ func (s *xdrSink) expireLoop(ctx context.Context) {
 }
 
 // holdMarks keeps one poll's marks until release.
-func (s *xdrSink) holdMarks(recs []*kgo.Record) {
-	h := heldMarks{at: time.Now().UnixNano(), recs: append([]*kgo.Record(nil), recs...)}
+func (s *xdrSink) holdMarks(recs []*kgo.Record, epochs []uint64) {
+	h := heldMarks{at: time.Now().UnixNano(), recs: slices.Clone(recs), epochs: slices.Clone(epochs)}
 	s.heldMu.Lock()
 	s.held = append(s.held, h)
 	s.heldMu.Unlock()
@@ -269,12 +271,35 @@ func (s *xdrSink) release(now int64) {
 	}
 	var recs []*kgo.Record
 	for _, h := range s.held[:n] {
-		recs = append(recs, h.recs...)
+		for i, r := range h.recs {
+			// Not a partition given up meanwhile: its new owner reads
+			// it from the last commit.
+			if s.f.led.owns(tp{r.Topic, r.Partition}, h.epochs[i]) {
+				recs = append(recs, r)
+			}
+		}
 	}
 	s.held = append(s.held[:0], s.held[n:]...)
 	s.heldMu.Unlock()
 	if len(recs) > 0 {
 		s.f.cl.MarkCommitRecords(recs...)
+	}
+}
+
+// dropParts forgets the held marks of partitions the feed gave up.
+func (s *xdrSink) dropParts(parts map[string][]int32) {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	for i := range s.held {
+		h := &s.held[i]
+		keep := 0
+		for j, r := range h.recs {
+			if !slices.Contains(parts[r.Topic], r.Partition) {
+				h.recs[keep], h.epochs[keep] = r, h.epochs[j]
+				keep++
+			}
+		}
+		h.recs, h.epochs = h.recs[:keep], h.epochs[:keep]
 	}
 }
 
@@ -296,9 +321,9 @@ func (s *xdrSink) Close() error {
 func (f *feed) markCommit(b *pollBatch) {
 	switch xs := f.xdrSink(); {
 	case xs != nil:
-		xs.holdMarks(b.marks)
+		xs.holdMarks(b.marks, b.epochs)
 	case b.mem != nil:
-		b.mem.confirmed(b.marks)
+		// confirmed in the ledger: the tap commits it
 	default:
 		b.cl.MarkCommitRecords(b.marks...)
 	}
