@@ -58,11 +58,11 @@ type feed struct {
 func (m *Manager) newFeed(s FeedSpec) *feed {
 	f := &feed{
 		m: m, spec: s, key: specKey(&s), group: m.cfg.GroupPrefix + s.Name,
-		log:    m.log.With("feed", s.Name),
-		state:  StateStarting,
-		since:  time.Now(),
-		hist:   hdrhistogram.NewWindowed(6, 1, 600_000_000, 3),
-		led:    m.ledger(s.Name),
+		log:   m.log.With("feed", s.Name),
+		state: StateStarting,
+		since: time.Now(),
+		hist:  hdrhistogram.NewWindowed(6, 1, 600_000_000, 3),
+		led:   m.ledger(s.Name),
 	}
 	if len(s.Directions) == 0 {
 		for i := range f.dirs {

@@ -22,8 +22,8 @@ type pollBatch struct {
 	arena       []*nfcopy.Copy // decoded copies, reused across polls
 	used        int            // arena entries decoded by this poll
 	batch       []*nfcopy.Copy // those that passed direction and filter
-	marks       []*kgo.Record // the last record of each partition
-	epochs      []uint64      // the ledger epoch each mark was handed in
+	marks       []*kgo.Record  // the last record of each partition
+	epochs      []uint64       // the ledger epoch each mark was handed in
 	dlq         []*kgo.Record
 	redelivered uint64
 	recycle     bool          // the client pools decompressed batches: recycle recs on release
