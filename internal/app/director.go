@@ -104,12 +104,13 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	}
 
 	mgr, err := director.NewManager(director.Config{
-		Client:       d.client,
-		Topics:       specs,
-		CreateTopics: cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
-		SoloReads:    cfg.FeedSoloReads,
-		Registerer:   s.reg,
-		Logger:       s.log,
+		Client:         d.client,
+		Topics:         specs,
+		CreateTopics:   cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
+		SoloReads:      cfg.FeedSoloReads,
+		SessionTimeout: cfg.KafkaSessionTimeout,
+		Registerer:     s.reg,
+		Logger:         s.log,
 	})
 	if err != nil {
 		d.stop(ctx)

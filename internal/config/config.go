@@ -57,7 +57,8 @@ type Serve struct {
 	KafkaTLSCA           string
 	KafkaTLSInsecure     bool
 
-	FeedSoloReads bool
+	FeedSoloReads       bool
+	KafkaSessionTimeout time.Duration
 
 	IngestAddr    string
 	IngestTLSCert string
@@ -112,6 +113,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.KafkaTLSCA, "kafka-tls-ca", "", "PEM CA bundle to verify an external cluster")
 	fs.BoolVar(&c.KafkaTLSInsecure, "kafka-tls-insecure", false, "do not verify the external cluster's certificate (testing only)")
 
+	fs.DurationVar(&c.KafkaSessionTimeout, "kafka-session-timeout", 45*time.Second, "how long the feeds' consumer groups keep a node's partitions after it stops heartbeating (paused, cut off, killed) before giving them to the other nodes; within the cluster's group.min/max.session.timeout.ms (embedded broker: 6s to 5m)")
 	fs.BoolVar(&c.FeedSoloReads, "feed-solo-reads", false, "give every feed its own Kafka consumer; by default the copy feeds of the same source topics share one reader (each copy fetched and decoded once), each keeping its own sink, pace and consumer-group offsets")
 
 	fs.StringVar(&c.IngestAddr, "ingest-addr", ":8090", "listen address of the HTTP/2 copy ingest (POST /v1/copies; h2c, or h2 with TLS); empty disables it")
@@ -279,6 +281,9 @@ func (c *Serve) Validate() error {
 	}
 	if c.KafkaRetention <= 0 {
 		errs = append(errs, errors.New("-kafka-retention must be positive"))
+	}
+	if c.KafkaSessionTimeout < time.Second || c.KafkaSessionTimeout > 30*time.Minute {
+		errs = append(errs, fmt.Errorf("-kafka-session-timeout %s: want 1s to 30m (and within the cluster's group session limits)", c.KafkaSessionTimeout))
 	}
 	if c.CallLogMaxAge <= 0 || c.CallLogMaxRows <= 0 {
 		errs = append(errs, errors.New("-calllog-max-age and -calllog-max-rows must be positive"))

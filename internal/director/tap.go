@@ -66,6 +66,7 @@ type tap struct {
 	pool chan *sharedBatch
 
 	sharedEncodings atomic.Int64 // copies whose encoding several sinks shared
+	proven          atomic.Int64 // when the reader's group membership was last proven (unix ns)
 }
 
 // tapSettle is how long a tap waits after a feed joins before it (re)starts
@@ -389,6 +390,18 @@ func (t *tap) consume(ctx context.Context) {
 			}
 		})
 		if sb := t.decode(fs); sb != nil {
+			// After a pause (a stopped process, a long GC, a cut-off
+			// network) the poll may be of partitions the group has given
+			// away meanwhile, fetched before the pause: hand it out only
+			// once membership is proven again. Otherwise the group's
+			// callbacks follow, and the new owner delivers it.
+			if t.stale() {
+				if err := t.prove(ctx, cl); err != nil {
+					t.log.Warn("feed tap: poll after a pause dropped", "err", err)
+					sb.unref()
+					continue
+				}
+			}
 			t.hand(ctx, sb, stall, turn)
 			turn++
 			sb.unref() // the tap's own reference

@@ -199,8 +199,26 @@ func (t *tap) fencedCommit(ctx context.Context, mems []*tapMember) error {
 		return errNotMember
 	}
 	began := time.Now()
+	if err := t.fence(ctx, cl, fence); err != nil {
+		return err
+	}
+	lctx, cancel := context.WithDeadline(ctx, began.Add(t.m.cfg.SessionTimeout/2))
+	defer cancel()
+	var errs []error
+	for i, mem := range mems {
+		if err := mem.commitOffsets(lctx, pend[i]); err != nil {
+			errs = append(errs, fmt.Errorf("feed %q: %w", mem.f.spec.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fence commits offs into the tap's own group through its group member,
+// which the broker refuses unless the member is in the current generation,
+// and notes when that was last proven.
+func (t *tap) fence(ctx context.Context, cl *kgo.Client, offs map[string]map[int32]kgo.EpochOffset) error {
 	var ferr error
-	cl.CommitOffsetsSync(ctx, fence, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			ferr = err
 			return
@@ -217,15 +235,33 @@ func (t *tap) fencedCommit(ctx context.Context, mems []*tapMember) error {
 		t.m.m.fencedCommits.WithLabelValues(t.key).Inc()
 		return fmt.Errorf("%w: %w", errNotMember, ferr)
 	}
-	lctx, cancel := context.WithDeadline(ctx, began.Add(t.m.cfg.SessionTimeout/2))
-	defer cancel()
-	var errs []error
-	for i, mem := range mems {
-		if err := mem.commitOffsets(lctx, pend[i]); err != nil {
-			errs = append(errs, fmt.Errorf("feed %q: %w", mem.f.spec.Name, err))
+	t.proven.Store(time.Now().UnixNano())
+	return nil
+}
+
+// stale reports whether the tap's membership was last proven longer ago
+// than a third of the session timeout: the process may have been paused
+// (or cut off) long enough for the group to give its partitions away.
+func (t *tap) stale() bool {
+	return time.Since(time.Unix(0, t.proven.Load())) > t.m.cfg.SessionTimeout/3
+}
+
+// prove proves the tap's membership by committing where it is in the
+// partitions it holds into its own group.
+func (t *tap) prove(ctx context.Context, cl *kgo.Client) error {
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	t.mu.Lock()
+	for k, at := range t.pos {
+		if offs[k.topic] == nil {
+			offs[k.topic] = map[int32]kgo.EpochOffset{}
 		}
+		offs[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
 	}
-	return errors.Join(errs...)
+	t.mu.Unlock()
+	if len(offs) == 0 {
+		return nil
+	}
+	return t.fence(ctx, cl, offs)
 }
 
 // commitOffsets commits offs to the member's feed's group and notes them

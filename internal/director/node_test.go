@@ -1,0 +1,276 @@
+package director
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/testkit"
+)
+
+// A node is a signalbox director in a process of its own, so that a test
+// can pause it (SIGSTOP) past its session timeout or kill it (SIGKILL)
+// while the others go on: the test binary runs itself with nodeEnv set to
+// the node's configuration, and TestMain hands over to runNode.
+const nodeEnv = "SIGNALBOX_DIRECTOR_TEST_NODE"
+
+type nodeConfig struct {
+	Brokers        []string
+	Feeds          []FeedSpec
+	SessionTimeout time.Duration
+}
+
+func TestMain(m *testing.M) {
+	if c := os.Getenv(nodeEnv); c != "" {
+		os.Exit(runNode(c))
+	}
+	os.Exit(m.Run())
+}
+
+// runNode runs a Manager with the feeds of c (synthetic feeds write to the
+// acknowledged TCP test receiver at their endpoint; others use the real
+// sinks) until SIGTERM.
+func runNode(c string) int {
+	var nc nodeConfig
+	if err := json.Unmarshal([]byte(c), &nc); err != nil {
+		fmt.Fprintln(os.Stderr, "node config:", err)
+		return 2
+	}
+	var m *Manager
+	m, err := NewManager(Config{
+		Client: broker.ClientConfig{Brokers: nc.Brokers}, Topics: testTopics[:3], Registerer: prometheus.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: nodeLogLevel()})), SessionTimeout: nc.SessionTimeout, CreateTopics: true,
+		BackoffMin: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
+		NewSink: func(spec *FeedSpec) (Sink, error) {
+			if spec.Type == TypeSynthetic {
+				return &tcpSink{addr: spec.Endpoint}, nil
+			}
+			return m.defaultSink(spec)
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	done := make(chan struct{})
+	go func() { _ = m.Run(ctx); close(done) }()
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = m.Apply(actx, nc.Feeds)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node apply:", err)
+		return 2
+	}
+	<-done
+	return 0
+}
+
+// nodeProc is a running node.
+type nodeProc struct {
+	t   *testing.T
+	cmd *exec.Cmd
+	out *strings.Builder
+}
+
+func startNode(t *testing.T, nc nodeConfig) *nodeProc {
+	t.Helper()
+	c, err := json.Marshal(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), nodeEnv+"="+string(c))
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = &lockedWriter{w: out}, &lockedWriter{w: out}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n := &nodeProc{t: t, cmd: cmd, out: out}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		if t.Failed() && os.Getenv("DIRECTOR_TEST_LOG") != "" {
+			_ = cmd.Process.Signal(syscall.SIGQUIT) // goroutine dump
+			time.Sleep(time.Second)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("node %d output:\n%s", cmd.Process.Pid, n.output())
+		}
+	})
+	return n
+}
+
+func (n *nodeProc) signal(s os.Signal) {
+	if err := n.cmd.Process.Signal(s); err != nil {
+		n.t.Fatalf("signal %v: %v", s, err)
+	}
+}
+
+func (n *nodeProc) output() string {
+	w := n.cmd.Stdout.(*lockedWriter)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return n.out.String()
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// waitMembers waits until group is stable with n members that all hold
+// partitions.
+func waitMembers(t *testing.T, adm *kadm.Client, group string, n int, timeout time.Duration) {
+	t.Helper()
+	testkit.WaitForState(t, timeout, fmt.Sprintf("%d members in %s, each holding partitions", n, group), func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		gs, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return false, err.Error()
+		}
+		g, ok := gs[group]
+		if !ok || g.Err != nil {
+			return false, fmt.Sprintf("no group: %v", g.Err)
+		}
+		holding := 0
+		for _, m := range g.Members {
+			if a, ok := m.Assigned.AsConsumer(); ok && len(a.Topics) > 0 {
+				holding++
+			}
+		}
+		state := fmt.Sprintf("%s, %d members, %d holding partitions", g.State, len(g.Members), holding)
+		return g.State == "Stable" && len(g.Members) == n && holding == n, state
+	})
+}
+
+// commitWatch polls a group's committed offsets and records every time one
+// moved backwards.
+type commitWatch struct {
+	mu        sync.Mutex
+	last      map[tp]int64
+	backwards []string
+	stop      context.CancelFunc
+	done      chan struct{}
+}
+
+func watchCommits(adm *kadm.Client, group string) *commitWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &commitWatch{last: map[tp]int64{}, stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			offs, err := adm.FetchOffsets(ctx, group)
+			if err == nil {
+				w.mu.Lock()
+				offs.Each(func(o kadm.OffsetResponse) {
+					if o.Err != nil || o.At < 0 {
+						return
+					}
+					k := tp{o.Topic, o.Partition}
+					if prev, ok := w.last[k]; ok && o.At < prev {
+						w.backwards = append(w.backwards, fmt.Sprintf("%s/%d: %d after %d", o.Topic, o.Partition, o.At, prev))
+					}
+					w.last[k] = o.At
+				})
+				w.mu.Unlock()
+			}
+			sleepCtx(ctx, 20*time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *commitWatch) finish() []string {
+	w.stop()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.backwards
+}
+
+// TestZombieNodeCommitsNothing: two nodes share a feed; one is paused
+// (SIGSTOP) past its session timeout while traffic flows, so the group
+// gives its partitions to the other, which delivers and commits past
+// where the paused node was. Resumed, the paused node still holds copies it
+// confirmed before the pause and would commit them: the fence (the tap's
+// own group refuses a member of a generation that is gone) stops it. The
+// feed's committed offsets never move backwards, and nothing is lost.
+func TestZombieNodeCommitsNothing(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	adm := kadm.NewClient(producer(t, b))
+	r := newReceiver(t)
+	spec := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
+	h := newHarness(t, b) // positions the feed's group, as the API does
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.m.Prepare(ctx, &spec); err != nil {
+		t.Fatal(err)
+	}
+	const session = 6 * time.Second // the embedded broker's minimum
+	nc := nodeConfig{Brokers: b.ClientConfig().Brokers, Feeds: []FeedSpec{spec}, SessionTimeout: session}
+	a, bn := startNode(t, nc), startNode(t, nc)
+	_ = bn
+	tapGroup := "signalbox-feed-tap.NRF+SCP"
+	waitMembers(t, adm, tapGroup, 2, 30*time.Second)
+
+	const n = 12000
+	pcl := producer(t, b)
+	produced := make(chan struct{})
+	go func() { defer close(produced); produce(t, pcl, "z", 0, n, 25*time.Millisecond) }() // ~12 s
+	watch := watchCommits(adm, "signalbox-feed-steady")
+	testkit.WaitFor(t, 10*time.Second, "copies to flow", func() bool { d, _ := r.counts(); return d > 1000 })
+
+	a.signal(syscall.SIGSTOP)
+	paused := time.Now()
+	waitMembers(t, adm, tapGroup, 1, 3*session)
+	time.Sleep(2 * tapCommitInterval) // the new owner commits past where the paused node was
+	t.Logf("paused %v; resuming", time.Since(paused).Round(100*time.Millisecond))
+	a.signal(syscall.SIGCONT)
+
+	<-produced
+	testkit.WaitForState(t, 60*time.Second, "every copy delivered", func() (bool, string) {
+		m := r.missing("z", n)
+		return len(m) == 0, fmt.Sprintf("%d missing", len(m))
+	})
+	waitMembers(t, adm, tapGroup, 2, 30*time.Second)
+	time.Sleep(2 * tapCommitInterval)
+	if back := watch.finish(); len(back) > 0 {
+		t.Errorf("committed offsets moved backwards %d times: %v", len(back), back)
+	}
+	d, total := r.counts()
+	t.Logf("%d copies, %d delivered, %d duplicates; the resumed node's commits refused by the fence: %d",
+		d, total, total-d, strings.Count(a.output(), errNotMember.Error()))
+	if total-d > n/4 {
+		t.Errorf("%d duplicates of %d copies", total-d, n)
+	}
+}
+
+func nodeLogLevel() slog.Level {
+	if os.Getenv("DIRECTOR_TEST_LOG") != "" {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}
