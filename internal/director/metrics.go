@@ -26,6 +26,7 @@ type metrics struct {
 	tapDrops       *prometheus.CounterVec
 	fencedCommits  *prometheus.CounterVec // by tap (source set)
 	tapRewinds     *prometheus.CounterVec // by tap (source set)
+	tapRebalances  *prometheus.CounterVec // by tap (source set)
 	// filters (every feed type; xdr feeds filter records)
 	filterMatched *prometheus.CounterVec
 	filterDropped *prometheus.CounterVec
@@ -63,6 +64,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		tapRewinds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_tap_rewinds_total",
 			Help: "Times a shared reader (tap) moved back in partitions it holds for a feed that joined it behind, instead of rejoining its group."},
 			[]string{"sources"}),
+		tapRebalances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_tap_rebalances_total",
+			Help: "Rebalances of a shared reader's (tap's) consumer group this node went through (each assignment it was given, including its first)."},
+			[]string{"sources"}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_copy_invalid_total",
 			Help: "Undecodable copies sent to the dead-letter topic."}, []string{"topic", "reason"}),
 		undeliverable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_undeliverable_total",
@@ -84,7 +88,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.filterMatched, m.filterDropped, m.records} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -98,7 +102,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) forget(feed string) {
 	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
-		m.undeliverable, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.filterMatched, m.filterDropped, m.records} {
+		m.undeliverable, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records} {
 		v.DeleteLabelValues(feed)
 	}
 	m.incomplete.DeletePartialMatch(prometheus.Labels{"feed": feed})

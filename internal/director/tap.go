@@ -228,6 +228,7 @@ func (t *tap) assignment() (map[tp]bool, <-chan struct{}) {
 // addParts notes partitions assigned to the tap and tells the detached
 // members' readers.
 func (t *tap) addParts(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	t.m.m.tapRebalances.WithLabelValues(t.key).Inc()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for topic, ps := range parts {
