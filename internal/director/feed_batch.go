@@ -24,6 +24,7 @@ type pollBatch struct {
 	batch       []*nfcopy.Copy // those that passed direction and filter
 	marks       []*kgo.Record  // the last record of each partition
 	epochs      []uint64       // the ledger epoch each mark was handed in
+	srcs        []copyFrom     // xdr feeds: where each copy in batch was read
 	dlq         []*kgo.Record
 	redelivered uint64
 	recycle     bool          // the client pools decompressed batches: recycle recs on release
@@ -34,9 +35,16 @@ type pollBatch struct {
 	shared *sharedBatch // the tap's batch its copies point into
 }
 
+// copyFrom is the partition and offset a copy was read at.
+type copyFrom struct {
+	k   tp
+	off int64
+}
+
 // reset empties b for a new poll.
 func (b *pollBatch) reset() {
 	b.batch, b.marks, b.epochs, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.epochs[:0], b.dlq[:0], 0
+	b.srcs = b.srcs[:0]
 }
 
 // mark notes r as its partition's last record in b, handed in epoch.
@@ -118,6 +126,9 @@ func (f *feed) admit(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, decodeErr erro
 		return false
 	}
 	b.batch = append(b.batch, c)
+	if f.spec.Type == TypeXDR {
+		b.srcs = append(b.srcs, copyFrom{tp{r.Topic, r.Partition}, r.Offset})
+	}
 	return true
 }
 

@@ -10,7 +10,7 @@ import (
 // deliver sends one poll's copies and then marks its records for commit;
 // false when ctx ended before the sink confirmed (nothing is marked then).
 func (f *feed) deliver(ctx context.Context, b *pollBatch) bool {
-	if len(b.batch) > 0 && !f.send(ctx, b.batch) {
+	if len(b.batch) > 0 && !f.send(ctx, b) {
 		return false
 	}
 	f.confirmed(ctx, b)
@@ -170,9 +170,16 @@ func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 	b.release()
 }
 
-func (f *feed) send(ctx context.Context, batch []*nfcopy.Copy) bool {
+func (f *feed) send(ctx context.Context, b *pollBatch) bool {
+	batch := b.batch
+	xs, _ := f.sink.(*xdrSink)
 	for attempt := 0; ; attempt++ {
-		err := f.sink.Send(ctx, batch)
+		var err error
+		if xs != nil {
+			err = xs.sendFrom(ctx, b)
+		} else {
+			err = f.sink.Send(ctx, batch)
+		}
 		if err == nil {
 			break
 		}

@@ -24,7 +24,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(time.Second),
 		kgo.SessionTimeout(f.m.cfg.SessionTimeout),
-		kgo.HeartbeatInterval(f.m.cfg.SessionTimeout/10),
+		kgo.HeartbeatInterval(heartbeat(f.m.cfg.SessionTimeout)),
 		kgo.OnPartitionsAssigned(f.assigned),
 		kgo.OnPartitionsRevoked(f.revoked),
 		kgo.OnPartitionsLost(f.partitionsLost),
@@ -112,6 +112,7 @@ func (f *feed) fetchErrors(fs kgo.Fetches, last *time.Time) {
 // the ledger where consumption resumes; a commit below the log start means
 // copies were deleted by retention unread.
 func (f *feed) assigned(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
+	defer f.m.upstreamRebalance(f.spec.Name, true)
 	committed, err := f.m.adm.FetchOffsets(ctx, f.group)
 	if err != nil {
 		f.log.Warn("feed: fetch committed offsets", "err", err)
@@ -138,6 +139,7 @@ func (f *feed) assigned(ctx context.Context, _ *kgo.Client, parts map[string][]i
 // revoked (kgo.OnPartitionsRevoked) commits what was marked, through the
 // group member (so with its generation), and ends the partitions' epochs.
 func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
+	f.m.upstreamRebalance(f.spec.Name, false)
 	if err := cl.CommitMarkedOffsets(ctx); err != nil {
 		f.log.Warn("feed: commit on revoke", "err", err)
 	}
@@ -147,6 +149,7 @@ func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]i
 // partitionsLost (kgo.OnPartitionsLost) ends the partitions' epochs without
 // committing: another node owns them now (see tap.partitionsLost).
 func (f *feed) partitionsLost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	f.m.upstreamRebalance(f.spec.Name, false)
 	f.forgetParts(parts, true)
 }
 
@@ -191,4 +194,13 @@ func (f *feed) countLost(t string, p int32, n int64) {
 	f.mLost.Add(float64(n))
 	f.setErr(errors.New("copies deleted by retention before delivery"))
 	f.log.Error("feed: copies deleted by retention before delivery", "topic", t, "partition", p, "lost", n)
+}
+
+// heartbeat is how often a reader heartbeats its group: a tenth of the
+// session timeout, at most 250 ms. Every member learns of a rebalance at
+// its next heartbeat, so this bounds how far apart the nodes' readers stop
+// and start; correlating stages hold their clocks across that (see
+// upstreamRebalance).
+func heartbeat(session time.Duration) time.Duration {
+	return min(session/10, 250*time.Millisecond)
 }

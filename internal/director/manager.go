@@ -128,6 +128,9 @@ type Manager struct {
 	// it starts feeds.
 	lmu     sync.Mutex
 	ledgers map[string]*ledger
+	// clocks are the correlating stages' clocks by the name of their
+	// re-key stage, told of its group's rebalances (upstreamRebalance).
+	clocks map[string]map[*pausingClock]bool
 
 	// taps are the shared readers, by source set (tap.go). Its own lock:
 	// feed loops join and leave while Apply holds mu.
@@ -190,7 +193,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger.With("component", "director"), m: mt,
 		admin: admin, adm: kadm.NewClient(admin),
-		sources: map[string]bool{}, feeds: map[string]*feed{}, ledgers: map[string]*ledger{},
+		sources: map[string]bool{}, feeds: map[string]*feed{}, ledgers: map[string]*ledger{}, clocks: map[string]map[*pausingClock]bool{},
 		taps: map[string]*tap{},
 	}
 	for _, t := range cfg.Topics {
@@ -420,9 +423,13 @@ func rekeyTopicSpec(spec *FeedSpec) (broker.TopicSpec, error) {
 // NF topics into the re-key topic, keyed by correlation id (the kafka sink's
 // key), so each transaction lands in one partition.
 func rekeyStage1(s *FeedSpec) FeedSpec {
-	return FeedSpec{Name: s.Name + ".rekey", Type: TypeKafka, Sources: s.Sources, Directions: s.Directions,
+	return FeedSpec{Name: rekeyStage1Name(s.Name), Type: TypeKafka, Sources: s.Sources, Directions: s.Directions,
 		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name)}
 }
+
+// rekeyStage1Name is the name of the first stage of the re-keyed xdr feed
+// named feed.
+func rekeyStage1Name(feed string) string { return feed + ".rekey" }
 
 // expandRekey replaces each re-keyed xdr feed by its two stages: the kafka
 // feed into the re-key topic, and the correlating feed (keeping the user's
@@ -440,6 +447,7 @@ func (m *Manager) expandRekey(ctx context.Context, specs []FeedSpec) []FeedSpec 
 		stage2.Directions = nil // the first stage filtered them
 		stage2.Start = "earliest"
 		stage2.internal = true
+		stage2.upstream = s.Sources
 		// Apply runs at every config change: the topic is ensured only
 		// when this stage is about to (re)start, not for a running one.
 		m.mu.Lock()

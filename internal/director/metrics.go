@@ -31,7 +31,8 @@ type metrics struct {
 	filterMatched *prometheus.CounterVec
 	filterDropped *prometheus.CounterVec
 	// xdr feeds
-	records *prometheus.CounterVec
+	records        *prometheus.CounterVec
+	upstreamStalls *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -83,12 +84,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Copies (xdr feeds: records) the feed's filter dropped; their offsets are committed all the same."}, feed),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_records_delivered_total",
 			Help: "Transaction records an xdr feed's output confirmed."}, feed),
+		upstreamStalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_xdr_upstream_stalls_total",
+			Help: "Times a re-keyed xdr feed held its transaction timeouts because a partition of its re-key stage stopped moving (a node down until the group's session timeout)."}, feed),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -102,7 +105,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) forget(feed string) {
 	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
-		m.undeliverable, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records} {
+		m.undeliverable, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls} {
 		v.DeleteLabelValues(feed)
 	}
 	m.incomplete.DeletePartialMatch(prometheus.Labels{"feed": feed})

@@ -19,6 +19,9 @@ type FeedSpec struct {
 	// internal marks the second stage of a re-keyed xdr feed, whose source
 	// is the internal re-key topic rather than NF topics. Never from JSON.
 	internal bool
+	// upstream is, for that second stage, the first stage's sources (the
+	// NF topics).
+	upstream []string
 
 	Name       string   `json:"name"`
 	Type       string   `json:"type"`

@@ -229,6 +229,9 @@ func (t *tap) assignment() (map[tp]bool, <-chan struct{}) {
 // members' readers.
 func (t *tap) addParts(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
 	t.m.m.tapRebalances.WithLabelValues(t.key).Inc()
+	for _, mem := range t.snapshot() {
+		t.m.upstreamRebalance(mem.f.spec.Name, true)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for topic, ps := range parts {
@@ -317,7 +320,7 @@ func (t *tap) consume(ctx context.Context) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(t.m.cfg.SessionTimeout),
-		kgo.HeartbeatInterval(t.m.cfg.SessionTimeout/10),
+		kgo.HeartbeatInterval(heartbeat(t.m.cfg.SessionTimeout)),
 		kgo.AdjustFetchOffsetsFn(t.adjust),
 		kgo.OnPartitionsAssigned(t.addParts),
 		kgo.OnPartitionsRevoked(t.revoked),

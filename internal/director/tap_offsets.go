@@ -104,6 +104,9 @@ func (f *feed) startAt(k tp, committed kadm.OffsetResponses, starts kadm.ListedO
 // rebalance, or leaving the group as the reader stops), before any other
 // node is given them: these commits need no fence.
 func (t *tap) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	for _, mem := range t.snapshot() {
+		t.m.upstreamRebalance(mem.f.spec.Name, false)
+	}
 	t.dropParts(parts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -130,6 +133,9 @@ func (t *tap) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32
 // What members confirmed of them is delivered again by the new owner
 // (at-least-once).
 func (t *tap) partitionsLost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	for _, mem := range t.snapshot() {
+		t.m.upstreamRebalance(mem.f.spec.Name, false)
+	}
 	t.dropParts(parts)
 	for _, mem := range t.snapshot() {
 		for topic, ps := range parts {

@@ -22,14 +22,14 @@ import (
 // and delivers those records too.
 //
 // Offsets. A copy's offset may be committed only once its transaction's
-// record was delivered. A transaction's record is emitted at the latest
-// Timeout+Linger after any of its copies was added, so the feed holds back
-// each poll's marks until an Expire at or beyond that time has run and its
-// records were delivered, and only then marks them for commit. Records are
-// therefore delivered at least once: after a restart the copies of the last
-// Timeout+Linger (plus the auto-commit second) are read again, and the
-// transactions among them are emitted again — some as partial or orphan
-// records, when their earlier copies were already committed.
+// record was delivered: the feed commits, per partition, the lowest offset
+// of the copies of the transactions still open in the correlator (all it
+// read when none is open). After a restart, or when a partition moves to
+// another node, what is read again is only the copies of the transactions
+// that were open; the node giving a partition up drops those transactions
+// without records (dropParts), so the new owner, reading their copies
+// again, completes them and nothing is emitted twice but what was emitted
+// since the last commit (a second, the auto-commit interval).
 //
 // All copies of a transaction must reach the same correlator. On one node
 // one feed reads every partition of its sources, so this holds. Several
@@ -37,7 +37,9 @@ import (
 // own topic, so partitions do not line up across topics); with rekey the
 // feed first re-keys its copies by correlation id into an internal topic,
 // and the correlating stage reads that, so a transaction's copies meet on
-// one partition whichever node holds it.
+// one partition whichever node holds it. While the re-key stage's
+// partitions move or stall, the correlating stage's clock stands still
+// (xdr_upstream.go).
 
 // xdrConfig turns a spec's xdr options into the correlator's config.
 func xdrConfig(spec *FeedSpec) (xdr.Config, error) {
@@ -104,12 +106,12 @@ func (t *trackingRegisterer) unregisterAll() {
 	t.cs = nil
 }
 
-// heldMarks are one poll's last records per partition, held until the
-// transactions of their copies were surely emitted and delivered.
-type heldMarks struct {
-	at     int64 // when the copies were added (ns)
-	recs   []*kgo.Record
-	epochs []uint64 // the ledger epoch of each of recs
+// readPos is where an xdr feed's reader is in a partition: after the last
+// record of the batches it added, in the ledger epoch they were read in.
+type readPos struct {
+	next   int64
+	epoch  uint64
+	marked int64 // the last offset marked for commit
 }
 
 // xdrSink is an xdr feed's Sink: correlator in front of the record output.
@@ -118,16 +120,20 @@ type xdrSink struct {
 	x     *xdr.Correlator
 	reg   *trackingRegisterer
 	inner Sink
-	hold  int64 // Timeout + Linger, ns
 	tick  time.Duration
 
 	mu     sync.Mutex // one delivery to inner at a time
 	recs   []xdr.Record
 	out    []*nfcopy.Copy
 	outBuf []nfcopy.Copy
+	srcIdx map[tp]uint32  // the correlator's source number of each partition (under mu)
+	read   map[tp]readPos // under mu
+	owned  map[tp]bool    // scratch of sendFrom
+	low    map[uint32]int64
 
-	heldMu sync.Mutex
-	held   []heldMarks
+	// clock is the correlator's: it stands still while the re-key stage
+	// upstream is stalled (watchUpstream).
+	clock pausingClock
 
 	// recent keeps the last records delivered, as JSON, for the console.
 	recentMu sync.Mutex
@@ -135,8 +141,10 @@ type xdrSink struct {
 	rnext    int
 	rcount   int
 
-	stop chan struct{}
-	done chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	upDone  chan struct{} // watchUpstream's, when it runs
+	unwatch func()        // ends watchRebalances, when it runs
 }
 
 // wrapSink puts a correlator in front of an xdr feed's output; other feeds'
@@ -153,9 +161,11 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	xs := &xdrSink{f: f, inner: inner, hold: int64(cfg.Timeout + cfg.Linger),
-		tick: min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
+	xs := &xdrSink{f: f, inner: inner,
+		tick:   min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
+		srcIdx: map[tp]uint32{}, read: map[tp]readPos{}, owned: map[tp]bool{}, low: map[uint32]int64{},
 		stop: make(chan struct{}), done: make(chan struct{})}
+	cfg.Now = xs.clock.now
 	if r := f.m.cfg.Registerer; r != nil {
 		xs.reg = &trackingRegisterer{reg: prometheus.WrapRegistererWith(prometheus.Labels{"feed": f.spec.Name}, r)}
 		cfg.Registerer = xs.reg
@@ -169,6 +179,11 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 	}
 	f.xsp.Store(xs)
 	go xs.expireLoop(ctx)
+	if f.spec.internal {
+		xs.upDone = make(chan struct{})
+		xs.unwatch = f.m.watchRebalances(rekeyStage1Name(f.spec.Name), &xs.clock)
+		go xs.watchUpstream(ctx, f.m.cfg.GroupPrefix+rekeyStage1Name(f.spec.Name), cfg.Timeout)
+	}
 	return xs, nil
 }
 
@@ -180,6 +195,34 @@ func (s *xdrSink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	s.recs = s.recs[:0]
 	for _, c := range batch {
 		s.recs = s.x.Add(c, s.recs)
+	}
+	return s.deliver(ctx)
+}
+
+// sendFrom is Send for a polled batch: each copy is added with its
+// partition, so that the transactions of a partition given up can be
+// dropped (dropParts), and copies of a partition given up since the poll
+// (its epoch over) are left to its new owner.
+func (s *xdrSink) sendFrom(ctx context.Context, b *pollBatch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.owned)
+	for i, r := range b.marks {
+		k := tp{r.Topic, r.Partition}
+		s.owned[k] = s.f.led.owns(k, b.epochs[i])
+	}
+	s.recs = s.recs[:0]
+	for i, c := range b.batch {
+		from := b.srcs[i]
+		if !s.owned[from.k] {
+			continue
+		}
+		src, ok := s.srcIdx[from.k]
+		if !ok {
+			src = uint32(len(s.srcIdx))
+			s.srcIdx[from.k] = src
+		}
+		s.recs = s.x.AddFrom(c, src, from.off, s.recs)
 	}
 	return s.deliver(ctx)
 }
@@ -241,65 +284,98 @@ func (s *xdrSink) expireLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
+		now := s.clock.now()
 		s.mu.Lock()
 		s.recs = s.x.Expire(now, s.recs[:0])
 		err := s.deliver(ctx)
+		if err == nil {
+			s.markLowWater()
+		}
 		s.mu.Unlock()
 		if err != nil {
 			return
 		}
-		s.release(now.UnixNano())
 	}
 }
 
-// holdMarks keeps one poll's marks until release.
-func (s *xdrSink) holdMarks(recs []*kgo.Record, epochs []uint64) {
-	h := heldMarks{at: time.Now().UnixNano(), recs: slices.Clone(recs), epochs: slices.Clone(epochs)}
-	s.heldMu.Lock()
-	s.held = append(s.held, h)
-	s.heldMu.Unlock()
+// read notes where the reader is after a processed batch (its records'
+// copies are in the correlator, or were not for it).
+func (s *xdrSink) advance(marks []*kgo.Record, epochs []uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range marks {
+		k := tp{r.Topic, r.Partition}
+		rp, ok := s.read[k]
+		if !ok || rp.epoch != epochs[i] {
+			rp = readPos{epoch: epochs[i], marked: -1}
+		}
+		rp.next = max(rp.next, r.Offset+1)
+		s.read[k] = rp
+	}
 }
 
-// release marks for commit the held marks of copies added at least
-// Timeout+Linger before now (every record an Expire(now) owes was delivered).
-func (s *xdrSink) release(now int64) {
-	s.heldMu.Lock()
-	n := 0
-	for n < len(s.held) && s.held[n].at+s.hold <= now {
-		n++
-	}
-	var recs []*kgo.Record
-	for _, h := range s.held[:n] {
-		for i, r := range h.recs {
-			// Not a partition given up meanwhile: its new owner reads
-			// it from the last commit.
-			if s.f.led.owns(tp{r.Topic, r.Partition}, h.epochs[i]) {
-				recs = append(recs, r)
+// markLowWater marks for commit, per partition the feed holds, the lowest
+// offset of a copy of an open transaction, else all it read; s.mu is held,
+// and every record the correlator emitted so far was delivered.
+func (s *xdrSink) markLowWater() {
+	clear(s.low)
+	s.x.LowWater(func(src uint32, off int64) {
+		if l, ok := s.low[src]; !ok || off < l {
+			s.low[src] = off
+		}
+	})
+	var marks map[string]map[int32]kgo.EpochOffset
+	for k, rp := range s.read {
+		if !s.f.led.owns(k, rp.epoch) {
+			delete(s.read, k)
+			continue
+		}
+		at := rp.next
+		if src, ok := s.srcIdx[k]; ok {
+			if l, ok := s.low[src]; ok && l < at {
+				at = l
 			}
 		}
+		if at <= rp.marked {
+			continue
+		}
+		rp.marked = at
+		s.read[k] = rp
+		if marks == nil {
+			marks = map[string]map[int32]kgo.EpochOffset{}
+		}
+		if marks[k.topic] == nil {
+			marks[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		marks[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
 	}
-	s.held = append(s.held[:0], s.held[n:]...)
-	s.heldMu.Unlock()
-	if len(recs) > 0 {
-		s.f.cl.MarkCommitRecords(recs...)
+	if marks != nil {
+		s.f.cl.MarkCommitOffsets(marks)
 	}
 }
 
-// dropParts forgets the held marks of partitions the feed gave up.
+// dropParts forgets what the feed held of partitions it gave up: the
+// transactions their copies are in, without a record (the new owner reads
+// the copies again from the last commit, which is before them, and
+// completes the transactions), and where it was in them.
 func (s *xdrSink) dropParts(parts map[string][]int32) {
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	for i := range s.held {
-		h := &s.held[i]
-		keep := 0
-		for j, r := range h.recs {
-			if !slices.Contains(parts[r.Topic], r.Partition) {
-				h.recs[keep], h.epochs[keep] = r, h.epochs[j]
-				keep++
-			}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range parts {
+		for _, p := range ps {
+			delete(s.read, tp{t, p})
 		}
-		h.recs, h.epochs = h.recs[:keep], h.epochs[:keep]
+	}
+	gone := map[uint32]bool{}
+	for k, src := range s.srcIdx {
+		if slices.Contains(parts[k.topic], k.partition) {
+			gone[src] = true
+		}
+	}
+	if len(gone) > 0 {
+		if n := s.x.Drop(func(src uint32) bool { return gone[src] }); n > 0 {
+			s.f.log.Info("xdr feed: partitions given up; their pending transactions left to the new owner", "transactions", n)
+		}
 	}
 }
 
@@ -309,6 +385,10 @@ func (s *xdrSink) dropParts(parts map[string][]int32) {
 func (s *xdrSink) Close() error {
 	close(s.stop)
 	<-s.done
+	if s.upDone != nil {
+		<-s.upDone
+		s.unwatch()
+	}
 	err := s.inner.Close()
 	if s.reg != nil {
 		s.reg.unregisterAll()
@@ -321,7 +401,7 @@ func (s *xdrSink) Close() error {
 func (f *feed) markCommit(b *pollBatch) {
 	switch xs := f.xdrSink(); {
 	case xs != nil:
-		xs.holdMarks(b.marks, b.epochs)
+		xs.advance(b.marks, b.epochs) // committed at its low water (markLowWater)
 	case b.mem != nil:
 		// confirmed in the ledger: the tap commits it
 	default:

@@ -200,6 +200,15 @@ func (x *Correlator) shardOf(id string) *shard {
 // Add joins c into its transaction and appends to out the records that c
 // completes, or that it pushed out of a full correlator (Evicted).
 func (x *Correlator) Add(c *nfcopy.Copy, out []Record) []Record {
+	return x.AddFrom(c, NoSource, 0, out)
+}
+
+// NoSource is the source of copies whose origin is not told (Add).
+const NoSource = ^uint32(0)
+
+// AddFrom is Add for a copy read from source src (the caller's number for,
+// say, a Kafka partition) at offset off, which Drop and LowWater name.
+func (x *Correlator) AddFrom(c *nfcopy.Copy, src uint32, off int64, out []Record) []Record {
 	if c.CorrelationID == "" {
 		x.m.dropped.Inc()
 		return out
@@ -240,6 +249,9 @@ func (x *Correlator) Add(c *nfcopy.Copy, out []Record) []Record {
 	}
 	if !t.add(c, s) {
 		x.m.duplicates.Inc()
+	}
+	if src != NoSource {
+		t.from(src, off)
 	}
 	if !t.lingers && x.completeNow(t) {
 		if x.linger > 0 {
@@ -288,6 +300,53 @@ func (x *Correlator) Expire(now time.Time, out []Record) []Record {
 		s.mu.Unlock()
 	}
 	return out
+}
+
+// Drop forgets, without a record, every pending transaction that has a copy
+// from a source gone(src) reports, and returns how many. A reader that gives
+// up a partition to another (a rebalance) drops what it read of it: the new
+// owner reads those copies again from the last commit and completes the
+// transactions, which this correlator must not emit as partial. No
+// tombstone is left: if the partition comes back, its copies are welcome.
+func (x *Correlator) Drop(gone func(src uint32) bool) int {
+	n := 0
+	for i := range x.shards {
+		s := &x.shards[i]
+		s.mu.Lock()
+		for _, l := range []*txnList{&s.lingering, &s.waiting} {
+			for t := l.head; t != nil; {
+				next := t.next
+				if slices.ContainsFunc(t.srcs, func(so srcOff) bool { return gone(so.src) }) {
+					s.remove(t)
+					n++
+				}
+				t = next
+			}
+		}
+		s.mu.Unlock()
+	}
+	x.pending.Add(-int64(n))
+	x.m.handedOver.Add(float64(n))
+	return n
+}
+
+// LowWater calls fn with the source and lowest offset of the copies of
+// every pending transaction added with AddFrom. What a reader may commit of
+// a source is below the lowest of them: the rest of what it read went into
+// records already emitted.
+func (x *Correlator) LowWater(fn func(src uint32, off int64)) {
+	for i := range x.shards {
+		s := &x.shards[i]
+		s.mu.Lock()
+		for _, l := range []*txnList{&s.lingering, &s.waiting} {
+			for t := l.head; t != nil; t = t.next {
+				for _, so := range t.srcs {
+					fn(so.src, so.off)
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
 }
 
 // Flush emits every pending transaction as if its timeout had passed (at
@@ -445,6 +504,7 @@ type txn struct {
 
 	nfs  []nfPart
 	hops []Hop
+	srcs []srcOff // where its copies were read from (AddFrom)
 
 	method, path             string
 	producerID, producerFQDN string
@@ -456,6 +516,24 @@ type txn struct {
 	reqScanned, respScanned  bool
 	dups, retries            int
 	start, end               int64
+}
+
+// srcOff is a source a transaction's copies were read from, and the lowest
+// offset of them there.
+type srcOff struct {
+	src uint32
+	off int64
+}
+
+// from notes a copy of t read from src at off.
+func (t *txn) from(src uint32, off int64) {
+	for i := range t.srcs {
+		if t.srcs[i].src == src {
+			t.srcs[i].off = min(t.srcs[i].off, off)
+			return
+		}
+	}
+	t.srcs = append(t.srcs, srcOff{src, off})
 }
 
 func (t *txn) hasNF(k string) bool {

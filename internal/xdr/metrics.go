@@ -55,6 +55,7 @@ type metrics struct {
 	evictions    prometheus.Counter
 	duplicates   prometheus.Counter
 	late         prometheus.Counter
+	handedOver   prometheus.Counter
 	dropped      prometheus.Counter
 	droppedDir   prometheus.Counter
 }
@@ -86,13 +87,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "signalbox_xdr_late_copies_total",
 			Help: "Copies that arrived after their transaction's record was emitted, dropped.",
 		}),
+		handedOver: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "signalbox_xdr_handed_over_transactions_total",
+			Help: "Pending transactions dropped without a record because their partition went to another node, which reads their copies again and completes them.",
+		}),
 		dropped:    dropped.WithLabelValues("no_correlation_id"),
 		droppedDir: dropped.WithLabelValues("no_direction"),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.transactions, m.latency, m.evictions, m.duplicates, m.late, dropped} {
+	for _, c := range []prometheus.Collector{m.transactions, m.latency, m.evictions, m.duplicates, m.late, m.handedOver, dropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("xdr: register metrics: %w", err)
 		}

@@ -593,3 +593,45 @@ func TestRetryIsAHop(t *testing.T) {
 		t.Errorf("hops %s\nwant %s", hops, want)
 	}
 }
+
+// A transaction with a copy from a dropped source goes without a record;
+// the others stay. When the source comes back its copies open the
+// transaction anew (no tombstone), and it completes there.
+func TestDropHandsOverTransactions(t *testing.T) {
+	x, ck, _ := newTest(t, Config{Timeout: time.Second})
+	var out []Record
+	a, b := scp4("a", 200), scp4("b", 200)
+	out = x.AddFrom(a[0], 1, 10, out)
+	out = x.AddFrom(a[1], 2, 20, out) // a spans sources 1 and 2
+	out = x.AddFrom(b[0], 2, 15, out)
+	out = x.AddFrom(b[1], 2, 16, out)
+	out = x.Add(scp4("c", 200)[0], out) // no source told
+	low := map[uint32]int64{}
+	x.LowWater(func(src uint32, off int64) {
+		if o, ok := low[src]; !ok || off < o {
+			low[src] = off
+		}
+	})
+	if want := map[uint32]int64{1: 10, 2: 15}; fmt.Sprint(low) != fmt.Sprint(want) {
+		t.Fatalf("low water %v, want %v", low, want)
+	}
+	if n := x.Drop(func(s uint32) bool { return s == 1 }); n != 1 || x.Pending() != 2 {
+		t.Fatalf("dropped %d, pending %d; want 1 dropped (a), 2 pending", n, x.Pending())
+	}
+	if got := testutil.ToFloat64(x.m.handedOver); got != 1 {
+		t.Errorf("handed over %v, want 1", got)
+	}
+	// a's copies read again (by the new owner, or here after the
+	// partition came back) complete it.
+	for i, c := range a {
+		out = x.AddFrom(c, 1, int64(30+i), out)
+	}
+	if len(out) != 1 || out[0].CorrelationID != "a" || out[0].Result != ResultComplete || out[0].Copies != 4 {
+		t.Fatalf("after reading a again: %+v", out)
+	}
+	ck.add(2 * time.Second)
+	out = x.Expire(ck.Now(), out[:0])
+	if len(out) != 2 {
+		t.Fatalf("expired %d records, want b and c", len(out))
+	}
+}
