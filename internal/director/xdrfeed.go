@@ -109,9 +109,10 @@ func (t *trackingRegisterer) unregisterAll() {
 // readPos is where an xdr feed's reader is in a partition: after the last
 // record of the batches it added, in the ledger epoch they were read in.
 type readPos struct {
-	next   int64
-	epoch  uint64
-	marked int64 // the last offset marked for commit
+	next        int64
+	leaderEpoch int32 // of the last record read: franz-go's marks never move to a lower one
+	epoch       uint64
+	marked      int64 // the last offset marked for commit
 }
 
 // xdrSink is an xdr feed's Sink: correlator in front of the record output.
@@ -309,7 +310,9 @@ func (s *xdrSink) advance(marks []*kgo.Record, epochs []uint64) {
 		if !ok || rp.epoch != epochs[i] {
 			rp = readPos{epoch: epochs[i], marked: -1}
 		}
-		rp.next = max(rp.next, r.Offset+1)
+		if r.Offset+1 > rp.next {
+			rp.next, rp.leaderEpoch = r.Offset+1, r.LeaderEpoch
+		}
 		s.read[k] = rp
 	}
 }
@@ -347,7 +350,7 @@ func (s *xdrSink) markLowWater() {
 		if marks[k.topic] == nil {
 			marks[k.topic] = map[int32]kgo.EpochOffset{}
 		}
-		marks[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
+		marks[k.topic][k.partition] = kgo.EpochOffset{Epoch: rp.leaderEpoch, Offset: at}
 	}
 	if marks != nil {
 		s.f.cl.MarkCommitOffsets(marks)
