@@ -215,7 +215,7 @@ func TestTapDetachedFeedKeepsToItsNode(t *testing.T) {
 	n1.apply(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r1.addr})
 	n2 := newHarness(t, b, cfg)
 	n2.run(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r2.addr})
-	time.Sleep(time.Second) // the second node's tap joins the group
+	waitTapsSplit(t, []*harness{n1, n2}, 6)
 	produce(t, pcl, "w", 0, 300, 0)
 	testkit.WaitFor(t, 20*time.Second, "both nodes to deliver", func() bool {
 		return n1.status("a").Delivered > 0 && n2.status("a").Delivered > 0 && len(missingFromBoth(r1, r2, "w", 300)) == 0
@@ -270,7 +270,7 @@ func TestTapDetachedFeedFollowsItsPartitions(t *testing.T) {
 	nodes := []*harness{newHarness(t, b, cfg), newHarness(t, b, cfg)}
 	nodes[0].apply(spec(rs[0]))
 	nodes[1].run(spec(rs[1]))
-	time.Sleep(time.Second) // the second node's tap joins the group
+	waitTapsSplit(t, nodes, 6)
 
 	rs[0].stop()
 	const n = 2000
