@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -25,6 +26,10 @@ type ClientConfig struct {
 	// MaxMessageBytes raises the producer's batch limit to what the
 	// brokers accept (0 = kgo's default of about 1 MB).
 	MaxMessageBytes int32
+	// MaxVersion caps the protocol versions asked for at those of a Kafka
+	// release ("3.0"), for a cluster that mishandles newer requests (empty:
+	// franz-go's newest, each negotiated down by ApiVersions).
+	MaxVersion string
 }
 
 // Validate reports a configuration that cannot work.
@@ -36,6 +41,9 @@ func (c ClientConfig) Validate() error {
 		if _, _, err := net.SplitHostPort(b); err != nil {
 			return fmt.Errorf("kafka: broker %q: want host:port", b)
 		}
+	}
+	if c.MaxVersion != "" && kversion.FromString(c.MaxVersion) == nil {
+		return fmt.Errorf("kafka: max version %q: want a Kafka release such as 3.0", c.MaxVersion)
 	}
 	switch c.SASLMechanism {
 	case "":
@@ -61,6 +69,9 @@ func (c ClientConfig) Opts() []kgo.Opt {
 	}
 	if c.TLS != nil {
 		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
+	}
+	if v := kversion.FromString(c.MaxVersion); v != nil {
+		opts = append(opts, kgo.MaxVersions(v))
 	}
 	if c.MaxMessageBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(c.MaxMessageBytes))

@@ -113,7 +113,7 @@ func (f *feed) fetchErrors(fs kgo.Fetches, last *time.Time) {
 // copies were deleted by retention unread.
 func (f *feed) assigned(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
 	defer f.m.upstreamRebalance(f.spec.Name, true)
-	committed, err := f.m.adm.FetchOffsets(ctx, f.group)
+	committed, err := f.m.committed(ctx, f.group, parts)
 	if err != nil {
 		f.log.Warn("feed: fetch committed offsets", "err", err)
 	}

@@ -489,7 +489,7 @@ func (m *Manager) position(ctx context.Context, spec *FeedSpec, onlyMissing bool
 	}
 	offs := lo.Offsets()
 	if onlyMissing {
-		have, err := m.adm.FetchOffsets(ctx, group)
+		have, err := m.committed(ctx, group, partsOf(lo))
 		if err != nil {
 			return fmt.Errorf("feed %q: fetch committed offsets: %w", spec.Name, err)
 		}

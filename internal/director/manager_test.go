@@ -26,9 +26,15 @@ func testLogger() *slog.Logger {
 	return testkit.Logger()
 }
 
+// kafkaCluster is what the tests reach Kafka through: the embedded broker,
+// or a testCluster.
+type kafkaCluster interface {
+	ClientConfig() broker.ClientConfig
+}
+
 type harness struct {
 	t    *testing.T
-	b    *broker.Broker
+	b    kafkaCluster
 	m    *Manager
 	reg  *prometheus.Registry
 	stop func()
@@ -36,7 +42,7 @@ type harness struct {
 
 // newHarness builds a Manager whose synthetic feeds use the acknowledged
 // TCP test sink (the endpoint is the receiver) and other feeds the real sinks.
-func newHarness(t *testing.T, b *broker.Broker, opts ...func(*Config)) *harness {
+func newHarness(t *testing.T, b kafkaCluster, opts ...func(*Config)) *harness {
 	h := &harness{t: t, b: b, reg: prometheus.NewRegistry()}
 	var m *Manager
 	cfg := Config{
@@ -100,7 +106,7 @@ func (h *harness) status(name string) FeedStatus {
 	return st
 }
 
-func producer(t *testing.T, b *broker.Broker) *kgo.Client {
+func producer(t *testing.T, b kafkaCluster) *kgo.Client {
 	cl, err := b.ClientConfig().NewClient(kgo.ProducerLinger(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 
@@ -17,7 +16,10 @@ import (
 // again while copies flow. Node A's tap goes through no rebalance and the
 // steady feed delivers every copy exactly once.
 func TestFeedChangesLeaveOtherNodesCalm(t *testing.T) {
-	b := startBroker(t, broker.Config{})
+	onEachCluster(t, 1, feedChangesLeaveOtherNodesCalm)
+}
+
+func feedChangesLeaveOtherNodesCalm(t *testing.T, b *testCluster) {
 	pcl := producer(t, b)
 	r := newReceiver(t)
 	steady := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}

@@ -64,7 +64,7 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		offs[k.topic][k.partition] = kgo.NewOffset().AtStart()
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	committed, err := t.m.adm.FetchOffsets(lctx, f.group)
+	committed, err := t.m.committed(lctx, f.group, partsOf(offs))
 	var starts kadm.ListedOffsets
 	if err == nil {
 		starts, err = t.m.adm.ListStartOffsets(lctx, slices.Collect(maps.Keys(offs))...)

@@ -47,7 +47,7 @@ func (t *tap) position(ctx context.Context, mems []*tapMember, offs map[string]m
 		return nil, err
 	}
 	for _, mem := range mems {
-		committed, err := t.m.adm.FetchOffsets(ctx, mem.f.group)
+		committed, err := t.m.committed(ctx, mem.f.group, partsOf(offs))
 		if err != nil {
 			t.log.Warn("feed tap: fetch committed offsets", "feed", mem.f.spec.Name, "err", err)
 			return nil, fmt.Errorf("feed %q: fetch committed offsets: %w", mem.f.spec.Name, err)

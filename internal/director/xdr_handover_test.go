@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
@@ -27,9 +25,7 @@ import (
 // that lack the copies of one NF (which came later than the linger, held
 // up in the re-key stage). It returns the duplicates and the records
 // lacking an NF's copies.
-func xdrHandover(t *testing.T, disrupt func(t *testing.T, nodes []*nodeProc, nc nodeConfig)) (dups, short int) {
-	b := startBroker(t, broker.Config{})
-	adm := kadm.NewClient(producer(t, b))
+func xdrHandover(t *testing.T, b *testCluster, disrupt func(t *testing.T, nodes []*nodeProc, nc nodeConfig)) (dups, short int) {
 	spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF"}, Topic: "probe.out",
 		XDR: &XDRSpec{Timeout: "5s", Linger: "300ms", Rekey: true}}
 	h := newHarness(t, b)
@@ -38,10 +34,10 @@ func xdrHandover(t *testing.T, disrupt func(t *testing.T, nodes []*nodeProc, nc 
 	if err := h.m.Prepare(ctx, &spec); err != nil {
 		t.Fatal(err)
 	}
-	nc := nodeConfig{Brokers: b.ClientConfig().Brokers, Feeds: []FeedSpec{spec}, SessionTimeout: 6 * time.Second}
+	nc := nodeConfig{Kafka: b.ClientConfig(), Feeds: []FeedSpec{spec}, SessionTimeout: 6 * time.Second}
 	nodes := []*nodeProc{startNode(t, nc), startNode(t, nc)}
-	waitMembers(t, adm, "signalbox-feed-tap.NRF+SCP", 2, 30*time.Second) // the re-key stage
-	waitMembers(t, adm, "signalbox-feed-tx", 2, 30*time.Second)          // the correlating stage
+	waitHeld(t, nodes, rekeyStage1Name("tx"), 6, 30*time.Second) // the re-key stage
+	waitHeld(t, nodes, "tx", rekeyPartitions, 30*time.Second)    // the correlating stage
 
 	const n = 3000
 	pcl := producer(t, b)
@@ -159,33 +155,45 @@ func hopKey(r xdr.Record) string {
 // meanwhile the survivor's correlator waits for the copies stuck there
 // instead of timing their transactions out.
 func TestXDRNodeKilledMidStream(t *testing.T) {
-	dups, _ := xdrHandover(t, func(t *testing.T, nodes []*nodeProc, _ nodeConfig) {
-		nodes[0].signal(syscall.SIGKILL)
+	onEachCluster(t, 1, func(t *testing.T, c *testCluster) {
+		dups, _ := xdrHandover(t, c, func(t *testing.T, nodes []*nodeProc, _ nodeConfig) {
+			nodes[0].signal(syscall.SIGKILL)
+		})
+		// What the killed node emitted since its last commit (a second).
+		if dups > 3000/10 {
+			t.Errorf("%d duplicate records of 3000 transactions", dups)
+		}
 	})
-	// What the killed node emitted since its last commit (a second).
-	if dups > 3000/10 {
-		t.Errorf("%d duplicate records of 3000 transactions", dups)
-	}
 }
 
 // A third node joins in the middle of the stream and leaves again
 // (SIGTERM): both groups rebalance twice, and the nodes that give up
 // partitions hand their pending transactions over without records.
 func TestXDRRebalanceMidStream(t *testing.T) {
-	dups, short := xdrHandover(t, func(t *testing.T, nodes []*nodeProc, nc nodeConfig) {
-		c := startNode(t, nc)
-		go func() {
-			time.Sleep(4 * time.Second)
-			c.signal(syscall.SIGTERM)
-		}()
+	onEachCluster(t, 1, func(t *testing.T, c *testCluster) {
+		dups, short := xdrHandover(t, c, func(t *testing.T, nodes []*nodeProc, nc nodeConfig) {
+			third := startNode(t, nc)
+			go func() {
+				time.Sleep(4 * time.Second)
+				third.signal(syscall.SIGTERM)
+			}()
+		})
+		// Orderly hand-overs commit first and emit nothing twice but
+		// copies the re-key stage produced twice; the correlators' clocks
+		// stand while the re-key stage rebalances. On librdkafka's mock a
+		// rebalance round waits session timeout - 1 s for members that
+		// are already in (rdkafka_mock_cgrp.c), leaving the partitions a
+		// cooperative round revoked unread for ~5 s: the re-key stage
+		// stalls longer than the linger before the stall is seen.
+		bound := 3000 / 100
+		if c.kind == librdkafkaCluster {
+			bound = 3000 / 4
+		}
+		if dups > bound {
+			t.Errorf("%d duplicate records of 3000 transactions", dups)
+		}
+		if short > bound {
+			t.Errorf("%d records of one NF's copies only", short)
+		}
 	})
-	// Orderly hand-overs commit first and emit nothing twice but copies
-	// the re-key stage produced twice.
-	if dups > 3000/100 {
-		t.Errorf("%d duplicate records of 3000 transactions", dups)
-	}
-	// The correlators' clocks stand while the re-key stage rebalances.
-	if short > 3000/100 {
-		t.Errorf("%d records of one NF's copies only", short)
-	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // pausingClock is a clock that can stand still: the time it tells does not
@@ -107,11 +109,13 @@ func (s *xdrSink) watchUpstream(ctx context.Context, upstream string, timeout ti
 		case <-tick.C:
 		}
 		lctx, cancel := context.WithTimeout(ctx, upstreamCheck)
-		committed, err := f.m.adm.FetchOffsets(lctx, upstream)
+		ends, err := f.m.adm.ListEndOffsets(lctx, f.spec.upstream...)
+		var committed kadm.OffsetResponses
 		var stalled []tp
 		if err == nil {
-			ends, lerr := f.m.adm.ListEndOffsets(lctx, f.spec.upstream...)
-			err = lerr
+			committed, err = f.m.committed(lctx, upstream, partsOf(ends))
+		}
+		if err == nil {
 			now := time.Now()
 			for t, ps := range ends {
 				for p, e := range ps {

@@ -1,0 +1,54 @@
+package director
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/testkit"
+)
+
+// TestBrokerDownMidStream: two nodes share a feed on a three-broker
+// cluster; one broker goes down while copies stream in (kfake: for good, its
+// partitions and groups move to the others; librdkafka's mock: for three
+// seconds, its partitions unavailable meanwhile). Every copy is delivered,
+// the feed's commits never move backwards, and what is delivered twice is
+// bounded.
+func TestBrokerDownMidStream(t *testing.T) {
+	onEachCluster(t, 3, func(t *testing.T, c *testCluster) {
+		r := newReceiver(t)
+		spec := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
+		// The mock waits session timeout - 1 s for members to rejoin.
+		session := func(c *Config) { c.SessionTimeout = 6 * time.Second }
+		na, nb := newHarness(t, c, session), newHarness(t, c, session)
+		na.apply(spec)
+		nb.run(spec)
+		waitTapsSplit(t, []*harness{na, nb}, 6) // waits up to 20 s
+		watch := watchCommits(na.m, "signalbox-feed-steady")
+
+		const n = 8000
+		pcl := producer(t, c)
+		produced := make(chan struct{})
+		go func() { defer close(produced); produce(t, pcl, "b", 0, n, 25*time.Millisecond) }() // ~4 s
+		testkit.WaitFor(t, 10*time.Second, "copies to flow", func() bool { d, _ := r.counts(); return d > 1000 })
+		c.down(t, 1)
+		if c.up != nil {
+			time.Sleep(3 * time.Second)
+			c.up(t, 1)
+		}
+		<-produced
+		testkit.WaitForState(t, 60*time.Second, "every copy delivered", func() (bool, string) {
+			m := r.missing("b", n)
+			return len(m) == 0, fmt.Sprintf("%d missing", len(m))
+		})
+		time.Sleep(2 * tapCommitInterval)
+		if back := watch.finish(); len(back) > 0 {
+			t.Errorf("committed offsets moved backwards %d times: %v", len(back), back)
+		}
+		d, total := r.counts()
+		t.Logf("%d copies, %d delivered, %d duplicates", d, total, total-d)
+		if total-d > n/4 {
+			t.Errorf("%d duplicates of %d copies", total-d, n)
+		}
+	})
+}
