@@ -13,14 +13,16 @@ build:
 
 # make test: installs and starts what the tests need (PostgreSQL, xmllint,
 # kcat, tshark, Chromium) on Debian, then runs every test with the race
-# detector against both store backends, and the allocation tests (which
-# the race detector would distort) in a pass without it.
+# detector against both store backends, and in a pass without it the
+# allocation tests and the director's multi-process node tests (TestNodes*:
+# timing across processes, which the race detector would distort; they
+# build only without it).
 test:
 	@./scripts/test-deps.sh > .test-deps.out || { echo "make test: scripts/test-deps.sh failed (its messages are above)" >&2; exit 1; }
 	@gofmt_out=$$(gofmt -l $$(git ls-files '*.go')) && { [ -z "$$gofmt_out" ] || { echo "gofmt needed:"; echo "$$gofmt_out"; exit 1; }; }
 	$(GO) vet ./...
 	SIGNALBOX_TEST_POSTGRES_DSN="$$(tail -1 .test-deps.out)" $(GO) test -race -timeout 12m ./...
-	$(GO) test -count=1 -run 'Alloc' ./...
+	$(GO) test -count=1 -timeout 12m -run 'Alloc|^TestNodes' ./...
 
 # make test-unit: the fast loop for developers. Needs nothing but Go: -short
 # leaves out the tests that talk to PostgreSQL, tshark, kcat or Chromium

@@ -18,8 +18,7 @@ func TestBrokerDownMidStream(t *testing.T) {
 	onEachCluster(t, 3, func(t *testing.T, c *testCluster) {
 		r := newReceiver(t)
 		spec := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
-		// The mock waits session timeout - 1 s for members to rejoin.
-		session := func(c *Config) { c.SessionTimeout = 6 * time.Second }
+		session := func(cfg *Config) { cfg.SessionTimeout = c.session }
 		na, nb := newHarness(t, c, session), newHarness(t, c, session)
 		na.apply(spec)
 		nb.run(spec)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -35,7 +36,9 @@ import (
 //     empty group: a feed's group must never have had members for its tap
 //     to commit there. Taps' commits go to groups that only taps write.
 //   - kfake enforces a minimum session timeout of 6 s (Kafka's default);
-//     the mock has none.
+//     the mock has none. But a mock rebalance round waits session timeout
+//     minus 1 s for members that are already in (Kafka ends the round when
+//     all known members have rejoined), so the tests give mock nodes 3 s.
 //   - Taking a broker down: kfake moves its partitions' leadership and its
 //     groups to the others (RemoveNode); the mock keeps the broker's
 //     partitions on it, unavailable until it comes back (SetBrokerDown,
@@ -44,6 +47,7 @@ type testCluster struct {
 	kind       string
 	brokers    []string
 	maxVersion string                    // broker.ClientConfig.MaxVersion
+	session    time.Duration             // the session timeout the tests' nodes use
 	down       func(t *testing.T, i int) // takes broker i (from 0) down
 	up         func(t *testing.T, i int) // and back; nil where down is for good
 }
@@ -76,7 +80,7 @@ func startCluster(t *testing.T, kind string, n int) *testCluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(kc.Close)
-		return &testCluster{kind: kind, brokers: kc.ListenAddrs(), down: func(t *testing.T, i int) {
+		return &testCluster{kind: kind, brokers: kc.ListenAddrs(), session: 6 * time.Second, down: func(t *testing.T, i int) {
 			if err := kc.RemoveNode(int32(i)); err != nil {
 				t.Fatalf("kfake: remove broker %d: %v", i, err)
 			}
@@ -92,7 +96,7 @@ func startCluster(t *testing.T, kind string, n int) *testCluster {
 				t.Fatalf("librdkafka mock: create %s: %v", tp.Name, err)
 			}
 		}
-		return &testCluster{kind: kind, brokers: strings.Split(mc.BootstrapServers(), ","), maxVersion: "2.3",
+		return &testCluster{kind: kind, brokers: strings.Split(mc.BootstrapServers(), ","), maxVersion: "2.3", session: 3 * time.Second,
 			down: func(t *testing.T, i int) {
 				if err := mc.SetBrokerDown(i + 1); err != nil {
 					t.Fatalf("librdkafka mock: broker %d down: %v", i+1, err)

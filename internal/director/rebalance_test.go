@@ -23,7 +23,8 @@ func feedChangesLeaveOtherNodesCalm(t *testing.T, b *testCluster) {
 	pcl := producer(t, b)
 	r := newReceiver(t)
 	steady := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
-	na, nb := newHarness(t, b), newHarness(t, b)
+	session := func(cfg *Config) { cfg.SessionTimeout = b.session }
+	na, nb := newHarness(t, b, session), newHarness(t, b, session)
 	na.apply(steady)
 	nb.run(steady)
 	waitTapsSplit(t, []*harness{na, nb}, 6)

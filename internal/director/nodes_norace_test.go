@@ -1,0 +1,138 @@
+//go:build !race
+
+package director
+
+// The tests that run signalbox nodes as processes of their own (node_test.go)
+// and pause, kill or add them: about timing across processes, which the
+// race detector slows five- to tenfold in every node at once. make test
+// runs them in its pass without the race detector (-run 'Alloc|^TestNodes'); the
+// same code runs under the race detector in the in-process tests.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/testkit"
+)
+
+// TestNodesZombieCommitsNothing: two nodes share a feed; one is paused
+// (SIGSTOP) past its session timeout while traffic flows, so the group
+// gives its partitions to the other, which delivers and commits past
+// where the paused node was. Resumed, the paused node still holds copies it
+// confirmed before the pause and would commit them: the fence (the tap's
+// own group refuses a member of a generation that is gone) stops it. The
+// feed's committed offsets never move backwards, and nothing is lost.
+func TestNodesZombieCommitsNothing(t *testing.T) {
+	onEachCluster(t, 1, func(t *testing.T, c *testCluster) {
+		r := newReceiver(t)
+		spec := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
+		h := newHarness(t, c) // positions the feed's group, as the API does
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.m.Prepare(ctx, &spec); err != nil {
+			t.Fatal(err)
+		}
+		session := c.session
+		nc := nodeConfig{Kafka: c.ClientConfig(), Feeds: []FeedSpec{spec}, SessionTimeout: session}
+		a, bn := startNode(t, nc), startNode(t, nc)
+		waitHeld(t, []*nodeProc{a, bn}, "steady", 6, 30*time.Second)
+
+		const n = 12000
+		pcl := producer(t, c)
+		produced := make(chan struct{})
+		go func() { defer close(produced); produce(t, pcl, "z", 0, n, 25*time.Millisecond) }() // ~6 s
+		watch := watchCommits(h.m, "signalbox-feed-steady")
+		testkit.WaitFor(t, 10*time.Second, "copies to flow", func() bool { d, _ := r.counts(); return d > 1000 })
+
+		a.signal(syscall.SIGSTOP)
+		paused := time.Now()
+		waitHeld(t, []*nodeProc{bn}, "steady", 6, 3*session)
+		time.Sleep(2 * tapCommitInterval) // the new owner commits past where the paused node was
+		t.Logf("paused %v; resuming", time.Since(paused).Round(100*time.Millisecond))
+		a.signal(syscall.SIGCONT)
+
+		<-produced
+		testkit.WaitForState(t, 60*time.Second, "every copy delivered", func() (bool, string) {
+			m := r.missing("z", n)
+			return len(m) == 0, fmt.Sprintf("%d missing", len(m))
+		})
+		// librdkafka's mock cluster can take tens of seconds to assign
+		// the partitions a cooperative rebalance revoked.
+		waitHeld(t, []*nodeProc{a, bn}, "steady", 6, 60*time.Second)
+		time.Sleep(2 * tapCommitInterval)
+		if back := watch.finish(); len(back) > 0 {
+			t.Errorf("committed offsets moved backwards %d times: %v", len(back), back)
+		}
+		d, total := r.counts()
+		t.Logf("%d copies, %d delivered, %d duplicates; the resumed node's commits refused by the fence: %d",
+			d, total, total-d, strings.Count(a.output(), errNotMember.Error()))
+		if total-d > n/4 {
+			t.Errorf("%d duplicates of %d copies", total-d, n)
+			r.mu.Lock()
+			times := map[int]int{}
+			first, last := n, 0
+			for id, c := range r.seen {
+				times[c]++
+				if c > 1 {
+					var i int
+					fmt.Sscanf(id, "z-%d", &i)
+					first, last = min(first, i), max(last, i)
+				}
+			}
+			r.mu.Unlock()
+			t.Logf("copies by times delivered: %v; duplicated ids from z-%d to z-%d", times, first, last)
+		}
+	})
+}
+
+// A node is killed (SIGKILL) in the middle of the stream: its share of
+// both stages is read by the other only after the session timeout, and
+// meanwhile the survivor's correlator waits for the copies stuck there
+// instead of timing their transactions out.
+func TestNodesXDRKilledMidStream(t *testing.T) {
+	onEachCluster(t, 1, func(t *testing.T, c *testCluster) {
+		dups, _ := xdrHandover(t, c, func(t *testing.T, nodes []*nodeProc, _ nodeConfig) {
+			nodes[0].signal(syscall.SIGKILL)
+		})
+		// What the killed node emitted since its last commit (a second).
+		if dups > 3000/10 {
+			t.Errorf("%d duplicate records of 3000 transactions", dups)
+		}
+	})
+}
+
+// A third node joins in the middle of the stream and leaves again
+// (SIGTERM): both groups rebalance twice, and the nodes that give up
+// partitions hand their pending transactions over without records.
+func TestNodesXDRRebalanceMidStream(t *testing.T) {
+	onEachCluster(t, 1, func(t *testing.T, c *testCluster) {
+		dups, short := xdrHandover(t, c, func(t *testing.T, nodes []*nodeProc, nc nodeConfig) {
+			third := startNode(t, nc)
+			go func() {
+				time.Sleep(4 * time.Second)
+				third.signal(syscall.SIGTERM)
+			}()
+		})
+		// Orderly hand-overs commit first and emit nothing twice but
+		// copies the re-key stage produced twice; the correlators' clocks
+		// stand while the re-key stage rebalances. On librdkafka's mock a
+		// rebalance round waits session timeout - 1 s for members that
+		// are already in (rdkafka_mock_cgrp.c), leaving the partitions a
+		// cooperative round revoked unread for ~5 s: the re-key stage
+		// stalls longer than the linger before the stall is seen.
+		bound := 3000 / 100
+		if c.kind == librdkafkaCluster {
+			bound = 3000 / 4
+		}
+		if dups > bound {
+			t.Errorf("%d duplicate records of 3000 transactions", dups)
+		}
+		if short > bound {
+			t.Errorf("%d records of one NF's copies only", short)
+		}
+	})
+}
