@@ -47,6 +47,16 @@ func (m *Manager) committed(ctx context.Context, group string, parts map[string]
 	return out, nil
 }
 
+// eachPart calls fn with every partition parts names (as franz-go's group
+// callbacks give them).
+func eachPart(parts map[string][]int32, fn func(k tp)) {
+	for topic, ps := range parts {
+		for _, p := range ps {
+			fn(tp{topic, p})
+		}
+	}
+}
+
 // partsOf is the partitions offs names, by topic.
 func partsOf[V any](offs map[string]map[int32]V) map[string][]int32 {
 	out := make(map[string][]int32, len(offs))

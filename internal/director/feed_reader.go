@@ -156,15 +156,13 @@ func (f *feed) partitionsLost(_ context.Context, _ *kgo.Client, parts map[string
 // forgetParts ends the epochs of parts in the ledger (lost: another node
 // may own them already), and has an xdr feed drop what it holds of them.
 func (f *feed) forgetParts(parts map[string][]int32, lost bool) {
-	for t, ps := range parts {
-		for _, p := range ps {
-			if lost {
-				f.led.lose(tp{t, p})
-			} else {
-				f.led.revoke(tp{t, p})
-			}
+	eachPart(parts, func(k tp) {
+		if lost {
+			f.led.lose(k)
+		} else {
+			f.led.revoke(k)
 		}
-	}
+	})
 	if xs := f.xdrSink(); xs != nil {
 		xs.dropParts(parts)
 	}

@@ -247,12 +247,10 @@ func (t *tap) addParts(_ context.Context, _ *kgo.Client, parts map[string][]int3
 func (t *tap) dropParts(parts map[string][]int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for topic, ps := range parts {
-		for _, p := range ps {
-			delete(t.parts, tp{topic, p})
-			delete(t.pos, tp{topic, p})
-		}
-	}
+	eachPart(parts, func(k tp) {
+		delete(t.parts, k)
+		delete(t.pos, k)
+	})
 	t.partsChanged()
 }
 

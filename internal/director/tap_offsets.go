@@ -112,14 +112,11 @@ func (t *tap) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32
 	defer cancel()
 	for _, mem := range t.snapshot() {
 		offs := map[tp]pendingCommit{}
-		for topic, ps := range parts {
-			for _, p := range ps {
-				k := tp{topic, p}
-				if c, ok := mem.f.led.revoke(k); ok {
-					offs[k] = c
-				}
+		eachPart(parts, func(k tp) {
+			if c, ok := mem.f.led.revoke(k); ok {
+				offs[k] = c
 			}
-		}
+		})
 		if err := mem.commitOffsets(ctx, offs); err != nil {
 			mem.f.log.Warn("feed: commit on revoke", "err", err)
 		}
@@ -138,11 +135,7 @@ func (t *tap) partitionsLost(_ context.Context, _ *kgo.Client, parts map[string]
 	}
 	t.dropParts(parts)
 	for _, mem := range t.snapshot() {
-		for topic, ps := range parts {
-			for _, p := range ps {
-				mem.f.led.lose(tp{topic, p})
-			}
-		}
+		eachPart(parts, mem.f.led.lose)
 	}
 }
 

@@ -77,8 +77,9 @@ func (c *pausingClock) release(reason string) time.Duration {
 // group's commit is behind the log end) and its commit has not moved for
 // upstreamStallAfter. Timeouts, lingering and the commit hold all wait;
 // duplicates the new owner produces again fall on live transactions or on
-// tombstones that have not aged. A stall longer than upstreamMaxHold (the
-// first stage is gone, not moving) no longer holds the clock.
+// tombstones that have not aged. A stall longer than two session timeouts and a
+// transaction timeout (the first stage is gone, not moving) no longer
+// holds the clock.
 const (
 	holdStall          = "stall"
 	holdRebalance      = "rebalance"
@@ -92,54 +93,12 @@ func (s *xdrSink) watchUpstream(ctx context.Context, upstream string, timeout ti
 	defer close(s.upDone)
 	f := s.f
 	maxHold := 2*f.m.cfg.SessionTimeout + timeout
-	type progress struct {
-		at    int64     // the committed offset last seen
-		since time.Time // when it last moved, or the partition was caught up
-	}
-	seen := map[tp]progress{}
-	tick := time.NewTicker(upstreamCheck)
-	defer tick.Stop()
+	seen := map[tp]upstreamProgress{}
 	defer s.clock.release(holdStall)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.stop:
-			return
-		case <-tick.C:
-		}
-		lctx, cancel := context.WithTimeout(ctx, upstreamCheck)
-		ends, err := f.m.adm.ListEndOffsets(lctx, f.spec.upstream...)
-		var committed kadm.OffsetResponses
-		var stalled []tp
-		if err == nil {
-			committed, err = f.m.committed(lctx, upstream, partsOf(ends))
-		}
-		if err == nil {
-			now := time.Now()
-			for t, ps := range ends {
-				for p, e := range ps {
-					if e.Err != nil {
-						continue
-					}
-					k := tp{t, p}
-					at := int64(-1)
-					if c, ok := committed.Lookup(t, p); ok && c.Err == nil {
-						at = c.At
-					}
-					pr, ok := seen[k]
-					switch {
-					case !ok || at >= e.Offset || at != pr.at:
-						seen[k] = progress{at, now}
-					case now.Sub(pr.since) > upstreamStallAfter && now.Sub(pr.since) < maxHold:
-						stalled = append(stalled, k)
-					}
-				}
-			}
-		}
-		cancel()
+	s.every(ctx, upstreamCheck, func() bool {
+		stalled, err := s.stalledUpstream(ctx, upstream, seen, maxHold)
 		if err != nil {
-			continue // unknown: leave the clock as it is
+			return true // unknown: leave the clock as it is
 		}
 		if len(stalled) > 0 {
 			if s.clock.hold(holdStall) {
@@ -150,7 +109,52 @@ func (s *xdrSink) watchUpstream(ctx context.Context, upstream string, timeout ti
 		} else if d := s.clock.release(holdStall); d > 0 {
 			f.log.Info("xdr feed: re-key stage moving again; timeouts go on", "held", d.Round(time.Millisecond))
 		}
+		return true
+	})
+}
+
+// upstreamProgress is where a partition of the re-key stage was last seen
+// committed, and since when.
+type upstreamProgress struct {
+	at    int64     // the committed offset last seen
+	since time.Time // when it last moved, or the partition was caught up
+}
+
+// stalledUpstream is the partitions of the re-key stage (group upstream)
+// with copies waiting whose commit has not moved for upstreamStallAfter (but
+// not yet for maxHold); seen is where each was last seen.
+func (s *xdrSink) stalledUpstream(ctx context.Context, upstream string, seen map[tp]upstreamProgress, maxHold time.Duration) ([]tp, error) {
+	f := s.f
+	lctx, cancel := context.WithTimeout(ctx, upstreamCheck)
+	defer cancel()
+	ends, err := f.m.adm.ListEndOffsets(lctx, f.spec.upstream...)
+	if err != nil {
+		return nil, err
 	}
+	committed, err := f.m.committed(lctx, upstream, partsOf(ends))
+	if err != nil {
+		return nil, err
+	}
+	var stalled []tp
+	now := time.Now()
+	ends.Each(func(e kadm.ListedOffset) {
+		if e.Err != nil {
+			return
+		}
+		k := tp{e.Topic, e.Partition}
+		at := int64(-1)
+		if c, ok := committed.Lookup(e.Topic, e.Partition); ok && c.Err == nil {
+			at = c.At
+		}
+		pr, ok := seen[k]
+		switch {
+		case !ok || at >= e.Offset || at != pr.at:
+			seen[k] = upstreamProgress{at, now}
+		case now.Sub(pr.since) > upstreamStallAfter && now.Sub(pr.since) < maxHold:
+			stalled = append(stalled, k)
+		}
+	})
+	return stalled, nil
 }
 
 // Upstream rebalances. When the re-key stage's consumer group rebalances

@@ -275,7 +275,23 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 // copies' transactions have all been delivered.
 func (s *xdrSink) expireLoop(ctx context.Context) {
 	defer close(s.done)
-	t := time.NewTicker(s.tick)
+	s.every(ctx, s.tick, func() bool {
+		now := s.clock.now()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.recs = s.x.Expire(now, s.recs[:0])
+		if err := s.deliver(ctx); err != nil {
+			return false
+		}
+		s.markLowWater()
+		return true
+	})
+}
+
+// every calls fn every d until ctx ends, the sink is closed, or fn returns
+// false.
+func (s *xdrSink) every(ctx context.Context, d time.Duration, fn func() bool) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -285,15 +301,7 @@ func (s *xdrSink) expireLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := s.clock.now()
-		s.mu.Lock()
-		s.recs = s.x.Expire(now, s.recs[:0])
-		err := s.deliver(ctx)
-		if err == nil {
-			s.markLowWater()
-		}
-		s.mu.Unlock()
-		if err != nil {
+		if !fn() {
 			return
 		}
 	}
@@ -364,11 +372,7 @@ func (s *xdrSink) markLowWater() {
 func (s *xdrSink) dropParts(parts map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for t, ps := range parts {
-		for _, p := range ps {
-			delete(s.read, tp{t, p})
-		}
-	}
+	eachPart(parts, func(k tp) { delete(s.read, k) })
 	gone := map[uint32]bool{}
 	for k, src := range s.srcIdx {
 		if slices.Contains(parts[k.topic], k.partition) {
