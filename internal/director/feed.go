@@ -219,6 +219,9 @@ func (f *feed) run(ctx context.Context) {
 	pooled := f.xdrSink() == nil
 	p := f.startPipeline(ctx, pooled)
 	defer p.close()
+	if f.spec.rekeyStage {
+		go f.sendWatermarks(ctx)
+	}
 
 	// A copy feed reads through its sources' tap, shared with the other
 	// copy feeds of the same sources (tap.go), unless sharing is off. When

@@ -59,6 +59,10 @@ func (b *pollBatch) mark(r *kgo.Record, epoch uint64) {
 func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 	b.reset()
 	n := 0
+	var wm *watermarks // a correlating stage's, which reads watermarks among the copies
+	if xs := f.xdrSink(); xs != nil {
+		wm = xs.wm
+	}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if b.recycle {
 			b.recs = append(b.recs, p.Records...)
@@ -74,6 +78,10 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 		}
 		f.checkGap(ctx, k, h, first.Offset)
 		for _, r := range p.Records {
+			if wm != nil && isWatermark(r) {
+				wm.note(k, r)
+				continue
+			}
 			if n == len(b.arena) {
 				b.arena = append(b.arena, new(nfcopy.Copy))
 			}

@@ -160,7 +160,7 @@ func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 		f.flushDLQ(ctx, b.dlq)
 	}
 	for i, r := range b.marks {
-		f.led.confirm(tp{r.Topic, r.Partition}, b.epochs[i], r.Offset)
+		f.led.confirm(tp{r.Topic, r.Partition}, b.epochs[i], r.Offset, r.Timestamp.UnixNano())
 	}
 	if b.redelivered > 0 {
 		f.redelivered.Add(b.redelivered)

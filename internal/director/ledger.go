@@ -55,6 +55,8 @@ type partState struct {
 	done      int64 // -1: nothing confirmed in this epoch
 	committed int64 // -1: nothing committed in this epoch
 	high      int64 // -1: nothing ever delivered
+	doneAt    int64 // the timestamp (ns) of the record at done-1; 0: none
+	start     int64 // where this epoch started; -1: not known
 }
 
 func newLedger() *ledger { return &ledger{parts: map[tp]*partState{}} }
@@ -63,7 +65,7 @@ func newLedger() *ledger { return &ledger{parts: map[tp]*partState{}} }
 func (l *ledger) part(k tp) *partState {
 	s := l.parts[k]
 	if s == nil {
-		s = &partState{next: -1, done: -1, committed: -1, high: -1}
+		s = &partState{next: -1, done: -1, committed: -1, high: -1, start: -1}
 		l.parts[k] = s
 	}
 	return s
@@ -77,7 +79,7 @@ func (l *ledger) assign(k tp, start int64) uint64 {
 	s := l.part(k)
 	s.owned = true
 	s.epoch++
-	s.next, s.done, s.committed = start, -1, -1
+	s.next, s.done, s.committed, s.start = start, -1, -1, start
 	return s.epoch
 }
 
@@ -123,9 +125,9 @@ type handed struct {
 	high     int64
 }
 
-// confirm notes that the sink confirmed k's copies up to last, handed in
-// epoch.
-func (l *ledger) confirm(k tp, epoch uint64, last int64) {
+// confirm notes that the sink confirmed k's copies up to last (a record
+// with timestamp at, ns), handed in epoch.
+func (l *ledger) confirm(k tp, epoch uint64, last, at int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.part(k)
@@ -133,8 +135,33 @@ func (l *ledger) confirm(k tp, epoch uint64, last int64) {
 		s.high = last
 	}
 	if s.owned && s.epoch == epoch && last+1 > s.done {
-		s.done = last + 1
+		s.done, s.doneAt = last+1, at
 	}
+}
+
+// progress is, for each partition owned whose start is known, where the
+// copies the sink confirmed in this epoch end (else where it started) and
+// the timestamp of the last (0: none confirmed yet).
+func (l *ledger) progress() map[tp]confirmedTo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[tp]confirmedTo{}
+	for k, s := range l.parts {
+		switch {
+		case !s.owned:
+		case s.done >= 0:
+			out[k] = confirmedTo{s.done, s.doneAt}
+		case s.start >= 0:
+			out[k] = confirmedTo{s.start, 0}
+		}
+	}
+	return out
+}
+
+// confirmedTo is a partition's progress: confirmed copies end before
+// offset next, and the last was stamped at (ns).
+type confirmedTo struct {
+	next, at int64
 }
 
 // pendingCommit is a partition's offset to commit and the epoch it is of.
@@ -214,5 +241,5 @@ func (l *ledger) reset() {
 
 func (s *partState) forget() {
 	s.owned = false
-	s.next, s.done, s.committed = -1, -1, -1
+	s.next, s.done, s.committed, s.doneAt, s.start = -1, -1, -1, 0, -1
 }

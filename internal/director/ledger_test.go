@@ -114,7 +114,7 @@ func TestLedgerTransitions(t *testing.T) {
 							i, s.k, s.a, s.b, h.owned, h.gap, h.high, s.owned, s.gap, s.high)
 					}
 				case "confirm":
-					l.confirm(s.k, s.epoch, s.a)
+					l.confirm(s.k, s.epoch, s.a, 0)
 				case "revoke":
 					c, ok := l.revoke(s.k)
 					got := int64(-1)

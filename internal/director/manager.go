@@ -424,7 +424,7 @@ func rekeyTopicSpec(spec *FeedSpec) (broker.TopicSpec, error) {
 // key), so each transaction lands in one partition.
 func rekeyStage1(s *FeedSpec) FeedSpec {
 	return FeedSpec{Name: rekeyStage1Name(s.Name), Type: TypeKafka, Sources: s.Sources, Directions: s.Directions,
-		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name)}
+		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name), rekeyStage: true}
 }
 
 // rekeyStage1Name is the name of the first stage of the re-keyed xdr feed

@@ -22,6 +22,9 @@ type FeedSpec struct {
 	// upstream is, for that second stage, the first stage's sources (the
 	// NF topics).
 	upstream []string
+	// rekeyStage marks the first stage, which tells the second how far
+	// it has forwarded each source partition (watermark.go).
+	rekeyStage bool
 
 	Name       string   `json:"name"`
 	Type       string   `json:"type"`

@@ -347,8 +347,8 @@ func TestTapLostPartitionsNotCommitted(t *testing.T) {
 	mem := &tapMember{t: tp0, f: f}
 	tp0.members = []*tapMember{mem}
 	e0, e1 := f.led.assign(tp{"SCP", 0}, 0), f.led.assign(tp{"SCP", 1}, 0)
-	f.led.confirm(tp{"SCP", 0}, e0, 9)
-	f.led.confirm(tp{"SCP", 1}, e1, 4)
+	f.led.confirm(tp{"SCP", 0}, e0, 9, 0)
+	f.led.confirm(tp{"SCP", 1}, e1, 4, 0)
 	// The broker at 127.0.0.1:1 is not there: a commit would fail and mark
 	// the feed in error.
 	tp0.partitionsLost(context.Background(), nil, map[string][]int32{"SCP": {1}})

@@ -133,8 +133,10 @@ type xdrSink struct {
 	low    map[uint32]int64
 
 	// clock is the correlator's: it stands still while the re-key stage
-	// upstream is stalled (watchUpstream).
+	// upstream is stalled (watchUpstream), and is held back to the re-key
+	// stage's watermarks (wm, a correlating stage's only; now).
 	clock pausingClock
+	wm    *watermarks
 
 	// recent keeps the last records delivered, as JSON, for the console.
 	recentMu sync.Mutex
@@ -166,7 +168,10 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 		tick:   min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
 		srcIdx: map[tp]uint32{}, read: map[tp]readPos{}, owned: map[tp]bool{}, low: map[uint32]int64{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	cfg.Now = xs.clock.now
+	if f.spec.internal {
+		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout + cfg.Timeout)
+	}
+	cfg.Now = xs.now
 	if r := f.m.cfg.Registerer; r != nil {
 		xs.reg = &trackingRegisterer{reg: prometheus.WrapRegistererWith(prometheus.Labels{"feed": f.spec.Name}, r)}
 		cfg.Registerer = xs.reg
@@ -276,7 +281,10 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 func (s *xdrSink) expireLoop(ctx context.Context) {
 	defer close(s.done)
 	s.every(ctx, s.tick, func() bool {
-		now := s.clock.now()
+		if s.wm != nil {
+			s.wm.refresh()
+		}
+		now := s.now()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.recs = s.x.Expire(now, s.recs[:0])
@@ -286,6 +294,15 @@ func (s *xdrSink) expireLoop(ctx context.Context) {
 		s.markLowWater()
 		return true
 	})
+}
+
+// now is the correlator's clock: the pausing clock, held back to the
+// lowest watermark of the re-key stage.
+func (s *xdrSink) now() time.Time {
+	if s.wm != nil {
+		return s.wm.clamp(s.clock.now())
+	}
+	return s.clock.now()
 }
 
 // every calls fn every d until ctx ends, the sink is closed, or fn returns
@@ -373,6 +390,9 @@ func (s *xdrSink) dropParts(parts map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	eachPart(parts, func(k tp) { delete(s.read, k) })
+	if s.wm != nil {
+		s.wm.forget(parts)
+	}
 	gone := map[uint32]bool{}
 	for k, src := range s.srcIdx {
 		if slices.Contains(parts[k.topic], k.partition) {
