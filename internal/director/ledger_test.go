@@ -148,3 +148,16 @@ func TestLedgerTransitions(t *testing.T) {
 		})
 	}
 }
+
+// A commit never falls inside the copies of a transaction emitted lately:
+// from there a new owner would read its later copies without the earlier.
+func TestOutsideEmittedSpans(t *testing.T) {
+	spans := [][2]int64{{100, 130}, {125, 160}, {200, 210}}
+	for _, tc := range []struct{ at, want int64 }{
+		{90, 90}, {100, 100}, {101, 100}, {131, 100}, {160, 100}, {161, 161}, {205, 200}, {211, 211},
+	} {
+		if got := outside(tc.at, spans); got != tc.want {
+			t.Errorf("outside(%d) = %d, want %d", tc.at, got, tc.want)
+		}
+	}
+}

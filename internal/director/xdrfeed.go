@@ -131,6 +131,7 @@ type xdrSink struct {
 	read   map[tp]readPos // under mu
 	owned  map[tp]bool    // scratch of sendFrom
 	low    map[uint32]int64
+	spans  map[uint32][][2]int64 // scratch of markLowWater
 
 	// clock is the correlator's: it stands still while the re-key stage
 	// upstream is stalled (watchUpstream), and is held back to the re-key
@@ -167,7 +168,8 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 	xs := &xdrSink{f: f, inner: inner,
 		tick:   min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
 		srcIdx: map[tp]uint32{}, read: map[tp]readPos{}, owned: map[tp]bool{}, low: map[uint32]int64{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		spans: map[uint32][][2]int64{},
+		stop:  make(chan struct{}), done: make(chan struct{})}
 	if f.spec.internal {
 		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout + cfg.Timeout)
 	}
@@ -343,13 +345,23 @@ func (s *xdrSink) advance(marks []*kgo.Record, epochs []uint64) {
 }
 
 // markLowWater marks for commit, per partition the feed holds, the lowest
-// offset of a copy of an open transaction, else all it read; s.mu is held,
-// and every record the correlator emitted so far was delivered.
+// offset of a copy of an open transaction, else all it read, and never
+// inside the copies of a transaction emitted lately (xdr.Correlator.Emitted);
+// s.mu is held, and every record the correlator emitted so far was
+// delivered.
 func (s *xdrSink) markLowWater() {
 	clear(s.low)
 	s.x.LowWater(func(src uint32, off int64) {
 		if l, ok := s.low[src]; !ok || off < l {
 			s.low[src] = off
+		}
+	})
+	for src, sp := range s.spans {
+		s.spans[src] = sp[:0]
+	}
+	s.x.Emitted(func(src uint32, lo, hi int64) {
+		if lo < hi {
+			s.spans[src] = append(s.spans[src], [2]int64{lo, hi})
 		}
 	})
 	var marks map[string]map[int32]kgo.EpochOffset
@@ -363,6 +375,7 @@ func (s *xdrSink) markLowWater() {
 			if l, ok := s.low[src]; ok && l < at {
 				at = l
 			}
+			at = outside(at, s.spans[src])
 		}
 		if at <= rp.marked {
 			continue
@@ -380,6 +393,21 @@ func (s *xdrSink) markLowWater() {
 	if marks != nil {
 		s.f.cl.MarkCommitOffsets(marks)
 	}
+}
+
+// outside moves at down until it falls inside none of spans ([lo, hi] of
+// one transaction's copies: committing at lo re-reads all of them, at hi+1
+// none).
+func outside(at int64, spans [][2]int64) int64 {
+	for moved := true; moved; {
+		moved = false
+		for _, sp := range spans {
+			if sp[0] < at && at <= sp[1] {
+				at, moved = sp[0], true
+			}
+		}
+	}
+	return at
 }
 
 // dropParts forgets what the feed held of partitions it gave up: the

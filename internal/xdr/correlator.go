@@ -113,6 +113,7 @@ type shard struct {
 type tomb struct {
 	key   string
 	until int64
+	spans []srcOff // where the emitted transaction's copies were read (AddFrom)
 }
 
 // New returns a Correlator for cfg.
@@ -349,6 +350,25 @@ func (x *Correlator) LowWater(fn func(src uint32, off int64)) {
 	}
 }
 
+// Emitted calls fn with the source and the lowest and highest offsets of
+// the copies of every transaction emitted within the last Timeout (while
+// its tombstone stands). A reader must not commit inside such a span: a
+// reader that took the source over from the last commit would read the
+// transaction's later copies without its earlier ones, and no tombstone of
+// it, and emit a second, partial record.
+func (x *Correlator) Emitted(fn func(src uint32, lo, hi int64)) {
+	for i := range x.shards {
+		s := &x.shards[i]
+		s.mu.Lock()
+		for _, tb := range s.tombQ[s.tombHead:] {
+			for _, so := range tb.spans {
+				fn(so.src, so.off, so.max)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
 // Flush emits every pending transaction as if its timeout had passed (at
 // shutdown).
 func (x *Correlator) Flush(out []Record) []Record {
@@ -418,7 +438,7 @@ func (x *Correlator) finish(s *shard, t *txn, now int64, evicted bool) Record {
 	r.Evicted = evicted
 	if until := now + x.timeout; len(s.tombs) < x.maxShard {
 		s.tombs[t.key] = until
-		s.tombQ = append(s.tombQ, tomb{t.key, until})
+		s.tombQ = append(s.tombQ, tomb{t.key, until, t.srcs})
 	}
 	x.m.observe(&r)
 	return r
@@ -519,21 +539,21 @@ type txn struct {
 }
 
 // srcOff is a source a transaction's copies were read from, and the lowest
-// offset of them there.
+// and highest offsets of them there.
 type srcOff struct {
-	src uint32
-	off int64
+	src      uint32
+	off, max int64
 }
 
 // from notes a copy of t read from src at off.
 func (t *txn) from(src uint32, off int64) {
 	for i := range t.srcs {
-		if t.srcs[i].src == src {
-			t.srcs[i].off = min(t.srcs[i].off, off)
+		if so := &t.srcs[i]; so.src == src {
+			so.off, so.max = min(so.off, off), max(so.max, off)
 			return
 		}
 	}
-	t.srcs = append(t.srcs, srcOff{src, off})
+	t.srcs = append(t.srcs, srcOff{src, off, off})
 }
 
 func (t *txn) hasNF(k string) bool {

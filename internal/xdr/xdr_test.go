@@ -635,3 +635,28 @@ func TestDropHandsOverTransactions(t *testing.T) {
 		t.Fatalf("expired %d records, want b and c", len(out))
 	}
 }
+
+// Emitted reports where each transaction emitted within the timeout was
+// read, lowest and highest offset per source.
+func TestEmittedSpans(t *testing.T) {
+	x, ck, _ := newTest(t, Config{Timeout: time.Second})
+	var out []Record
+	for i, c := range scp4("a", 200) {
+		out = x.AddFrom(c, 7, int64(100+10*i), out) // 100, 110, 120, 130
+	}
+	if len(out) != 1 {
+		t.Fatalf("a not complete: %d records", len(out))
+	}
+	var got [][3]int64
+	x.Emitted(func(src uint32, lo, hi int64) { got = append(got, [3]int64{int64(src), lo, hi}) })
+	if want := [][3]int64{{7, 100, 130}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("emitted spans %v, want %v", got, want)
+	}
+	ck.add(2 * time.Second)
+	x.Expire(ck.Now(), nil) // the tombstone ages out
+	got = nil
+	x.Emitted(func(src uint32, lo, hi int64) { got = append(got, [3]int64{int64(src), lo, hi}) })
+	if len(got) != 0 {
+		t.Fatalf("spans after the tombstone aged: %v", got)
+	}
+}
