@@ -39,7 +39,7 @@ func TestNodesZombieCommitsNothing(t *testing.T) {
 		session := c.session
 		nc := nodeConfig{Kafka: c.ClientConfig(), Feeds: []FeedSpec{spec}, SessionTimeout: session}
 		a, bn := startNode(t, nc), startNode(t, nc)
-		waitHeld(t, []*nodeProc{a, bn}, "steady", 6, 30*time.Second)
+		waitHeld(t, []*nodeProc{a, bn}, "steady", 6, 60*time.Second)
 
 		const n = 12000
 		pcl := producer(t, c)

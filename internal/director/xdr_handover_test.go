@@ -35,8 +35,10 @@ func xdrHandover(t *testing.T, b *testCluster, disrupt func(t *testing.T, nodes 
 	}
 	nc := nodeConfig{Kafka: b.ClientConfig(), Feeds: []FeedSpec{spec}, SessionTimeout: b.session}
 	nodes := []*nodeProc{startNode(t, nc), startNode(t, nc)}
-	waitHeld(t, nodes, rekeyStage1Name("tx"), 6, 30*time.Second) // the re-key stage
-	waitHeld(t, nodes, "tx", rekeyPartitions, 30*time.Second)    // the correlating stage
+	// librdkafka's mock cluster can take tens of seconds to assign the
+	// partitions a cooperative rebalance revoked.
+	waitHeld(t, nodes, rekeyStage1Name("tx"), 6, 60*time.Second) // the re-key stage
+	waitHeld(t, nodes, "tx", rekeyPartitions, 60*time.Second)    // the correlating stage
 
 	const n = 3000
 	pcl := producer(t, b)
