@@ -214,8 +214,9 @@ func (f *feed) run(ctx context.Context) {
 
 	// Decompressed batches come from a pool and go back once their copies
 	// are delivered (pollBatch.release): otherwise they are most of the
-	// director's allocations. Not for xdr feeds, whose commit marks outlive the
-	// batch (xdrSink.holdMarks).
+	// director's allocations. Not for xdr feeds: unpooled since their commit
+	// marks outlived the batch, which they no longer do (xdrSink.advance);
+	// pooling them is not measured yet.
 	pooled := f.xdrSink() == nil
 	p := f.startPipeline(ctx, pooled)
 	defer p.close()
