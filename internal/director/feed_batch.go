@@ -78,8 +78,7 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 		}
 		f.checkGap(ctx, k, h, first.Offset)
 		for _, r := range p.Records {
-			if wm != nil && isWatermark(r) {
-				wm.note(k, r)
+			if wm != nil && wm.skip(k, r) {
 				continue
 			}
 			if n == len(b.arena) {
@@ -134,7 +133,7 @@ func (f *feed) admit(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, decodeErr erro
 		return false
 	}
 	b.batch = append(b.batch, c)
-	if f.spec.Type == TypeXDR {
+	if f.spec.Type == TypeXDR || f.spec.rekeyStage {
 		b.srcs = append(b.srcs, copyFrom{tp{r.Topic, r.Partition}, r.Offset})
 	}
 	return true

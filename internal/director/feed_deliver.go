@@ -30,6 +30,10 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 	}
 	var pend []written          // oldest first
 	se, _ := ps.(SharedEncoder) // takes the tap's shared encoding with a batch
+	var ow originWriter         // a re-key stage's sink: each record says where its copy was read
+	if f.spec.rekeyStage {
+		ow, _ = ps.(originWriter)
+	}
 	write := func(b *pollBatch) error {
 		if len(b.batch) == 0 { // nothing to write: confirmed with what precedes it
 			t := uint64(0)
@@ -41,9 +45,12 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 		}
 		var t uint64
 		var err error
-		if se != nil && b.shared != nil && b.shared.enc != nil {
+		switch {
+		case se != nil && b.shared != nil && b.shared.enc != nil:
 			t, err = se.WriteShared(ctx, b.batch, b.shared.enc)
-		} else {
+		case ow != nil:
+			t, err = ow.WriteWithHeaders(ctx, b.batch, originHeaders(b))
+		default:
 			t, err = ps.Write(ctx, b.batch)
 		}
 		if err != nil {

@@ -33,6 +33,7 @@ type metrics struct {
 	// xdr feeds
 	records        *prometheus.CounterVec
 	upstreamStalls *prometheus.CounterVec
+	replayed       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -84,6 +85,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Copies (xdr feeds: records) the feed's filter dropped; their offsets are committed all the same."}, feed),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_records_delivered_total",
 			Help: "Transaction records an xdr feed's output confirmed."}, feed),
+		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_xdr_replayed_copies_total",
+			Help: "Copies a re-keyed xdr feed's correlating stage dropped because its re-key stage forwarded them again (a node that took a partition over re-read it from the last commit)."}, feed),
 		upstreamStalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_xdr_upstream_stalls_total",
 			Help: "Times a re-keyed xdr feed held its transaction timeouts because a partition of its re-key stage stopped moving (a node down until the group's session timeout)."}, feed),
 	}
@@ -91,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -105,7 +108,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) forget(feed string) {
 	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
-		m.undeliverable, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls} {
+		m.undeliverable, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed} {
 		v.DeleteLabelValues(feed)
 	}
 	m.incomplete.DeletePartialMatch(prometheus.Labels{"feed": feed})

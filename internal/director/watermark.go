@@ -9,8 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
 // Watermarks. The correlating stage of a re-keyed xdr feed must not time
@@ -78,7 +81,7 @@ func (f *feed) sendWatermarks(ctx context.Context) {
 			if at <= 0 {
 				continue
 			}
-			buf = appendWatermark(buf, k, at)
+			buf = appendWatermark(buf, k, at, p.next)
 		}
 		if len(buf) > 0 {
 			recs := make([]*kgo.Record, parts)
@@ -92,14 +95,80 @@ func (f *feed) sendWatermarks(ctx context.Context) {
 	}
 }
 
-// appendWatermark appends "topic/partition=ns\n".
-func appendWatermark(buf []byte, k tp, at int64) []byte {
+// appendWatermark appends "topic/partition=ns@next\n": k is forwarded up
+// to time at, and every copy before offset next is.
+func appendWatermark(buf []byte, k tp, at, next int64) []byte {
 	buf = append(buf, k.topic...)
 	buf = append(buf, '/')
 	buf = strconv.AppendInt(buf, int64(k.partition), 10)
 	buf = append(buf, '=')
 	buf = strconv.AppendInt(buf, at, 10)
+	buf = append(buf, '@')
+	buf = strconv.AppendInt(buf, next, 10)
 	return append(buf, '\n')
+}
+
+// originHeader names, on a re-key topic record, the source partition and
+// offset its copy was read at: "topic/partition/offset".
+const originHeader = "signalbox-origin"
+
+// originWriter is a sink that takes headers for each copy's record (the
+// kafka sink).
+type originWriter interface {
+	WriteWithHeaders(ctx context.Context, batch []*nfcopy.Copy, hdrs [][]kgo.RecordHeader) (uint64, error)
+}
+
+// originHeaders are the origin headers of b's copies.
+func originHeaders(b *pollBatch) [][]kgo.RecordHeader {
+	hdrs := make([][]kgo.RecordHeader, len(b.batch))
+	for i := range b.batch {
+		from := b.srcs[i]
+		v := append([]byte(from.k.topic), '/')
+		v = strconv.AppendInt(v, int64(from.k.partition), 10)
+		v = append(v, '/')
+		v = strconv.AppendInt(v, from.off, 10)
+		hdrs[i] = []kgo.RecordHeader{{Key: originHeader, Value: v}}
+	}
+	return hdrs
+}
+
+// skip notes r if it is a watermark (read from re-key partition k), and
+// reports whether it is one, or a copy forwarded again: read at a source
+// offset a watermark read before it in k says was forwarded already (a
+// re-key stage that took the partition over re-reads from its last
+// commit). The first forwarding is in k before that watermark.
+func (w *watermarks) skip(k tp, r *kgo.Record) bool {
+	var origin []byte
+	for _, h := range r.Headers {
+		switch h.Key {
+		case watermarkHeader:
+			w.note(k, r)
+			return true
+		case originHeader:
+			origin = h.Value
+		}
+	}
+	if origin == nil {
+		return false
+	}
+	s1 := bytes.IndexByte(origin, '/')
+	s2 := bytes.LastIndexByte(origin, '/')
+	if s1 <= 0 || s2 <= s1 {
+		return false
+	}
+	p, err1 := strconv.ParseInt(string(origin[s1+1:s2]), 10, 32)
+	off, err2 := strconv.ParseInt(string(origin[s2+1:]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	w.mu.Lock()
+	mk, ok := w.by[k][tp{string(origin[:s1]), int32(p)}]
+	w.mu.Unlock()
+	if ok && off < mk.next {
+		w.replayed.Inc()
+		return true
+	}
+	return false
 }
 
 // isWatermark reports whether r is a re-key stage's watermark record.
@@ -117,18 +186,20 @@ func isWatermark(r *kgo.Record) bool {
 type watermarks struct {
 	maxAge time.Duration // a mark not moving for longer no longer counts
 
-	mu  sync.Mutex
-	by  map[tp]map[tp]mark // re-key partition → source partition → its mark
-	low atomic.Int64       // the lowest mark that counts (ns); MaxInt64: none
+	mu       sync.Mutex
+	by       map[tp]map[tp]mark // re-key partition → source partition → its mark
+	low      atomic.Int64       // the lowest mark that counts (ns); MaxInt64: none
+	replayed prometheus.Counter // copies dropped as forwarded again
 }
 
 type mark struct {
 	at    int64     // forwarded up to (ns)
+	next  int64     // every copy before this offset forwarded
 	moved time.Time // when it last moved
 }
 
-func newWatermarks(maxAge time.Duration) *watermarks {
-	w := &watermarks{maxAge: maxAge, by: map[tp]map[tp]mark{}}
+func newWatermarks(maxAge time.Duration, replayed prometheus.Counter) *watermarks {
+	w := &watermarks{maxAge: maxAge, by: map[tp]map[tp]mark{}, replayed: replayed}
 	w.low.Store(math.MaxInt64)
 	return w
 }
@@ -144,19 +215,23 @@ func (w *watermarks) note(k tp, r *kgo.Record) {
 		w.by[k] = m
 	}
 	for line := range bytes.SplitSeq(r.Value, []byte{'\n'}) {
-		slash, eq := bytes.LastIndexByte(line, '/'), bytes.LastIndexByte(line, '=')
-		if slash <= 0 || eq <= slash {
+		slash, eq, atSign := bytes.LastIndexByte(line, '/'), bytes.LastIndexByte(line, '='), bytes.LastIndexByte(line, '@')
+		if slash <= 0 || eq <= slash || atSign <= eq {
 			continue
 		}
 		p, err1 := strconv.ParseInt(string(line[slash+1:eq]), 10, 32)
-		at, err2 := strconv.ParseInt(string(line[eq+1:]), 10, 64)
-		if err1 != nil || err2 != nil {
+		at, err2 := strconv.ParseInt(string(line[eq+1:atSign]), 10, 64)
+		next, err3 := strconv.ParseInt(string(line[atSign+1:]), 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
 		src := tp{string(line[:slash]), int32(p)}
-		if cur, ok := m[src]; !ok || at > cur.at {
-			m[src] = mark{at, now}
+		cur, ok := m[src]
+		if !ok || at > cur.at {
+			cur.at, cur.moved = at, now
 		}
+		cur.next = max(cur.next, next)
+		m[src] = cur
 	}
 	w.update(now)
 }

@@ -171,7 +171,7 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 		spans: map[uint32][][2]int64{},
 		stop:  make(chan struct{}), done: make(chan struct{})}
 	if f.spec.internal {
-		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout + cfg.Timeout)
+		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout+cfg.Timeout, f.m.m.replayed.WithLabelValues(f.spec.Name))
 	}
 	cfg.Now = xs.now
 	if r := f.m.cfg.Registerer; r != nil {

@@ -110,14 +110,20 @@ func New(cfg Config) (*Sink, error) {
 // the previous one, instead of one produce round trip (and linger) per batch.
 // A copy acknowledged in a batch that failed is not produced again.
 func (s *Sink) Write(ctx context.Context, batch []*nfcopy.Copy) (uint64, error) {
-	fl, err := s.write(ctx, batch)
+	return s.WriteWithHeaders(ctx, batch, nil)
+}
+
+// WriteWithHeaders is Write with headers for each copy's record (hdrs[i]
+// for batch[i]; nil: none).
+func (s *Sink) WriteWithHeaders(ctx context.Context, batch []*nfcopy.Copy, hdrs [][]kgo.RecordHeader) (uint64, error) {
+	fl, err := s.write(ctx, batch, hdrs)
 	if err != nil {
 		return 0, err
 	}
 	return fl.ticket, nil
 }
 
-func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy) (*flight, error) {
+func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy, hdrs [][]kgo.RecordHeader) (*flight, error) {
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}
@@ -125,12 +131,15 @@ func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy) (*flight, error)
 	s.fmu.Lock()
 	s.next++
 	fl.ticket = s.next
-	for _, c := range batch {
+	for i, c := range batch {
 		if _, ok := s.acked[c]; ok {
 			delete(s.acked, c) // delivered before its batch failed
 			continue
 		}
 		r := &kgo.Record{Topic: s.topic, Value: c.Raw, Offset: -1}
+		if hdrs != nil {
+			r.Headers = hdrs[i]
+		}
 		if c.CorrelationID != "" {
 			r.Key = []byte(c.CorrelationID)
 		}
@@ -297,7 +306,7 @@ func (s *Sink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	fl, err := s.write(ctx, batch)
+	fl, err := s.write(ctx, batch, nil)
 	if err != nil {
 		return err
 	}
