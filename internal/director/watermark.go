@@ -171,16 +171,6 @@ func (w *watermarks) skip(k tp, r *kgo.Record) bool {
 	return false
 }
 
-// isWatermark reports whether r is a re-key stage's watermark record.
-func isWatermark(r *kgo.Record) bool {
-	for _, h := range r.Headers {
-		if h.Key == watermarkHeader {
-			return true
-		}
-	}
-	return false
-}
-
 // watermarks are what a correlating stage was told, per re-key partition it
 // reads and source partition: the lowest is its correlator's clock.
 type watermarks struct {

@@ -37,9 +37,9 @@ import (
 // own topic, so partitions do not line up across topics); with rekey the
 // feed first re-keys its copies by correlation id into an internal topic,
 // and the correlating stage reads that, so a transaction's copies meet on
-// one partition whichever node holds it. While the re-key stage's
-// partitions move or stall, the correlating stage's clock stands still
-// (xdr_upstream.go).
+// one partition whichever node holds it. The correlating stage's clock
+// follows the re-key stage's watermarks (watermark.go), and stands still
+// while the re-key stage's partitions move or stall (xdr_upstream.go).
 
 // xdrConfig turns a spec's xdr options into the correlator's config.
 func xdrConfig(spec *FeedSpec) (xdr.Config, error) {
@@ -170,9 +170,6 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 		srcIdx: map[tp]uint32{}, read: map[tp]readPos{}, owned: map[tp]bool{}, low: map[uint32]int64{},
 		spans: map[uint32][][2]int64{},
 		stop:  make(chan struct{}), done: make(chan struct{})}
-	if f.spec.internal {
-		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout+cfg.Timeout, f.m.m.replayed.WithLabelValues(f.spec.Name))
-	}
 	cfg.Now = xs.now
 	if r := f.m.cfg.Registerer; r != nil {
 		xs.reg = &trackingRegisterer{reg: prometheus.WrapRegistererWith(prometheus.Labels{"feed": f.spec.Name}, r)}
@@ -185,13 +182,14 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 		inner.Close()
 		return nil, fmt.Errorf("feed %q: %w", f.spec.Name, err)
 	}
-	f.xsp.Store(xs)
-	go xs.expireLoop(ctx)
 	if f.spec.internal {
+		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout+cfg.Timeout, f.m.m.replayed.WithLabelValues(f.spec.Name))
 		xs.upDone = make(chan struct{})
 		xs.unwatch = f.m.watchRebalances(rekeyStage1Name(f.spec.Name), &xs.clock)
 		go xs.watchUpstream(ctx, f.m.cfg.GroupPrefix+rekeyStage1Name(f.spec.Name), cfg.Timeout)
 	}
+	f.xsp.Store(xs)
+	go xs.expireLoop(ctx)
 	return xs, nil
 }
 
