@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/signalbox/signalbox/internal/directory"
 	"github.com/signalbox/signalbox/internal/match"
 )
 
@@ -20,7 +21,23 @@ import (
 // and publish it with Engine.Swap; a Snapshot belongs to one Engine.
 type Snapshot struct {
 	policies  map[string]*policy
+	dirs      map[string]*dirRef // caller-name directories by id
 	buildTime time.Duration
+}
+
+// dirRef is a compiled directory and its lookup counters (set by
+// Engine.Swap).
+type dirRef struct {
+	t      *directory.Table
+	counts [numLookupResults]prometheus.Counter
+}
+
+// Directory returns the compiled directory id, or nil.
+func (s *Snapshot) Directory(id string) *directory.Table {
+	if r := s.dirs[id]; r != nil {
+		return r.t
+	}
+	return nil
 }
 
 // Policies returns the ids of the compiled policies, sorted.
@@ -89,13 +106,21 @@ func (r *rule) active(now int64, t time.Time) bool {
 	return r.sched == nil || r.sched.active(t)
 }
 
-// Compile validates and compiles every policy. Disabled rules are left out;
-// expired rules and schedules are checked at evaluation time, since time
-// moves on while a snapshot is live. The error names the policy, the rule
-// or entry, and the field.
-func Compile(cfgs []PolicyConfig) (*Snapshot, error) {
+// Compile validates and compiles every policy, without directories.
+func Compile(cfgs []PolicyConfig) (*Snapshot, error) { return CompileWith(cfgs, nil) }
+
+// CompileWith validates and compiles every policy, with the caller-name
+// directories a calling_name of "directory:<id>" reads. Disabled rules are
+// left out; expired rules and schedules are checked at evaluation time,
+// since time moves on while a snapshot is live. The error names the
+// policy, the rule or entry, and the field, and a directory named but not
+// given.
+func CompileWith(cfgs []PolicyConfig, dirs []*directory.Table) (*Snapshot, error) {
 	start := time.Now()
-	s := &Snapshot{policies: make(map[string]*policy, len(cfgs))}
+	s := &Snapshot{policies: make(map[string]*policy, len(cfgs)), dirs: make(map[string]*dirRef, len(dirs))}
+	for _, t := range dirs {
+		s.dirs[t.ID()] = &dirRef{t: t}
+	}
 	zones := map[string]*time.Location{}
 	for i := range cfgs {
 		cfg := &cfgs[i]
@@ -105,6 +130,9 @@ func Compile(cfgs []PolicyConfig) (*Snapshot, error) {
 		p, err := validateAndCompile(cfg, zones)
 		if err != nil {
 			return nil, err
+		}
+		if err := s.checkDirs(cfg); err != nil {
+			return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
 		}
 		s.policies[p.id] = p
 	}
@@ -134,12 +162,65 @@ func CompilePolicy(cfg *PolicyConfig) (*CompiledPolicy, error) {
 // reload or recompile the rest. s is unchanged; cp goes into one snapshot
 // only.
 func (s *Snapshot) With(cp *CompiledPolicy) *Snapshot {
-	n := &Snapshot{policies: maps.Clone(s.policies), buildTime: cp.buildTime}
+	n := &Snapshot{policies: maps.Clone(s.policies), dirs: s.dirs, buildTime: cp.buildTime}
 	if n.policies == nil {
 		n.policies = map[string]*policy{}
 	}
 	n.policies[cp.p.id] = cp.p
 	return n
+}
+
+// WithDirectories returns a snapshot of s's policies reading dirs, or an
+// error naming a policy that reads a directory dirs lacks.
+func (s *Snapshot) WithDirectories(dirs []*directory.Table, cfgs []PolicyConfig) (*Snapshot, error) {
+	n := &Snapshot{policies: s.policies, dirs: make(map[string]*dirRef, len(dirs)), buildTime: s.buildTime}
+	for _, t := range dirs {
+		n.dirs[t.ID()] = &dirRef{t: t}
+	}
+	for i := range cfgs {
+		if err := n.checkDirs(&cfgs[i]); err != nil {
+			return nil, fmt.Errorf("policy %q: %w", cfgs[i].Policy.ID, err)
+		}
+	}
+	return n, nil
+}
+
+// checkDirs reports a directory cfg names that s lacks.
+func (s *Snapshot) checkDirs(cfg *PolicyConfig) error {
+	for _, ref := range DirectoryRefs(cfg) {
+		if s.dirs[ref.ID] == nil {
+			return fieldErr(ref.Field, "directory %q does not exist", ref.ID)
+		}
+	}
+	return nil
+}
+
+// DirRef is a directory named by a policy's default action, rate-limit
+// action or a rule, and the field that names it.
+type DirRef struct {
+	ID    string
+	Field string // "default_action.modify.calling_name", "rule 7: action.modify.calling_name"
+}
+
+// DirectoryRefs lists the directories cfg reads.
+func DirectoryRefs(cfg *PolicyConfig) []DirRef {
+	var out []DirRef
+	add := func(field string, a *Action) {
+		if a == nil || a.Modify == nil {
+			return
+		}
+		if id := directory.RefID(a.Modify.CallingName); id != "" {
+			out = append(out, DirRef{ID: id, Field: field + "modify.calling_name"})
+		}
+	}
+	add("default_action.", &cfg.Policy.DefaultAction)
+	if rl := cfg.Policy.RateLimit; rl != nil {
+		add("rate_limit.action.", rl.Action)
+	}
+	for i := range cfg.Rules {
+		add(fmt.Sprintf("rule %d: action.", cfg.Rules[i].ID), &cfg.Rules[i].Action)
+	}
+	return out
 }
 
 // validateAndCompile checks and compiles one policy, naming it in errors.

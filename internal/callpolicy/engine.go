@@ -1,11 +1,15 @@
 package callpolicy
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/signalbox/signalbox/internal/directory"
 )
 
 // Engine evaluates calls against the current Snapshot. Swap publishes a new
@@ -16,6 +20,7 @@ type Engine struct {
 	lim       *limiter
 	swapMu    sync.Mutex
 	ruleHits  *prometheus.CounterVec
+	lookups   *prometheus.CounterVec
 	buildTime prometheus.Histogram
 }
 
@@ -33,6 +38,10 @@ func NewEngine(reg prometheus.Registerer) *Engine {
 			Name: "signalbox_callpolicy_rule_hits_total",
 			Help: "Calls decided by a rule (live evaluations only), per policy.",
 		}, []string{"policy"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "signalbox_callpolicy_directory_lookups_total",
+			Help: "Caller names looked up in a directory (live calls), by result: exact, prefix, fallback (the directory's fallback name) or miss (name left as is).",
+		}, []string{"directory", "result"}),
 		buildTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "signalbox_callpolicy_snapshot_build_seconds",
 			Help:    "Time to compile a call-policy snapshot.",
@@ -40,7 +49,7 @@ func NewEngine(reg prometheus.Registerer) *Engine {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(e.ruleHits, e.buildTime)
+		reg.MustRegister(e.ruleHits, e.lookups, e.buildTime)
 	}
 	return e
 }
@@ -81,12 +90,22 @@ func (e *Engine) Swap(s *Snapshot) {
 				}
 			}
 		}
+		for id, r := range s.dirs {
+			for i := range r.counts {
+				r.counts[i] = e.lookups.WithLabelValues(id, lookupResultNames[i])
+			}
+		}
 		e.buildTime.Observe(s.buildTime.Seconds())
 	}
 	if old != nil {
 		for id := range old.policies {
 			if s == nil || s.policies[id] == nil {
 				e.ruleHits.DeleteLabelValues(id)
+			}
+		}
+		for id := range old.dirs {
+			if s == nil || s.dirs[id] == nil {
+				e.lookups.DeletePartialMatch(prometheus.Labels{"directory": id})
 			}
 		}
 	}
@@ -150,22 +169,88 @@ func (e *Engine) evaluate(policyID string, call *Call, now time.Time, live bool)
 	if !ok {
 		return Decision{}, false
 	}
+	d := e.decide(p, call, now, live)
+	if m := d.Action.Modify; m != nil && strings.HasPrefix(m.CallingName, directory.RefPrefix) {
+		s.nameCaller(&d, call, live)
+	}
+	return d, true
+}
+
+// Lookup results a directory counts.
+const (
+	lookupExact = iota
+	lookupPrefix
+	lookupFallback
+	lookupMiss
+	numLookupResults
+)
+
+var lookupResultNames = [numLookupResults]string{"exact", "prefix", "fallback", "miss"}
+
+// nameCaller replaces a calling_name of "directory:<id>" in d with the
+// caller's name from that directory, its fallback, or nothing (the name
+// CUCM has stays). The decision's action is copied, never the shared one
+// changed. A dry run says how the name was found.
+func (s *Snapshot) nameCaller(d *Decision, call *Call, live bool) {
+	m := *d.Action.Modify
+	id := m.CallingName[len(directory.RefPrefix):]
+	ref := s.dirs[id]
+	var h directory.Hit
+	res := lookupMiss
+	if ref != nil {
+		var ok bool
+		if h, ok = ref.t.LookupCall(call.Calling, call.TransformedCalling); ok {
+			res = lookupExact
+			if h.Prefix {
+				res = lookupPrefix
+			}
+		} else if fb := ref.t.Fallback(); fb != "" {
+			h.Name, res = fb, lookupFallback
+		}
+		if c := ref.counts[res]; c != nil && live {
+			c.Inc()
+		}
+	}
+	m.CallingName = h.Name
+	if m == (Modify{}) {
+		d.Action.Modify = nil
+	} else {
+		d.Action.Modify = &m
+	}
+	if live {
+		return
+	}
+	switch {
+	case ref == nil:
+		d.Name = fmt.Sprintf("directory %s does not exist: name left as is", id)
+	case res == lookupExact:
+		d.Name = fmt.Sprintf("name %q from directory %s, number %s (%s)", h.Name, id, h.Number, h.Form)
+	case res == lookupPrefix:
+		d.Name = fmt.Sprintf("name %q from directory %s, prefix %s (%s)", h.Name, id, h.Number, h.Form)
+	case res == lookupFallback:
+		d.Name = fmt.Sprintf("calling number not in directory %s: fallback name %q", id, h.Name)
+	default:
+		d.Name = fmt.Sprintf("calling number not in directory %s: name left as is", id)
+	}
+}
+
+func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decision {
 	nowN := now.UnixNano()
 
 	// 1. Allow list: permit and stop. 2. Block list: deny and stop.
 	if i, form := p.allow.matchCall(call, nowN); i >= 0 {
 		en := &p.allow.entries[i]
-		return Decision{Policy: p.id, Action: Action{Decision: Permit}, Step: StepAllowList, EntryID: en.id, Form: form, Reason: en.reason}, true
+		return Decision{Policy: p.id, Action: Action{Decision: Permit}, Step: StepAllowList, EntryID: en.id, Form: form, Reason: en.reason}
 	}
 	if i, form := p.block.matchCall(call, nowN); i >= 0 {
 		en := &p.block.entries[i]
-		return Decision{Policy: p.id, Action: Action{Decision: Deny, Reason: "blocked"}, Step: StepBlockList, EntryID: en.id, Form: form, Reason: en.reason}, true
+		return Decision{Policy: p.id, Action: Action{Decision: Deny, Reason: "blocked"}, Step: StepBlockList, EntryID: en.id, Form: form, Reason: en.reason}
 	}
 
 	// 3. Rate limits.
 	if l := p.limit; l != nil {
 		if l.overall != nil && e.lim.take(limKey{policy: p.id, overall: true}, l.overall, l.block, nowN, live) {
-			return Decision{Policy: p.id, Action: l.action, Step: StepRateLimit, Reason: l.reasonOverall}, true
+			return Decision{Policy: p.id, Action: l.action, Step: StepRateLimit, Reason: l.reasonOverall}
 		}
 		if l.perCalling != nil {
 			key, form := call.TransformedCalling, formNames[1][0]
@@ -173,7 +258,7 @@ func (e *Engine) evaluate(policyID string, call *Call, now time.Time, live bool)
 				key, form = call.Calling, formNames[0][0]
 			}
 			if e.lim.take(limKey{policy: p.id, calling: key}, l.perCalling, l.block, nowN, live) {
-				return Decision{Policy: p.id, Action: l.action, Step: StepRateLimit, Form: form, Reason: l.reasonCalling}, true
+				return Decision{Policy: p.id, Action: l.action, Step: StepRateLimit, Form: form, Reason: l.reasonCalling}
 			}
 		}
 	}
@@ -189,11 +274,11 @@ func (e *Engine) evaluate(policyID string, call *Call, now time.Time, live bool)
 				p.hits.Inc()
 			}
 		}
-		return Decision{Policy: p.id, Action: *r.action, Step: StepRule, RuleID: r.id, Reason: r.reason}, true
+		return Decision{Policy: p.id, Action: *r.action, Step: StepRule, RuleID: r.id, Reason: r.reason}
 	}
 
 	// 5. Policy default.
-	return Decision{Policy: p.id, Action: p.def, Step: StepDefault, Reason: "no rule matched: policy default"}, true
+	return Decision{Policy: p.id, Action: p.def, Step: StepDefault, Reason: "no rule matched: policy default"}
 }
 
 // formNames[i][j] names calling form i (0 plain, 1 transformed) and called

@@ -183,6 +183,10 @@ type Decision struct {
 	// "called" or "transformed_called" for an entry with a called number.
 	Form   string `json:"matched_form,omitempty"`
 	Reason string `json:"explanation,omitempty"`
+	// Name says how a calling name of "directory:<id>" was found (dry
+	// runs only): `name "Acme Corp" from directory corp, prefix +1972555
+	// (transformed_calling)`.
+	Name string `json:"name_lookup,omitempty"`
 }
 
 // FieldError is a validation error naming the offending field.

@@ -3,8 +3,10 @@ package callpolicy
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
+	"github.com/signalbox/signalbox/internal/directory"
 	"github.com/signalbox/signalbox/internal/match"
 )
 
@@ -214,6 +216,14 @@ func validateAction(prefix string, a *Action) error {
 			if v != "" && !reDialNumber.MatchString(v) {
 				return fieldErr(prefix+"modify."+name, "%q is not a number ([+]0-9A-D*#, 1-48)", v)
 			}
+		}
+		if id, ok := strings.CutPrefix(m.CallingName, directory.RefPrefix); ok {
+			if err := directory.ValidateID(id); err != nil {
+				return fieldErr(prefix+"modify.calling_name", "%s", err)
+			}
+		}
+		if strings.HasPrefix(m.CalledName, directory.RefPrefix) {
+			return fieldErr(prefix+"modify.called_name", "a directory names the caller only: use calling_name")
 		}
 		for _, nv := range [][2]string{{"calling_name", m.CallingName}, {"called_name", m.CalledName}} {
 			name, v := nv[0], nv[1]

@@ -35,6 +35,7 @@ func testStore(t *testing.T, h backendHarness) {
 		{"Tokens", testTokens},
 		{"Changes", testChanges},
 		{"BulkRules", testBulkRules},
+		{"Directories", testDirectories},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

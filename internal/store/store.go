@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/directory"
 	"github.com/signalbox/signalbox/internal/store/callseg"
 )
 
@@ -65,6 +66,27 @@ type Store interface {
 	// AddEntries inserts all entries or none; sets their IDs.
 	AddEntries(ctx context.Context, policyID string, list callpolicy.ListKind, entries []callpolicy.ListEntry) error
 	DeleteEntry(ctx context.Context, policyID string, list callpolicy.ListKind, id int64) error
+
+	// Caller-name directories. Each carries the config version of its last
+	// change, so that a reload reads only the directories that changed.
+	ListDirectories(ctx context.Context) ([]directory.Directory, error)
+	GetDirectory(ctx context.Context, id string) (directory.Directory, error)
+	CreateDirectory(ctx context.Context, d *directory.Directory) error // ErrConflict if the id exists
+	UpdateDirectory(ctx context.Context, d *directory.Directory) error // name, description, fallback
+	// DeleteDirectory deletes it with its entries; ErrInUse when a policy
+	// or rule reads it.
+	DeleteDirectory(ctx context.Context, id string) error
+	SearchDirectoryEntries(ctx context.Context, id string, q DirectoryQuery) ([]directory.Entry, error)
+	// ScanDirectoryEntries streams every entry from one read snapshot and
+	// returns the directory as of it.
+	ScanDirectoryEntries(ctx context.Context, id string, fn func(number, name string, prefix bool) error) (directory.Directory, error)
+	// PutDirectoryEntries adds entries or renames existing ones;
+	// ReplaceDirectoryEntries makes entries the whole directory, writing
+	// only the difference; DeleteDirectoryEntries deletes by key (all or
+	// none). Entries are clean and unique by key.
+	PutDirectoryEntries(ctx context.Context, id string, entries []directory.Entry) (DirectoryChange, error)
+	ReplaceDirectoryEntries(ctx context.Context, id string, entries []directory.Entry) (DirectoryChange, error)
+	DeleteDirectoryEntries(ctx context.Context, id string, keys []directory.Key) (DirectoryChange, error)
 
 	// LoadPolicies returns every policy with its rules and lists, for compiling.
 	LoadPolicies(ctx context.Context) ([]callpolicy.PolicyConfig, error)

@@ -1,0 +1,128 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/directory"
+)
+
+func scanAll(t *testing.T, s Store, id string) (directory.Directory, []string) {
+	t.Helper()
+	var out []string
+	d, err := s.ScanDirectoryEntries(ctx, id, func(number, name string, prefix bool) error {
+		out = append(out, fmt.Sprintf("%s/%v=%s", number, prefix, name))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, out
+}
+
+func testDirectories(t *testing.T, h backendHarness) {
+	s := openT(t, h.fresh(t))
+	d := directory.Directory{ID: "corp", Name: "Corporate", FallbackName: "Outside"}
+	bumps(t, s, 1, "create directory", func() error { return s.CreateDirectory(ctx, &d) })
+	if d.Version != version(t, s) || d.Entries != 0 {
+		t.Errorf("created: %+v, config version %d", d, version(t, s))
+	}
+	wantErr(t, s.CreateDirectory(ctx, &directory.Directory{ID: "corp", Name: "x"}), ErrConflict, "duplicate directory")
+	_, err := s.GetDirectory(ctx, "nope")
+	wantErr(t, err, ErrNotFound, "get missing directory")
+	_, err = s.PutDirectoryEntries(ctx, "nope", []directory.Entry{{Number: "1", Name: "A", Match: directory.Exact}})
+	wantErr(t, err, ErrNotFound, "entries of a missing directory")
+
+	e := func(num, name, match string) directory.Entry { return directory.Entry{Number: num, Name: name, Match: match} }
+	ch, err := s.PutDirectoryEntries(ctx, "corp", []directory.Entry{
+		e("+19725550100", "Front desk", directory.Exact), e("+1972555", "Acme Corp", directory.Prefix), e("2001", "Alice", directory.Exact)})
+	if err != nil || ch != (DirectoryChange{Added: 3, Entries: 3}) {
+		t.Fatalf("put: %+v %v", ch, err)
+	}
+	ch, err = s.PutDirectoryEntries(ctx, "corp", []directory.Entry{e("2001", "Alice B.", directory.Exact), e("2001", "Alice range", directory.Prefix), e("+1972555", "Acme Corp", directory.Prefix)})
+	if err != nil || ch != (DirectoryChange{Added: 1, Changed: 1, Unchanged: 1, Entries: 4}) {
+		t.Fatalf("put again: %+v %v", ch, err)
+	}
+	got, all := scanAll(t, s, "corp")
+	want := []string{"+19725550100/false=Front desk", "2001/false=Alice B.", "+1972555/true=Acme Corp", "2001/true=Alice range"}
+	if strings.Join(all, "|") != strings.Join(want, "|") || got.Entries != 4 || got.Version != version(t, s) {
+		t.Errorf("scan: %v (%+v), want %v", all, got, want)
+	}
+
+	// Replacing writes only the difference.
+	before := version(t, s)
+	ch, err = s.ReplaceDirectoryEntries(ctx, "corp", []directory.Entry{
+		e("3000", "Bob", directory.Exact), e("2001", "Alice B.", directory.Exact), e("+1972555", "Acme Inc", directory.Prefix)})
+	if err != nil || ch != (DirectoryChange{Added: 1, Changed: 1, Removed: 2, Unchanged: 1, Entries: 3}) {
+		t.Fatalf("replace: %+v %v", ch, err)
+	}
+	got, all = scanAll(t, s, "corp")
+	want = []string{"2001/false=Alice B.", "3000/false=Bob", "+1972555/true=Acme Inc"}
+	if strings.Join(all, "|") != strings.Join(want, "|") || got.Version != before+1 {
+		t.Errorf("after replace: %v version %d, want %v version %d", all, got.Version, want, before+1)
+	}
+	ch, err = s.ReplaceDirectoryEntries(ctx, "corp", []directory.Entry{e("3000", "Bob", directory.Exact), e("2001", "Alice B.", directory.Exact), e("+1972555", "Acme Inc", directory.Prefix)})
+	if err != nil || ch != (DirectoryChange{Unchanged: 3, Entries: 3}) {
+		t.Errorf("replace with the same: %+v %v", ch, err)
+	}
+
+	// Search: a number prefix, a name substring (any case, % literal), paging.
+	for _, q := range []struct {
+		q    DirectoryQuery
+		want string
+	}{
+		{DirectoryQuery{Number: "+1"}, "+1972555"},
+		{DirectoryQuery{Number: "2"}, "2001"},
+		{DirectoryQuery{Name: "ALICE"}, "2001"},
+		{DirectoryQuery{Name: "%"}, ""},
+		{DirectoryQuery{Limit: 2}, "+1972555,2001"},
+		{DirectoryQuery{After: "2001"}, "3000"},
+	} {
+		res, err := s.SearchDirectoryEntries(ctx, "corp", q.q)
+		var nums []string
+		for _, r := range res {
+			nums = append(nums, r.Number)
+		}
+		if err != nil || strings.Join(nums, ",") != q.want {
+			t.Errorf("search %+v: %v %v, want %s", q.q, nums, err, q.want)
+		}
+	}
+
+	// Deleting by key: all or none.
+	_, err = s.DeleteDirectoryEntries(ctx, "corp", []directory.Key{{Number: "3000"}, {Number: "9999"}})
+	wantErr(t, err, ErrNotFound, "delete a missing entry")
+	if ch, err = s.DeleteDirectoryEntries(ctx, "corp", []directory.Key{{Number: "3000"}}); err != nil || ch.Removed != 1 || ch.Entries != 2 {
+		t.Errorf("delete: %+v %v", ch, err)
+	}
+
+	d.Name, d.FallbackName = "Corp directory", ""
+	if err := s.UpdateDirectory(ctx, &d); err != nil || d.Entries != 2 || d.Version != version(t, s) {
+		t.Errorf("update: %+v %v", d, err)
+	}
+
+	// A directory a rule or a policy reads cannot be deleted.
+	r := callpolicy.Rule{PolicyID: "default", Enabled: true, Action: callpolicy.Action{Decision: callpolicy.Permit,
+		Modify: &callpolicy.Modify{CallingName: "directory:corp"}}}
+	if err := s.CreateRule(ctx, &r); err != nil {
+		t.Fatal(err)
+	}
+	err = s.DeleteDirectory(ctx, "corp")
+	wantErr(t, err, ErrInUse, "delete a directory in use")
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf(`rule %d of policy "default"`, r.ID)) {
+		t.Errorf("in-use error names the rule: %v", err)
+	}
+	if err := s.DeleteRule(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteDirectory(ctx, "corp"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetDirectory(ctx, "corp"); err == nil {
+		t.Error("deleted directory still there")
+	}
+	if ds, err := s.ListDirectories(ctx); err != nil || len(ds) != 0 {
+		t.Errorf("list after delete: %v %v", ds, err)
+	}
+}
