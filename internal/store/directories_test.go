@@ -35,7 +35,9 @@ func testDirectories(t *testing.T, h backendHarness) {
 	_, err = s.PutDirectoryEntries(ctx, "nope", []directory.Entry{{Number: "1", Name: "A", Match: directory.Exact}})
 	wantErr(t, err, ErrNotFound, "entries of a missing directory")
 
-	e := func(num, name, match string) directory.Entry { return directory.Entry{Number: num, Name: name, Match: match} }
+	e := func(num, name, match string) directory.Entry {
+		return directory.Entry{Number: num, Name: name, Match: match}
+	}
 	ch, err := s.PutDirectoryEntries(ctx, "corp", []directory.Entry{
 		e("+19725550100", "Front desk", directory.Exact), e("+1972555", "Acme Corp", directory.Prefix), e("2001", "Alice", directory.Exact)})
 	if err != nil || ch != (DirectoryChange{Added: 3, Entries: 3}) {
