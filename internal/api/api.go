@@ -165,6 +165,16 @@ func (s *server) routes() {
 	h("POST /api/v1/policies/{id}/lists/{list}/entries", s.addEntries)
 	h("DELETE /api/v1/policies/{id}/lists/{list}/entries/{entry}", s.deleteEntry)
 
+	h("GET /api/v1/directories", s.listDirectories)
+	h("POST /api/v1/directories", s.createDirectory)
+	h("GET /api/v1/directories/{id}", s.getDirectory)
+	h("PUT /api/v1/directories/{id}", s.updateDirectory)
+	h("DELETE /api/v1/directories/{id}", s.deleteDirectory)
+	h("GET /api/v1/directories/{id}/entries", s.listDirectoryEntries)
+	h("POST /api/v1/directories/{id}/entries", s.addDirectoryEntries)
+	h("PUT /api/v1/directories/{id}/entries", s.replaceDirectoryEntries)
+	h("DELETE /api/v1/directories/{id}/entries/{number}", s.deleteDirectoryEntry)
+
 	h("GET /api/v1/calls", s.searchCalls)
 
 	h("GET /api/v1/feeds", s.listFeeds)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
 	"github.com/signalbox/signalbox/internal/director"
+	"github.com/signalbox/signalbox/internal/livepolicy"
 	"github.com/signalbox/signalbox/internal/store"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
@@ -37,6 +38,7 @@ type env struct {
 	st     store.Store
 	srv    *httptest.Server
 	engine *callpolicy.Engine
+	live   *livepolicy.Manager
 	feeds  *testFeeds
 	reg    *prometheus.Registry
 
@@ -96,17 +98,12 @@ func (e *env) onChange(what string) {
 }
 
 func (e *env) recompile() {
-	cfgs, err := e.st.LoadPolicies(context.Background())
-	if err != nil {
+	if e.live == nil {
+		e.live = livepolicy.New(livepolicy.Config{Engine: e.engine, Store: e.st})
+	}
+	if err := e.live.Load(context.Background()); err != nil {
 		e.t.Errorf("load policies: %v", err)
-		return
 	}
-	snap, err := callpolicy.Compile(cfgs)
-	if err != nil {
-		e.t.Errorf("compile policies: %v", err)
-		return
-	}
-	e.engine.Swap(snap)
 }
 
 func (e *env) now() time.Time { return time.Now() }

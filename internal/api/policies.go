@@ -102,6 +102,10 @@ func (s *server) createPolicy(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Policy: p}, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if err := s.store.CreatePolicy(r.Context(), &p); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			err = &apiError{Status: http.StatusConflict, Field: "id", Msg: "policy \"" + p.ID + "\" already exists"}
@@ -135,6 +139,10 @@ func (s *server) updatePolicy(w http.ResponseWriter, r *http.Request) {
 	p := in.policy(id)
 	p.CreatedAt = old.CreatedAt
 	if err := callpolicy.ValidatePolicy(&p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Policy: p}, false); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -107,6 +107,10 @@ func (s *server) createRule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Rules: []callpolicy.Rule{rule}}, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if err := s.store.CreateRule(r.Context(), &rule); err != nil {
 		s.fail(w, r, err)
 		return
@@ -181,6 +185,9 @@ func (s *server) storeReplacement(r *http.Request, pid string, body []byte) (n i
 	if invalid != nil {
 		return 0, false, invalid
 	}
+	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Rules: rules}, true); err != nil {
+		return 0, false, err
+	}
 	var stored func(ok bool)
 	var idsSet func()
 	if hook := s.cfg.RulesReplacing; hook != nil {
@@ -242,6 +249,10 @@ func (s *server) updateRule(w http.ResponseWriter, r *http.Request) {
 	rule.Hits = old.Hits
 	rule.LastHitAt = old.LastHitAt
 	if err := callpolicy.ValidateRule(&rule); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Rules: []callpolicy.Rule{rule}}, false); err != nil {
 		s.fail(w, r, err)
 		return
 	}

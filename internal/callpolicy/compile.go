@@ -189,7 +189,11 @@ func (s *Snapshot) WithDirectories(dirs []*directory.Table, cfgs []PolicyConfig)
 func (s *Snapshot) checkDirs(cfg *PolicyConfig) error {
 	for _, ref := range DirectoryRefs(cfg) {
 		if s.dirs[ref.ID] == nil {
-			return fieldErr(ref.Field, "directory %q does not exist", ref.ID)
+			err := fieldErr(ref.Field, "directory %q does not exist", ref.ID)
+			if ref.Rule >= 0 {
+				return fmt.Errorf("rule %d: %w", cfg.Rules[ref.Rule].ID, err)
+			}
+			return err
 		}
 	}
 	return nil
@@ -199,26 +203,27 @@ func (s *Snapshot) checkDirs(cfg *PolicyConfig) error {
 // action or a rule, and the field that names it.
 type DirRef struct {
 	ID    string
-	Field string // "default_action.modify.calling_name", "rule 7: action.modify.calling_name"
+	Rule  int    // index in PolicyConfig.Rules; -1: the policy itself
+	Field string // in the rule or policy: "action.modify.calling_name"
 }
 
 // DirectoryRefs lists the directories cfg reads.
 func DirectoryRefs(cfg *PolicyConfig) []DirRef {
 	var out []DirRef
-	add := func(field string, a *Action) {
+	add := func(rule int, field string, a *Action) {
 		if a == nil || a.Modify == nil {
 			return
 		}
 		if id := directory.RefID(a.Modify.CallingName); id != "" {
-			out = append(out, DirRef{ID: id, Field: field + "modify.calling_name"})
+			out = append(out, DirRef{ID: id, Rule: rule, Field: field + "modify.calling_name"})
 		}
 	}
-	add("default_action.", &cfg.Policy.DefaultAction)
+	add(-1, "default_action.", &cfg.Policy.DefaultAction)
 	if rl := cfg.Policy.RateLimit; rl != nil {
-		add("rate_limit.action.", rl.Action)
+		add(-1, "rate_limit.action.", rl.Action)
 	}
 	for i := range cfg.Rules {
-		add(fmt.Sprintf("rule %d: action.", cfg.Rules[i].ID), &cfg.Rules[i].Action)
+		add(i, "action.", &cfg.Rules[i].Action)
 	}
 	return out
 }

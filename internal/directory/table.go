@@ -168,6 +168,13 @@ func NewBuilder(d *Directory, n int) *Builder {
 	return b
 }
 
+// WithDirectory sets the directory metadata (fallback name, version) the
+// table is built with.
+func (b *Builder) WithDirectory(d *Directory) *Builder {
+	b.id, b.fallback, b.version = d.ID, d.FallbackName, d.Version
+	return b
+}
+
 // Add adds one entry; number and name must already be clean (Entry.Clean).
 func (b *Builder) Add(number, name string, prefix bool) error {
 	if len(number) == 0 || len(number) > MaxNumberLen || len(name) > MaxNameLen {

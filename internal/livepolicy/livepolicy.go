@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/directory"
 	"github.com/signalbox/signalbox/internal/store"
 )
 
@@ -31,6 +32,8 @@ type Store interface {
 	LoadPolicies(ctx context.Context) ([]callpolicy.PolicyConfig, error)
 	GetPolicy(ctx context.Context, id string) (callpolicy.Policy, error)
 	ListEntries(ctx context.Context, policyID string, list callpolicy.ListKind) ([]callpolicy.ListEntry, error)
+	ListDirectories(ctx context.Context) ([]directory.Directory, error)
+	ScanDirectoryEntries(ctx context.Context, id string, fn func(number, name string, prefix bool) error) (directory.Directory, error)
 	AddRuleHits(ctx context.Context, hits map[int64]store.RuleHit) error
 	Changes(ctx context.Context) <-chan struct{}
 }
@@ -55,6 +58,7 @@ type Manager struct {
 	store                 Store
 	log                   *slog.Logger
 	reloads               *prometheus.CounterVec
+	dirLoad               prometheus.Histogram
 
 	reload  chan struct{}  // full rebuild requests (Changed)
 	rulesCh chan *replaced // one policy's rules replaced (Replacing)
@@ -66,6 +70,9 @@ type Manager struct {
 	// them a moment before it lands.
 	replacing atomic.Int32
 	compiles  sync.WaitGroup // compiles started by Replacing
+
+	dirMu sync.Mutex
+	dirs  map[string]*directory.Table // compiled directories, by id, as last loaded
 }
 
 // New returns a Manager; it reads nothing until Load.
@@ -89,11 +96,14 @@ func New(cfg Config) *Manager {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_policy_reloads_total",
 			Help: "Policy snapshots built: scope all (every policy loaded from the store) or policy (one policy's bulk-replaced rules recompiled)."},
 			[]string{"scope"}),
+		dirLoad: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "signalbox_policy_directory_load_seconds",
+			Help:    "Time to read a changed caller-name directory from the store and compile it.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}),
 		reload:  make(chan struct{}, 1),
 		rulesCh: make(chan *replaced, 1),
 	}
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(m.reloads)
+		cfg.Registerer.MustRegister(m.reloads, m.dirLoad)
 	}
 	return m
 }
@@ -113,16 +123,69 @@ func (m *Manager) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load policies: %w", err)
 	}
-	snap, err := callpolicy.Compile(cfgs)
+	dirs, loaded, err := m.loadDirectories(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := callpolicy.CompileWith(cfgs, dirs)
 	if err != nil {
 		return fmt.Errorf("compile policies: %w", err)
 	}
-	n := 0
+	n := loaded
 	for i := range cfgs {
 		n += len(cfgs[i].Rules) + len(cfgs[i].Allow) + len(cfgs[i].Block)
 	}
 	m.swap(ctx, snap, v, "all", n)
 	return nil
+}
+
+// loadDirectories returns every stored directory compiled, reading the
+// entries only of those whose version changed since the last load, and how
+// many entries it read.
+func (m *Manager) loadDirectories(ctx context.Context) ([]*directory.Table, int, error) {
+	ds, err := m.store.ListDirectories(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list directories: %w", err)
+	}
+	m.dirMu.Lock()
+	defer m.dirMu.Unlock()
+	next := make(map[string]*directory.Table, len(ds))
+	out := make([]*directory.Table, 0, len(ds))
+	loaded := 0
+	for i := range ds {
+		t := m.dirs[ds[i].ID]
+		if t == nil || t.Version() != ds[i].Version {
+			start := time.Now()
+			if t, err = m.loadDirectory(ctx, &ds[i]); err != nil {
+				return nil, 0, err
+			}
+			loaded += t.Len()
+			m.dirLoad.Observe(time.Since(start).Seconds())
+			m.log.Debug("directory loaded", "directory", t.ID(), "entries", t.Len(), "version", t.Version(), "took", time.Since(start))
+		}
+		next[t.ID()] = t
+		out = append(out, t)
+	}
+	m.dirs = next
+	return out, loaded, nil
+}
+
+func (m *Manager) loadDirectory(ctx context.Context, d *directory.Directory) (*directory.Table, error) {
+	b := directory.NewBuilder(d, int(d.Entries))
+	got, err := m.store.ScanDirectoryEntries(ctx, d.ID, func(number, name string, prefix bool) error {
+		return b.Add(number, name, prefix)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load directory %q: %w", d.ID, err)
+	}
+	// The entries are of the version the scan saw, which may be newer than
+	// the list's: the table says so, and the next check reloads nothing.
+	b = b.WithDirectory(&got)
+	t, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("compile directory %q: %w", d.ID, err)
+	}
+	return t, nil
 }
 
 // Changed asks Run for a full rebuild: a policy, rule or list was changed.
