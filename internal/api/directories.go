@@ -2,8 +2,8 @@ package api
 
 import (
 	"bufio"
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
