@@ -132,7 +132,11 @@ func (s *server) listDirectoryEntries(w http.ResponseWriter, r *http.Request) {
 		s.exportDirectory(w, r, id)
 		return
 	}
-	dq := store.DirectoryQuery{Number: q.Get("number"), Name: q.Get("name"), After: q.Get("after")}
+	dq := store.DirectoryQuery{Number: q.Get("number"), Name: q.Get("name")}
+	if a := q.Get("after"); a != "" {
+		// Paging: the last entry seen, as "after=<number>[&after_match=prefix]".
+		dq.After = &directory.Key{Number: a, Prefix: q.Get("after_match") == directory.Prefix}
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > store.MaxCallQueryLimit {

@@ -34,6 +34,9 @@ type curriConfig struct {
 	duration    time.Duration
 	warmup      time.Duration
 	reloadEvery time.Duration
+	reloadWhat  string  // "rules" or "directory"
+	directory   int     // entries of the caller-name directory the default action reads (0: none)
+	changed     float64 // fraction of the directory each reload renames
 	timeout     time.Duration
 	pool        int
 	seed        uint64
@@ -92,6 +95,9 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "measured window")
 	fs.DurationVar(&c.warmup, "warmup", 5*time.Second, "load before the measured window, excluded from the stats")
 	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap beside a control window of the same length without one (0 = never)")
+	fs.StringVar(&c.reloadWhat, "reload", "rules", "what -reload-every replaces: rules (the whole rule set) or directory (the caller-name directory of -directory, as a CSV import)")
+	fs.IntVar(&c.directory, "directory", 0, "load a caller-name directory of this many exact numbers (and 1% as many prefixes) and have the policy's default action name callers from it; 90% of the calls no rule decides come from a number in it")
+	fs.Float64Var(&c.changed, "changed", 1, "with -reload directory: the fraction of entries each reload renames (the rest are sent unchanged)")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "per-call timeout; a call without an answer by then is a transport error")
 	fs.IntVar(&c.pool, "pool", 4096, "distinct pre-rendered requests, cycled")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the number draws")
@@ -158,6 +164,14 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 		return c, fmt.Errorf("bench curri: -reload-every %v: must be 0 (off) or at least 500ms", c.reloadEvery)
 	case c.timeout <= 0:
 		return c, fmt.Errorf("bench curri: -timeout %v: must be positive", c.timeout)
+	case c.reloadWhat != "rules" && c.reloadWhat != "directory":
+		return c, fmt.Errorf("bench curri: -reload %q: want rules or directory", c.reloadWhat)
+	case c.reloadWhat == "directory" && c.directory == 0:
+		return c, errors.New("bench curri: -reload directory needs -directory N")
+	case c.directory < 0 || c.directory > 2_000_000:
+		return c, fmt.Errorf("bench curri: -directory %d: must be between 0 and 2000000", c.directory)
+	case c.changed < 0 || c.changed > 1:
+		return c, fmt.Errorf("bench curri: -changed %v: must be a fraction from 0 to 1", c.changed)
 	case c.pool < 1 || c.pool > 1_000_000:
 		return c, fmt.Errorf("bench curri: -pool %d: must be between 1 and 1000000", c.pool)
 	case c.policy == "" || strings.ContainsAny(c.policy, "/?#"):
@@ -337,11 +351,18 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("bench curri: load the rule set: %w", err)
 		}
+		if cfg.directory > 0 {
+			fmt.Fprintf(stderr, "bench curri: loading a directory of %d entries\n", cfg.directory+cfg.directory/100)
+			if ld.DirectoryPutMs, ld.DirectoryLiveMs, err = loadDirectory(ctx, api, cfg.directory); err != nil {
+				return fmt.Errorf("bench curri: load the directory: %w", err)
+			}
+			rep.Directory = cfg.directory + cfg.directory/100
+		}
 		rep.Load = ld
 	}
 
 	r := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
-	calls := drawCalls(cfg.shape, cfg.pool, r)
+	calls := drawCalls(cfg.shape, cfg.pool, r, cfg.directory)
 	pool := make([]pooled, len(calls))
 	for i, c := range calls {
 		pool[i] = pooled{class: c.class, req: renderRequest(targetHost, targetPath, c)}
@@ -360,6 +381,9 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		duration:    cfg.duration,
 		timeout:     cfg.timeout,
 		reloadEvery: cfg.reloadEvery,
+		reloadWhat:  cfg.reloadWhat,
+		directory:   cfg.directory,
+		changed:     cfg.changed,
 		shape:       cfg.shape,
 		api:         api,
 		log:         stderr,

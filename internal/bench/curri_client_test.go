@@ -226,7 +226,7 @@ func startFake(t *testing.T) (*fakeCURRI, string) {
 
 func testPool(addr string, n int) []pooled {
 	shape := RuleShape{Exact: 100, Regex: 20, Prefix: 10, Pattern: 10, Allow: 5, Block: 5}
-	calls := drawCalls(shape, n, newRand(7))
+	calls := drawCalls(shape, n, newRand(7), 0)
 	pool := make([]pooled, n)
 	for i, c := range calls {
 		pool[i] = pooled{class: c.class, req: renderRequest(addr, "/curri/default", c)}

@@ -52,6 +52,9 @@ type driveConfig struct {
 	duration    time.Duration
 	timeout     time.Duration
 	reloadEvery time.Duration
+	reloadWhat  string // rules | directory
+	directory   int
+	changed     float64
 	shape       RuleShape
 	api         *apiClient // nil: no rule loading, no server stats
 	log         io.Writer
@@ -270,7 +273,13 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	var bodies [][]byte
 	if cfg.api != nil && cfg.reloadEvery > 0 {
 		for gen := 1; time.Duration(gen)*cfg.reloadEvery < cfg.warmup+cfg.duration; gen++ {
-			b, err := json.Marshal(buildRules(cfg.shape, gen))
+			var b []byte
+			var err error
+			if cfg.reloadWhat == "directory" {
+				b = directoryCSV(cfg.directory, gen, cfg.changed)
+			} else {
+				b, err = json.Marshal(buildRules(cfg.shape, gen))
+			}
 			if err != nil {
 				return nil, fmt.Errorf("render reload %d: %w", gen, err)
 			}
@@ -585,9 +594,16 @@ func reloadLoop(ctx context.Context, cfg driveConfig, bodies [][]byte, start, en
 		w.srvFirst = first
 		addWindow(w)
 		rr := reloadResult{Generation: gen, AtS: w.start.Sub(start).Seconds()}
-		err := cfg.api.replaceRulesJSON(ctx, bodies[gen-1])
+		var err error
+		if cfg.reloadWhat == "directory" {
+			err = cfg.api.replaceDirectoryCSV(ctx, bodies[gen-1])
+		} else {
+			err = cfg.api.replaceRulesJSON(ctx, bodies[gen-1])
+		}
 		rr.PutMs = ms(time.Since(w.start))
-		if err == nil {
+		if err == nil && cfg.reloadWhat == "directory" {
+			err = cfg.api.waitName(ctx, dirCanary(gen), canaryName(gen), 30*time.Second)
+		} else if err == nil {
 			err = cfg.api.waitLive(ctx, gen, 30*time.Second)
 		}
 		rr.LiveMs = ms(time.Since(w.start))

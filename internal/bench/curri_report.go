@@ -27,6 +27,7 @@ type curriReport struct {
 	Pool      int         `json:"pool"`
 	Shape     *RuleShape  `json:"rule_set,omitempty"` // nil when no rules were loaded
 	Load      *loadResult `json:"load,omitempty"`
+	Directory int         `json:"directory_entries,omitempty"`
 
 	Calls       int64         `json:"calls"`
 	CallsPerSec float64       `json:"calls_per_s"`
@@ -61,6 +62,9 @@ type loadResult struct {
 	RulesPutMs  float64 `json:"rules_put_ms"`
 	RulesLiveMs float64 `json:"rules_live_ms"` // from the PUT until the rules answer calls
 	TotalMs     float64 `json:"total_ms"`
+	// -directory: the CSV import's PUT, and until its names answer calls.
+	DirectoryPutMs  float64 `json:"directory_put_ms,omitempty"`
+	DirectoryLiveMs float64 `json:"directory_live_ms,omitempty"`
 }
 
 type latencyReport struct {
@@ -252,6 +256,10 @@ func (r *curriReport) writeTable(w io.Writer) error {
 	if r.Load != nil {
 		p("loaded", "rules live %.1f ms after the PUT (PUT %.1f ms; lists %.1f ms; total %.1f ms)",
 			r.Load.RulesLiveMs, r.Load.RulesPutMs, r.Load.ListsPostMs, r.Load.TotalMs)
+		if r.Directory > 0 {
+			p("directory", "%d entries imported as CSV in %.1f ms, naming callers %.1f ms after the PUT",
+				r.Directory, r.Load.DirectoryPutMs, r.Load.DirectoryLiveMs)
+		}
 	}
 	if r.Rate > 0 {
 		p("load", "open loop at %d calls/s over %d keep-alive conns, %s pacing; %gs measured after %gs warmup", r.Rate, r.Conns, r.Pace, r.DurationS, r.WarmupS)

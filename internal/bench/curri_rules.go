@@ -240,7 +240,7 @@ type call struct {
 
 // drawCalls draws n calls so that every kind of the shape is hit and the
 // rest miss.
-func drawCalls(s RuleShape, n int, r *rand.Rand) []call {
+func drawCalls(s RuleShape, n int, r *rand.Rand, dir int) []call {
 	have := [numClasses]int{s.Exact, s.Regex, s.Prefix, s.Pattern, s.Block, s.Allow, 1}
 	total := 0
 	for _, w := range classWeights {
@@ -258,6 +258,10 @@ func drawCalls(s RuleShape, n int, r *rand.Rand) []call {
 			cl = classNone
 		}
 		c := call{class: cl, calling: nthNumber(missPrefix, r.IntN(100_000_000)), called: fmt.Sprintf("5%04d", r.IntN(10000))}
+		if dir > 0 {
+			// 90% of the callers no rule decides are in the directory.
+			c.calling = nthNumber(missPrefix, r.IntN(dir+dir/9))
+		}
 		k := r.IntN(have[cl])
 		switch cl {
 		case classExact:

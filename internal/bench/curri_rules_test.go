@@ -105,7 +105,7 @@ func TestDrawnCallsHitTheirKindOnly(t *testing.T) {
 			if len(block) != shape.Block || len(allow) != shape.Allow {
 				t.Fatalf("list entries not distinct: %d block, %d allow", len(block), len(allow))
 			}
-			calls := drawCalls(shape, 300, newRand(1))
+			calls := drawCalls(shape, 300, newRand(1), 0)
 			seen := map[int]int{}
 			for _, c := range calls {
 				seen[c.class]++

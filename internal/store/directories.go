@@ -37,12 +37,13 @@ type DirectoryChange struct {
 }
 
 // DirectoryQuery searches a directory's entries; zero fields do not filter.
-// Entries come in number order, exact entries first.
+// Entries come in key order: exact entries by number, then prefixes.
 type DirectoryQuery struct {
 	Number string // entries whose number starts with this
 	Name   string // entries whose name contains this, any case
-	After  string // entries after this number (paging: the last number seen)
-	Limit  int    // default 100, max 10000
+	// After pages on: entries after this key (the last one seen).
+	After *directory.Key
+	Limit int // default 100, max 10000
 }
 
 func (s *sqlStore) ListDirectories(ctx context.Context) ([]directory.Directory, error) {
@@ -229,14 +230,20 @@ func (s *sqlStore) SearchDirectoryEntries(ctx context.Context, id string, q Dire
 		} else if err != nil {
 			return err
 		}
-		// A number prefix is a range of the primary key; the name is
-		// matched row by row, so paging with After bounds each page's work.
+		// A number prefix is a range of the primary key for each kind; the
+		// name is matched row by row, so paging with After bounds each
+		// page's work.
 		hi := q.Number + "\U0010FFFF"
+		afterKind, afterNum := -1, ""
+		if q.After != nil {
+			afterKind, afterNum = bit(q.After.Prefix), q.After.Number
+		}
 		rs, err := t.query(ctx, `SELECT prefix, number, name FROM directory_entries
-			WHERE directory_id = ? AND number >= ? AND number < ? AND number > ?
+			WHERE directory_id = ? AND prefix IN (0, 1) AND number >= ? AND number < ?
+			AND (prefix > ? OR prefix = ? AND number > ?)
 			AND (? = '' OR lower(name) LIKE ? ESCAPE '\')
-			ORDER BY number, prefix LIMIT ?`,
-			id, q.Number, hi, q.After, q.Name, "%"+likeEscape(strings.ToLower(q.Name))+"%", q.Limit)
+			ORDER BY prefix, number LIMIT ?`,
+			id, q.Number, hi, afterKind, afterKind, afterNum, q.Name, "%"+likeEscape(strings.ToLower(q.Name))+"%", q.Limit)
 		if err != nil {
 			return err
 		}
@@ -312,8 +319,36 @@ func (s *sqlStore) ReplaceDirectoryEntries(ctx context.Context, id string, entri
 		for ; i < len(entries); i++ {
 			add = append(add, &entries[i])
 		}
+		if n := len(add) + len(upd) + len(del); n > rewriteAbove && n > (len(entries)+len(del))/4 {
+			// Most of the directory changes: rewriting it all is cheaper
+			// than updating and deleting row by row.
+			ch.Added, ch.Changed, ch.Removed = len(add), len(upd), len(del)
+			return rewriteEntries(ctx, t, id, entries, ch)
+		}
 		return applyEntryChanges(ctx, t, id, add, upd, del, ch)
 	})
+}
+
+// rewriteAbove is the number of changes from which a replacement changing a
+// quarter of a directory or more rewrites it whole.
+const rewriteAbove = 10_000
+
+// rewriteEntries deletes every entry of the directory and inserts entries;
+// ch (counted by the merge) stays as it is.
+func rewriteEntries(ctx context.Context, t tx, id string, entries []directory.Entry, ch *DirectoryChange) error {
+	if _, err := t.exec(ctx, `DELETE FROM directory_entries WHERE directory_id = ?`, id); err != nil {
+		return err
+	}
+	vals := make([]any, len(directoryEntryCols))
+	err := t.copyRows(ctx, "directory_entries", directoryEntryCols, len(entries), func(i int) []any {
+		e := &entries[i]
+		vals[0], vals[1], vals[2], vals[3] = id, bit(e.IsPrefix()), e.Number, e.Name
+		return vals
+	})
+	if err != nil {
+		return err
+	}
+	return nil
 }
 
 // keyLess reports whether e sorts before (number, prefix) in key order.

@@ -79,8 +79,11 @@ func testDirectories(t *testing.T, h backendHarness) {
 		{DirectoryQuery{Number: "2"}, "2001"},
 		{DirectoryQuery{Name: "ALICE"}, "2001"},
 		{DirectoryQuery{Name: "%"}, ""},
-		{DirectoryQuery{Limit: 2}, "+1972555,2001"},
-		{DirectoryQuery{After: "2001"}, "3000"},
+		{DirectoryQuery{Limit: 2}, "2001,3000"},
+		{DirectoryQuery{After: &directory.Key{Number: "2001"}}, "3000,+1972555"},
+		{DirectoryQuery{After: &directory.Key{Number: "3000"}}, "+1972555"},
+		{DirectoryQuery{After: &directory.Key{Number: "+1", Prefix: true}}, "+1972555"},
+		{DirectoryQuery{After: &directory.Key{Number: "+1972555", Prefix: true}}, ""},
 	} {
 		res, err := s.SearchDirectoryEntries(ctx, "corp", q.q)
 		var nums []string

@@ -98,8 +98,13 @@ func (b *sqliteBackend) queryRow(ctx context.Context, q string, args ...any) row
 }
 
 func (b *sqliteBackend) ping(ctx context.Context) error {
-	if err := b.w.PingContext(ctx); err != nil {
-		return err
+	// The one writer connection, busy with a long transaction (a million
+	// directory entries imported), is alive by being busy: pinging it
+	// would wait for the transaction and report the store unreachable.
+	if b.w.Stats().InUse == 0 {
+		if err := b.w.PingContext(ctx); err != nil {
+			return err
+		}
 	}
 	return b.r.PingContext(ctx)
 }

@@ -22,4 +22,3 @@ CREATE TABLE directory_entries (
     name         TEXT NOT NULL,
     PRIMARY KEY (directory_id, prefix, number)
 );
-CREATE INDEX directory_entries_number ON directory_entries (directory_id, number);
