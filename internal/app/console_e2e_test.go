@@ -172,6 +172,45 @@ func TestConsoleInBrowser(t *testing.T) {
 	b2.poll("call log shows calls", `document.querySelectorAll('#calls tbody tr td .badge').length > 0`, 10*time.Second)
 	b2.shot("call-policy")
 
+	// Directories: create one, import a CSV, search it, and see a call
+	// named from it in "Test a call".
+	b2.do("open directories", chromedp.Click(chromedp.CSS("#nav-directories")), chromedp.WaitVisible(chromedp.CSS("#directories")))
+	b2.do("create directory", chromedp.Click(chromedp.CSS("#page-directories details summary")),
+		chromedp.SetValue(chromedp.CSS(`#directory-form [data-field="id"] input`), "e2e"),
+		chromedp.SetValue(chromedp.CSS(`#directory-form [data-field="name"] input`), "E2E callers"),
+		chromedp.Click(chromedp.CSS(`#directory-form button[type=submit]`)))
+	b2.poll("directory open", `document.querySelector('#dir-import-form') !== null`, 10*time.Second)
+	dirCSV := filepath.Join(t.TempDir(), "directory.csv")
+	if err := os.WriteFile(dirCSV, []byte("phone_number,display_name,match_type\n+19725550123,Dana Scully,exact\n+1972555,Acme Corp,prefix\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b2.do("import directory",
+		chromedp.SetUploadFiles(chromedp.CSS(`#dir-import-form input[type=file]`), []string{dirCSV}),
+		chromedp.Click(chromedp.CSS(`#dir-import-form button[type=submit]`)))
+	b2.poll("directory import reported", `document.querySelector('#dir-import-form .form-status').textContent.includes('2 added')`, 10*time.Second)
+	b2.poll("directory entries listed", `document.querySelector('#directory-entries').innerText.includes('Dana Scully')`, 10*time.Second)
+	b2.do("search directory", chromedp.SendKeys(chromedp.CSS("#dir-search-name"), "acme"))
+	b2.poll("directory search", `(() => { const t = document.querySelector('#directory-entries').innerText; return t.includes('Acme Corp') && !t.includes('Dana Scully'); })()`, 10*time.Second)
+	b2.shot("directories")
+	if code, b := apiDo(t, s, "POST", "/api/v1/policies/default/rules",
+		`{"priority":5,"enabled":true,"match":{"called":"7000"},"action":{"decision":"permit","modify":{"calling_name":"directory:e2e"}}}`); code != 201 {
+		t.Fatalf("rule naming from the directory: %d %s", code, b)
+	}
+	b2.do("back to call policy", chromedp.Click(chromedp.CSS("#nav-policy")), chromedp.WaitVisible(chromedp.CSS("#test-form")),
+		chromedp.SetValue(chromedp.CSS(`#test-form [data-field="calling"] input`), "5550123"),
+		chromedp.SetValue(chromedp.CSS(`#test-form [data-field="transformed_calling"] input`), "+19725550123"),
+		chromedp.SetValue(chromedp.CSS(`#test-form [data-field="called"] input`), "7000"))
+	named := ""
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b2.do("test a named call", chromedp.Click(chromedp.CSS(`#test-form button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS("#eval-decision")))
+		if named = b2.evalString(`(document.querySelector('#eval-name') || {}).textContent || ''`); strings.Contains(named, "Dana Scully") {
+			break
+		}
+	}
+	if !strings.Contains(named, `"Dana Scully" from directory e2e, number +19725550123 (transformed_calling)`) {
+		t.Fatalf("test a call: caller name shown as %q", named)
+	}
+
 	// Director: a bad name is refused next to its field, then a synthetic
 	// feed to the probe shows a live state (the probe listens: never
 	// disconnected).
@@ -267,6 +306,18 @@ func (b *browser) text(sel string) string {
 		b.fail("read "+sel, err)
 	}
 	return strings.TrimSpace(s)
+}
+
+// evalString evaluates a JavaScript expression of string value.
+func (b *browser) evalString(expr string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		b.fail("evaluate "+expr, err)
+	}
+	return v
 }
 
 func (b *browser) eval(expr string) float64 {

@@ -5,6 +5,7 @@ import { api, h, replace, getToken, setToken, field, statusLine, showError, clea
 import { StatsPoller } from './stats.js';
 import * as overview from './pages/overview.js';
 import * as policy from './pages/policy.js';
+import * as directories from './pages/directories.js';
 import * as director from './pages/director.js';
 import * as alarms from './pages/alarms.js';
 import * as settings from './pages/settings.js';
@@ -13,6 +14,7 @@ import * as about from './pages/about.js';
 const PAGES = [
   ['overview', 'Overview', overview],
   ['policy', 'Call policy', policy],
+  ['directories', 'Directories', directories],
   ['director', 'Director', director],
   ['alarms', 'Alarms', alarms],
   ['settings', 'Settings', settings],
@@ -100,7 +102,7 @@ function route() {
   const section = h('section', { class: 'page', id: 'page-' + page[0], 'aria-labelledby': 'h-' + page[0] });
   replace(main, section);
   section.append(h('h1', { id: 'h-' + page[0], tabindex: '-1' }, page[1]));
-  if (ctx.role === 'viewer' && ['policy', 'director', 'settings'].includes(page[0])) {
+  if (ctx.role === 'viewer' && ['policy', 'directories', 'director', 'settings'].includes(page[0])) {
     section.append(h('p', { class: 'readonly-note', role: 'note' }, 'You are signed in with a viewer token: you can look, but the server refuses changes.'));
   }
   cleanup = page[2].render(section, ctx) || null;

@@ -69,6 +69,7 @@ export function render(root, ctx) {
     if (a.destination) s += ' → ' + a.destination;
     if (a.announce) s += ` (announce ${a.announce})`;
     if (a.reason) s += ` “${a.reason}”`;
+    if (a.modify && a.modify.calling_name) s += ` name ${a.modify.calling_name}`;
     return s;
   }
 
@@ -157,6 +158,7 @@ export function render(root, ctx) {
     const destination = h('input', { type: 'text' });
     const announce = h('input', { type: 'text' });
     const reason = h('select', {}, h('option', { value: '' }, '(none)'), REASONS.map(r => h('option', { value: r }, r)));
+    const callingName = h('input', { type: 'text', spellcheck: 'false' });
     const description = h('input', { type: 'text' });
     const cancel = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Cancel edit');
     const form = h('form', { id: 'rule-form', novalidate: true }, title,
@@ -166,7 +168,8 @@ export function render(root, ctx) {
         h('div', { class: 'row' }, MATCH_FIELDS.map(([k, label]) => field(label, 'match.' + k, match[k], k.includes('calling') || k.includes('called') ? PATTERN_HINT : null)))),
       h('fieldset', {}, h('legend', {}, 'Action'),
         h('div', { class: 'row' }, field('Decision', 'action.decision', decision), field('Divert destination', 'action.destination', destination),
-          field('Announcement', 'action.announce', announce, 'e.g. user_unavailable'), field('Reason (sent to CUCM)', 'action.reason', reason))),
+          field('Announcement', 'action.announce', announce, 'e.g. user_unavailable'), field('Reason (sent to CUCM)', 'action.reason', reason),
+          field('Calling name', 'action.modify.calling_name', callingName, 'A name, or directory:<id> to name the caller from a directory'))),
       field('Description', 'description', description),
       h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save rule'), cancel), statusLine());
     enabled.id = 'rule-enabled';
@@ -174,7 +177,7 @@ export function render(root, ctx) {
       editing = null; title.textContent = 'New rule'; cancel.hidden = true;
       priority.value = String(((rules[rules.length - 1] || {}).priority || 0) + 10);
       enabled.checked = true; Object.values(match).forEach(i => { i.value = ''; });
-      decision.value = 'deny'; destination.value = announce.value = reason.value = description.value = '';
+      decision.value = 'deny'; destination.value = announce.value = reason.value = description.value = callingName.value = '';
     };
     cancel.addEventListener('click', () => { reset(); clearErrors(form); });
     form.addEventListener('submit', async ev => {
@@ -186,6 +189,9 @@ export function render(root, ctx) {
       for (const [k, i] of [['destination', destination], ['announce', announce], ['reason', reason]]) {
         if (i.value.trim()) action[k] = i.value.trim(); else delete action[k];
       }
+      const modify = { ...(action.modify || {}) };
+      if (callingName.value.trim()) modify.calling_name = callingName.value.trim(); else delete modify.calling_name;
+      if (Object.keys(modify).length) action.modify = modify; else delete action.modify;
       const body = { ...base, priority: priority.value === '' ? 0 : Number(priority.value), enabled: enabled.checked, match: m, action, description: description.value.trim() };
       if (!Number.isInteger(body.priority)) { showError(form, { field: 'priority', message: 'priority: a whole number is required' }); return; }
       try {
@@ -201,6 +207,7 @@ export function render(root, ctx) {
       for (const [k, i] of Object.entries(match)) i.value = r.match[k] || '';
       decision.value = r.action.decision; destination.value = r.action.destination || '';
       announce.value = r.action.announce || ''; reason.value = r.action.reason || ''; description.value = r.description || '';
+      callingName.value = (r.action.modify && r.action.modify.calling_name) || '';
       form.scrollIntoView({ block: 'nearest' }); priority.focus();
     };
     form.reset2 = reset;
@@ -293,6 +300,7 @@ export function render(root, ctx) {
         d.rule_id ? [h('dt', {}, 'Rule'), h('dd', {}, String(d.rule_id))] : null,
         d.entry_id ? [h('dt', {}, 'List entry'), h('dd', {}, String(d.entry_id))] : null,
         d.matched_form ? [h('dt', {}, 'Matched on'), h('dd', { id: 'eval-form' }, d.matched_form.replaceAll('_', ' '))] : null,
+        d.name_lookup ? [h('dt', {}, 'Caller name'), h('dd', { id: 'eval-name' }, d.name_lookup)] : null,
         h('dt', {}, 'Note'), h('dd', { class: 'muted' }, 'Dry run: no hit counted, no rate limit, nothing logged.')));
     } catch (e) { showError(testForm, e); }
   });
