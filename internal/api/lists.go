@@ -16,14 +16,15 @@ import (
 // entryInput is a list entry as clients send it; read-only fields are
 // accepted and ignored so that exported entries can be imported again.
 type entryInput struct {
-	ID        int64      `json:"id"`
-	PolicyID  string     `json:"policy_id"`
-	List      string     `json:"list"`
-	Calling   string     `json:"calling"`
-	Called    string     `json:"called"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	Note      string     `json:"note"`
-	CreatedAt *time.Time `json:"created_at"`
+	ID        int64              `json:"id"`
+	PolicyID  string             `json:"policy_id"`
+	List      string             `json:"list"`
+	Calling   string             `json:"calling"`
+	Called    string             `json:"called"`
+	ExpiresAt *time.Time         `json:"expires_at"`
+	Note      string             `json:"note"`
+	Action    *callpolicy.Action `json:"action"`
+	CreatedAt *time.Time         `json:"created_at"`
 }
 
 func (in *entryInput) entry(field, policyID string, list callpolicy.ListKind) (callpolicy.ListEntry, error) {
@@ -40,6 +41,7 @@ func (in *entryInput) entry(field, policyID string, list callpolicy.ListKind) (c
 		Called:    in.Called,
 		ExpiresAt: in.ExpiresAt,
 		Note:      in.Note,
+		Action:    in.Action,
 	}, nil
 }
 
@@ -194,6 +196,25 @@ func (s *server) addEntries(w http.ResponseWriter, r *http.Request) {
 		if err := callpolicy.ValidateEntry(&entries[i]); err != nil {
 			if !single {
 				err = prefixField(fmt.Sprintf("entries[%d]", i), err)
+			}
+			s.fail(w, r, err)
+			return
+		}
+	}
+	cfg := callpolicy.PolicyConfig{}
+	if list == callpolicy.AllowList {
+		cfg.Allow = entries
+	} else {
+		cfg.Block = entries
+	}
+	for _, ref := range callpolicy.DirectoryRefs(&cfg) {
+		if _, err := s.store.GetDirectory(r.Context(), ref.ID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				f := ref.Field
+				if !single {
+					f = fmt.Sprintf("entries[%d].%s", ref.Entry, f)
+				}
+				err = badRequest(f, "%s: directory %q does not exist", f, ref.ID)
 			}
 			s.fail(w, r, err)
 			return

@@ -21,6 +21,8 @@ type policyInput struct {
 	Description   string                `json:"description"`
 	DefaultAction *callpolicy.Action    `json:"default_action"`
 	RateLimit     *callpolicy.RateLimit `json:"rate_limit"`
+	AllowAction   *callpolicy.Action    `json:"allow_action"`
+	BlockAction   *callpolicy.Action    `json:"block_action"`
 	CreatedAt     *time.Time            `json:"created_at"`
 	UpdatedAt     *time.Time            `json:"updated_at"`
 }
@@ -31,6 +33,8 @@ func (in *policyInput) policy(id string) callpolicy.Policy {
 		Name:        in.Name,
 		Description: in.Description,
 		RateLimit:   in.RateLimit,
+		AllowAction: in.AllowAction,
+		BlockAction: in.BlockAction,
 	}
 	if p.Name == "" {
 		p.Name = id

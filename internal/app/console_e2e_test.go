@@ -168,6 +168,25 @@ func TestConsoleInBrowser(t *testing.T) {
 	if code, b := apiDo(t, s, "GET", "/api/v1/policies/default/lists/block/entries", ""); code != 200 || !strings.Contains(string(b), "5550001") {
 		t.Fatalf("entries not stored: %d %s", code, b)
 	}
+	// Policy settings: block-list hits divert to a screening number, and a
+	// per-called-number limit; a bad destination is named first.
+	b2.do("open policy settings", chromedp.Click(chromedp.CSS("#policy-settings summary")),
+		chromedp.SetValue(chromedp.CSS(`#policy-settings-form [data-field="block_action.decision"] select`), "divert"),
+		chromedp.SetValue(chromedp.CSS(`#policy-settings-form [data-field="block_action.destination"] input`), "not a number"),
+		chromedp.Click(chromedp.CSS(`#policy-settings-form button[type=submit]`)))
+	b2.poll("block action error", `document.querySelector('#policy-settings-form [data-field="block_action.destination"] .field-error').textContent.length > 0`, 10*time.Second)
+	b2.do("fill policy settings",
+		chromedp.SetValue(chromedp.CSS(`#policy-settings-form [data-field="block_action.destination"] input`), "8000"),
+		chromedp.SetValue(chromedp.CSS(`#policy-settings-form [data-field="rate_limit.per_called.calls"] input`), "10"),
+		chromedp.SetValue(chromedp.CSS(`#policy-settings-form [data-field="rate_limit.per_called.window_seconds"] input`), "60"),
+		chromedp.SetValue(chromedp.CSS(`#policy-settings-form [data-field="rate_limit.per_called.block_seconds"] input`), "300"),
+		chromedp.Click(chromedp.CSS(`#policy-settings-form button[type=submit]`)))
+	b2.poll("policy settings saved", `document.querySelector('#policy-settings-form .form-status').textContent.includes('saved')`, 10*time.Second)
+	if code, b := apiDo(t, s, "GET", "/api/v1/policies/default", ""); code != 200 ||
+		!strings.Contains(string(b), `"block_action":{"decision":"divert","destination":"8000"}`) ||
+		!strings.Contains(string(b), `"per_called":{"calls":10,"window_seconds":60,"block_seconds":300}`) {
+		t.Fatalf("policy settings not stored: %d %s", code, b)
+	}
 	b2.do("live tail", chromedp.Click(chromedp.CSS("#tail")))
 	b2.poll("call log shows calls", `document.querySelectorAll('#calls tbody tr td .badge').length > 0`, 10*time.Second)
 	b2.shot("call-policy")

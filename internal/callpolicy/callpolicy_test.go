@@ -212,7 +212,7 @@ func TestRateLimitMemoryBounded(t *testing.T) {
 	lim := &Limit{Calls: 5, WindowSeconds: 60}
 	now := t0.UnixNano()
 	for i := 0; i < limShards*shardCap*5/4; i++ {
-		l.take(limKey{policy: "p", calling: string(rune(i))}, lim, 0, now, true)
+		l.take(limKey{policy: "p", number: string(rune(i))}, lim, 0, now, true)
 	}
 	if n := l.size(); n > limShards*shardCap {
 		t.Fatalf("%d keys, cap %d", n, limShards*shardCap)

@@ -83,6 +83,7 @@ type entry struct {
 	expires   int64
 	reason    string
 	hasCalled bool
+	action    *Action // the entry's own, or its list's
 }
 
 type entryList struct {
@@ -92,11 +93,32 @@ type entryList struct {
 }
 
 type rateLimit struct {
-	perCalling, overall *Limit
-	block               time.Duration // 0: the window of the limit exceeded
-	action              Action
-	reasonCalling       string
-	reasonOverall       string
+	perCalling, perCalled, overall *limitSpec
+}
+
+// limitSpec is one compiled limit with what applies when it is exceeded.
+type limitSpec struct {
+	lim    *Limit
+	block  time.Duration // 0: the limit's window
+	action Action
+	reason string
+}
+
+func compileLimit(rl *RateLimit, l *Limit, reason string) *limitSpec {
+	if l == nil {
+		return nil
+	}
+	ls := &limitSpec{lim: l, block: time.Duration(rl.BlockSeconds) * time.Second, action: Action{Decision: Deny, Reason: "blocked"}, reason: reason}
+	if l.BlockSeconds > 0 {
+		ls.block = time.Duration(l.BlockSeconds) * time.Second
+	}
+	switch {
+	case l.Action != nil:
+		ls.action = *l.Action
+	case rl.Action != nil:
+		ls.action = *rl.Action
+	}
+	return ls
 }
 
 func (r *rule) active(now int64, t time.Time) bool {
@@ -190,8 +212,13 @@ func (s *Snapshot) checkDirs(cfg *PolicyConfig) error {
 	for _, ref := range DirectoryRefs(cfg) {
 		if s.dirs[ref.ID] == nil {
 			err := fieldErr(ref.Field, "directory %q does not exist", ref.ID)
-			if ref.Rule >= 0 {
+			switch {
+			case ref.Rule >= 0:
 				return fmt.Errorf("rule %d: %w", cfg.Rules[ref.Rule].ID, err)
+			case ref.Entry >= 0 && ref.List == AllowList:
+				return fmt.Errorf("allow list entry %d: %w", cfg.Allow[ref.Entry].ID, err)
+			case ref.Entry >= 0:
+				return fmt.Errorf("block list entry %d: %w", cfg.Block[ref.Entry].ID, err)
 			}
 			return err
 		}
@@ -199,31 +226,53 @@ func (s *Snapshot) checkDirs(cfg *PolicyConfig) error {
 	return nil
 }
 
-// DirRef is a directory named by a policy's default action, rate-limit
-// action or a rule, and the field that names it.
+// DirRef is a directory named by an action of a policy, a rule or a list
+// entry, and the field that names it.
 type DirRef struct {
 	ID    string
-	Rule  int    // index in PolicyConfig.Rules; -1: the policy itself
-	Field string // in the rule or policy: "action.modify.calling_name"
+	Rule  int      // index in PolicyConfig.Rules; -1: not a rule
+	Entry int      // index in PolicyConfig.Allow or Block (List); -1: not an entry
+	List  ListKind // the entry's list
+	Field string   // in the rule, entry or policy: "action.modify.calling_name"
 }
 
 // DirectoryRefs lists the directories cfg reads.
 func DirectoryRefs(cfg *PolicyConfig) []DirRef {
 	var out []DirRef
-	add := func(rule int, field string, a *Action) {
+	add := func(ref DirRef, field string, a *Action) {
 		if a == nil || a.Modify == nil {
 			return
 		}
 		if id := directory.RefID(a.Modify.CallingName); id != "" {
-			out = append(out, DirRef{ID: id, Rule: rule, Field: field + "modify.calling_name"})
+			ref.ID, ref.Field = id, field+"modify.calling_name"
+			out = append(out, ref)
 		}
 	}
-	add(-1, "default_action.", &cfg.Policy.DefaultAction)
+	pol := DirRef{Rule: -1, Entry: -1}
+	add(pol, "default_action.", &cfg.Policy.DefaultAction)
+	add(pol, "allow_action.", cfg.Policy.AllowAction)
+	add(pol, "block_action.", cfg.Policy.BlockAction)
 	if rl := cfg.Policy.RateLimit; rl != nil {
-		add(-1, "rate_limit.action.", rl.Action)
+		add(pol, "rate_limit.action.", rl.Action)
+		for _, nl := range []struct {
+			name string
+			l    *Limit
+		}{{"per_calling", rl.PerCalling}, {"per_called", rl.PerCalled}, {"overall", rl.Overall}} {
+			if nl.l != nil {
+				add(pol, "rate_limit."+nl.name+".action.", nl.l.Action)
+			}
+		}
 	}
 	for i := range cfg.Rules {
-		add(i, "action.", &cfg.Rules[i].Action)
+		add(DirRef{Rule: i, Entry: -1}, "action.", &cfg.Rules[i].Action)
+	}
+	for _, l := range []struct {
+		kind    ListKind
+		entries []ListEntry
+	}{{AllowList, cfg.Allow}, {BlockList, cfg.Block}} {
+		for i := range l.entries {
+			add(DirRef{Rule: -1, Entry: i, List: l.kind}, "action.", l.entries[i].Action)
+		}
 	}
 	return out
 }
@@ -243,17 +292,15 @@ func validateAndCompile(cfg *PolicyConfig, zones map[string]*time.Location) (*po
 func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy, error) {
 	p := &policy{id: cfg.Policy.ID, def: cfg.Policy.DefaultAction}
 	if rl := cfg.Policy.RateLimit; rl != nil {
-		p.limit = &rateLimit{perCalling: rl.PerCalling, overall: rl.Overall,
-			block:  time.Duration(rl.BlockSeconds) * time.Second,
-			action: Action{Decision: Deny, Reason: "blocked"}}
-		if rl.Action != nil {
-			p.limit.action = *rl.Action
-		}
+		p.limit = &rateLimit{}
 		if l := rl.PerCalling; l != nil {
-			p.limit.reasonCalling = fmt.Sprintf("rate limit: more than %d calls in %ds from this calling number", l.Calls, l.WindowSeconds)
+			p.limit.perCalling = compileLimit(rl, l, fmt.Sprintf("rate limit: more than %d calls in %ds from this calling number", l.Calls, l.WindowSeconds))
+		}
+		if l := rl.PerCalled; l != nil {
+			p.limit.perCalled = compileLimit(rl, l, fmt.Sprintf("rate limit: more than %d calls in %ds to this called number", l.Calls, l.WindowSeconds))
 		}
 		if l := rl.Overall; l != nil {
-			p.limit.reasonOverall = fmt.Sprintf("rate limit: more than %d calls in %ds to policy %s", l.Calls, l.WindowSeconds, p.id)
+			p.limit.overall = compileLimit(rl, l, fmt.Sprintf("rate limit: more than %d calls in %ds to policy %s", l.Calls, l.WindowSeconds, p.id))
 		}
 	}
 
@@ -337,10 +384,17 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy,
 		return nil, err
 	}
 	p.matcher = m
-	if p.allow, err = compileList(AllowList, cfg.Allow); err != nil {
+	allowAction, blockAction := &Action{Decision: Permit}, &Action{Decision: Deny, Reason: "blocked"}
+	if a := cfg.Policy.AllowAction; a != nil {
+		allowAction = a
+	}
+	if a := cfg.Policy.BlockAction; a != nil {
+		blockAction = a
+	}
+	if p.allow, err = compileList(AllowList, cfg.Allow, allowAction, &actions); err != nil {
 		return nil, err
 	}
-	if p.block, err = compileList(BlockList, cfg.Block); err != nil {
+	if p.block, err = compileList(BlockList, cfg.Block, blockAction, &actions); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -365,7 +419,7 @@ func appendRuleReason(b []byte, r *Rule) []byte {
 	return append(b, " matched"...)
 }
 
-func compileList(kind ListKind, entries []ListEntry) (entryList, error) {
+func compileList(kind ListKind, entries []ListEntry, listAction *Action, actions *actionSet) (entryList, error) {
 	var l entryList
 	if len(entries) == 0 {
 		return l, nil
@@ -385,7 +439,10 @@ func compileList(kind ListKind, entries []ListEntry) (entryList, error) {
 		if err := b.Add([]string{e.Calling, e.Called}); err != nil {
 			return l, fmt.Errorf("%s list entry %d: %w", kind, e.ID, err)
 		}
-		ce := entry{id: e.ID, reason: fmt.Sprintf("%s list entry %d (calling %s", kind, e.ID, e.Calling), hasCalled: e.Called != ""}
+		ce := entry{id: e.ID, reason: fmt.Sprintf("%s list entry %d (calling %s", kind, e.ID, e.Calling), hasCalled: e.Called != "", action: listAction}
+		if e.Action != nil {
+			ce.action = actions.get(e.Action)
+		}
 		if e.Called != "" {
 			ce.reason += ", called " + e.Called
 			l.anyCalled = true

@@ -2,6 +2,7 @@ package callpolicy
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,11 +14,13 @@ import (
 // of exhausting memory.
 const MaxCSVEntries = 1_000_000
 
-var csvHeader = []string{"calling", "called", "expires_at", "note"}
+var csvHeader = []string{"calling", "called", "expires_at", "note", "action"}
 
 // ParseEntriesCSV reads list entries as CSV with the columns
-// calling,called,expires_at,note. The header line is optional; trailing
-// columns may be omitted; expires_at is RFC 3339 or empty. Every entry is
+// calling,called,expires_at,note,action. The header line is optional;
+// trailing columns may be omitted; expires_at is RFC 3339 or empty; action
+// is the entry's own action as JSON ({"decision":"divert","destination":
+// "8000"}) or empty for the list's. Every entry is
 // validated, and the error names the line of the first bad one:
 // "line 7: calling: ...". Id, policy and list are left for the caller.
 func ParseEntriesCSV(r io.Reader) ([]ListEntry, error) {
@@ -63,6 +66,14 @@ func ParseEntriesCSV(r io.Reader) ([]ListEntry, error) {
 			}
 			e.ExpiresAt = &t
 		}
+		if s := col(4); s != "" {
+			dec := json.NewDecoder(strings.NewReader(s))
+			dec.DisallowUnknownFields()
+			e.Action = new(Action)
+			if err := dec.Decode(e.Action); err != nil {
+				return nil, fmt.Errorf("line %d: action: not a JSON action (%v)", line, err)
+			}
+		}
 		if err := ValidateEntry(&e); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
@@ -87,7 +98,15 @@ func WriteEntriesCSV(w io.Writer, entries []ListEntry) error {
 		if e.ExpiresAt != nil {
 			exp = e.ExpiresAt.UTC().Format(time.RFC3339)
 		}
-		rec[0], rec[1], rec[2], rec[3] = e.Calling, e.Called, exp, e.Note
+		act := ""
+		if e.Action != nil {
+			b, err := json.Marshal(e.Action)
+			if err != nil {
+				return err
+			}
+			act = string(b)
+		}
+		rec[0], rec[1], rec[2], rec[3], rec[4] = e.Calling, e.Called, exp, e.Note, act
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

@@ -25,7 +25,10 @@ func TestParseEntriesCSV(t *testing.T) {
 		{"missing calling", "calling,called\n,123\n", 0, "line 2: calling: required"},
 		{"regex refused", "regex:^1\n", 0, "line 1: calling: regex: not allowed"},
 		{"bad expiry", "1,,tomorrow\n", 0, `line 1: expires_at: "tomorrow" is not RFC 3339`},
-		{"too many columns", "1,2,,n,extra\n", 0, "line 1: 5 columns"},
+		{"too many columns", "1,2,,n,,extra\n", 0, "line 1: 6 columns"},
+		{"entry action", "1,,,n,\"{\"\"decision\"\":\"\"divert\"\",\"\"destination\"\":\"\"8000\"\"}\"\n", 1, ""},
+		{"bad action", "1,,,n,\"{\"\"decision\"\":\"\"x\"\"}\"\n", 0, "line 1: action.decision"},
+		{"action not JSON", "1,,,n,divert\n", 0, "line 1: action: not a JSON action"},
 		{"bad quoting", "1,\"2\n", 0, "line 1:"},
 	}
 	for _, tt := range tests {
@@ -47,7 +50,7 @@ func TestWriteEntriesCSVGolden(t *testing.T) {
 	entries := []ListEntry{
 		{Calling: "+15550001", Note: "robocaller"},
 		{Calling: "prefix:+1666", Called: "911", ExpiresAt: &exp, Note: `quoted "note", with comma`},
-		{Calling: "pattern:1900XXXXXXX"},
+		{Calling: "pattern:1900XXXXXXX", Action: &Action{Decision: Divert, Destination: "8000", Reason: "chaperone"}},
 	}
 	var buf bytes.Buffer
 	if err := WriteEntriesCSV(&buf, entries); err != nil {
@@ -67,7 +70,8 @@ func TestWriteEntriesCSVGolden(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", buf.Bytes(), want)
 	}
 	back, err := ParseEntriesCSV(bytes.NewReader(want))
-	if err != nil || len(back) != 3 || back[1].Note != entries[1].Note || !back[1].ExpiresAt.Equal(exp) || back[1].Called != "911" {
+	if err != nil || len(back) != 3 || back[1].Note != entries[1].Note || !back[1].ExpiresAt.Equal(exp) || back[1].Called != "911" ||
+		back[2].Action == nil || *back[2].Action != *entries[2].Action || back[0].Action != nil {
 		t.Fatalf("round trip: %+v %v", back, err)
 	}
 }

@@ -240,25 +240,34 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 	// 1. Allow list: permit and stop. 2. Block list: deny and stop.
 	if i, form := p.allow.matchCall(call, nowN); i >= 0 {
 		en := &p.allow.entries[i]
-		return Decision{Policy: p.id, Action: Action{Decision: Permit}, Step: StepAllowList, EntryID: en.id, Form: form, Reason: en.reason}
+		return Decision{Policy: p.id, Action: *en.action, Step: StepAllowList, EntryID: en.id, Form: form, Reason: en.reason}
 	}
 	if i, form := p.block.matchCall(call, nowN); i >= 0 {
 		en := &p.block.entries[i]
-		return Decision{Policy: p.id, Action: Action{Decision: Deny, Reason: "blocked"}, Step: StepBlockList, EntryID: en.id, Form: form, Reason: en.reason}
+		return Decision{Policy: p.id, Action: *en.action, Step: StepBlockList, EntryID: en.id, Form: form, Reason: en.reason}
 	}
 
 	// 3. Rate limits.
 	if l := p.limit; l != nil {
-		if l.overall != nil && e.lim.take(limKey{policy: p.id, overall: true}, l.overall, l.block, nowN, live) {
-			return Decision{Policy: p.id, Action: l.action, Step: StepRateLimit, Reason: l.reasonOverall}
+		if ls := l.overall; ls != nil && e.lim.take(limKey{policy: p.id, kind: limOverall}, ls.lim, ls.block, nowN, live) {
+			return Decision{Policy: p.id, Action: ls.action, Step: StepRateLimit, Reason: ls.reason}
 		}
-		if l.perCalling != nil {
+		if ls := l.perCalled; ls != nil {
+			key, form := call.TransformedCalled, "transformed_called"
+			if key == "" {
+				key, form = call.Called, "called"
+			}
+			if e.lim.take(limKey{policy: p.id, number: key, kind: limCalled}, ls.lim, ls.block, nowN, live) {
+				return Decision{Policy: p.id, Action: ls.action, Step: StepRateLimit, Form: form, Reason: ls.reason}
+			}
+		}
+		if ls := l.perCalling; ls != nil {
 			key, form := call.TransformedCalling, formNames[1][0]
 			if key == "" {
 				key, form = call.Calling, formNames[0][0]
 			}
-			if e.lim.take(limKey{policy: p.id, calling: key}, l.perCalling, l.block, nowN, live) {
-				return Decision{Policy: p.id, Action: l.action, Step: StepRateLimit, Form: form, Reason: l.reasonCalling}
+			if e.lim.take(limKey{policy: p.id, number: key}, ls.lim, ls.block, nowN, live) {
+				return Decision{Policy: p.id, Action: ls.action, Step: StepRateLimit, Form: form, Reason: ls.reason}
 			}
 		}
 	}

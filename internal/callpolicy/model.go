@@ -64,27 +64,39 @@ type Policy struct {
 	Description   string     `json:"description,omitempty"`
 	DefaultAction Action     `json:"default_action"`
 	RateLimit     *RateLimit `json:"rate_limit,omitempty"`
+	// AllowAction and BlockAction are what an allow-list or block-list hit
+	// tells CUCM (an entry's own Action wins over them). Unset: continue
+	// for the allow list, reject with reason "blocked" for the block list.
+	AllowAction *Action `json:"allow_action,omitempty"`
+	BlockAction *Action `json:"block_action,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
 	UpdatedAt     time.Time  `json:"updated_at"`
 }
 
 // RateLimit protects against toll fraud and TDoS: at most Calls calls in
-// WindowSeconds per calling number (and, when Overall is set, per policy).
-// A caller is counted under its transformed (globalized) number when CUCM
-// sends one, else under the calling number, so both forms of one number
-// share a count; callers who presented no number share one count.
-// When exceeded, Action (default deny) applies for BlockSeconds.
+// WindowSeconds per calling number, per called number (one DID flooded
+// from rotating callers) and per policy. A number is counted under its
+// transformed (globalized) form when CUCM sends one, else as sent, so both
+// forms of one number share a count; callers who presented no number share
+// one count. Limits are checked overall, per called, then per calling
+// number. When one is exceeded, its Action (else the RateLimit's, else
+// deny) applies for its BlockSeconds (else the RateLimit's, else the
+// window).
 type RateLimit struct {
 	PerCalling   *Limit  `json:"per_calling,omitempty"`
+	PerCalled    *Limit  `json:"per_called,omitempty"`
 	Overall      *Limit  `json:"overall,omitempty"`
 	BlockSeconds int     `json:"block_seconds,omitempty"`
 	Action       *Action `json:"action,omitempty"`
 }
 
-// Limit is N calls in a window of W seconds.
+// Limit is N calls in a window of W seconds, with an optional action and
+// block time of its own.
 type Limit struct {
-	Calls         int `json:"calls"`
-	WindowSeconds int `json:"window_seconds"`
+	Calls         int     `json:"calls"`
+	WindowSeconds int     `json:"window_seconds"`
+	BlockSeconds  int     `json:"block_seconds,omitempty"`
+	Action        *Action `json:"action,omitempty"`
 }
 
 // Rule is one ordered entry of a policy. All given Match conditions must
@@ -160,7 +172,10 @@ type ListEntry struct {
 	Called    string     `json:"called,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	Note      string     `json:"note,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
+	// Action, when set, is what a hit on this entry tells CUCM instead of
+	// the list's action (Policy.AllowAction, BlockAction).
+	Action    *Action   `json:"action,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // PolicyConfig is everything needed to compile one policy.

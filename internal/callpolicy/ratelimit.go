@@ -32,10 +32,17 @@ const (
 )
 
 type limKey struct {
-	policy  string
-	calling string
-	overall bool
+	policy string
+	number string // the calling or called number; "" for overall
+	kind   uint8  // limCalling, limCalled or limOverall
 }
+
+// Kinds of limKey.
+const (
+	limCalling uint8 = iota
+	limCalled
+	limOverall
+)
 
 type limState struct {
 	winStart     int64 // unix nanos
@@ -58,7 +65,7 @@ func newLimiter() *limiter {
 }
 
 func (l *limiter) shard(k limKey) *limShard {
-	h := maphash.String(l.seed, k.calling) ^ maphash.String(l.seed, k.policy)
+	h := maphash.String(l.seed, k.number) ^ maphash.String(l.seed, k.policy) ^ uint64(k.kind)
 	return &l.shards[h%limShards]
 }
 
@@ -107,7 +114,7 @@ func (l *limiter) take(k limKey, lim *Limit, block time.Duration, now int64, liv
 		if len(sh.m) >= shardCap {
 			sh.evict(now)
 		}
-		k.calling = strings.Clone(k.calling) // the caller's string may live in a reused buffer
+		k.number = strings.Clone(k.number) // the caller's string may live in a reused buffer
 		k.policy = strings.Clone(k.policy)
 	}
 	sh.m[k] = st

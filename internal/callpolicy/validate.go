@@ -107,14 +107,24 @@ func ValidatePolicy(p *Policy) error {
 	if err := validateAction("default_action.", &p.DefaultAction); err != nil {
 		return err
 	}
+	for _, la := range []struct {
+		name string
+		a    *Action
+	}{{"allow_action.", p.AllowAction}, {"block_action.", p.BlockAction}} {
+		if la.a != nil {
+			if err := validateAction(la.name, la.a); err != nil {
+				return err
+			}
+		}
+	}
 	if rl := p.RateLimit; rl != nil {
-		if rl.PerCalling == nil && rl.Overall == nil {
-			return fieldErr("rate_limit", "needs per_calling or overall")
+		if rl.PerCalling == nil && rl.Overall == nil && rl.PerCalled == nil {
+			return fieldErr("rate_limit", "needs per_calling, per_called or overall")
 		}
 		for _, nl := range []struct {
 			name string
 			l    *Limit
-		}{{"per_calling", rl.PerCalling}, {"overall", rl.Overall}} {
+		}{{"per_calling", rl.PerCalling}, {"per_called", rl.PerCalled}, {"overall", rl.Overall}} {
 			name, l := nl.name, nl.l
 			if l == nil {
 				continue
@@ -124,6 +134,14 @@ func ValidatePolicy(p *Policy) error {
 			}
 			if l.WindowSeconds < 1 || l.WindowSeconds > 86400 {
 				return fieldErr("rate_limit."+name+".window_seconds", "%d out of range 1..86400", l.WindowSeconds)
+			}
+			if l.BlockSeconds < 0 || l.BlockSeconds > 7*86400 {
+				return fieldErr("rate_limit."+name+".block_seconds", "%d out of range 0..604800 (0 = the rate limit's)", l.BlockSeconds)
+			}
+			if l.Action != nil {
+				if err := validateAction("rate_limit."+name+".action.", l.Action); err != nil {
+					return err
+				}
 			}
 		}
 		if rl.BlockSeconds < 0 || rl.BlockSeconds > 7*86400 {
@@ -161,6 +179,11 @@ func ValidateEntry(e *ListEntry) error {
 	}
 	if len(e.Note) > 1024 {
 		return fieldErr("note", "longer than 1024 bytes")
+	}
+	if e.Action != nil {
+		if err := validateAction("action.", e.Action); err != nil {
+			return err
+		}
 	}
 	return nil
 }

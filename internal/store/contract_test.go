@@ -36,6 +36,7 @@ func testStore(t *testing.T, h backendHarness) {
 		{"Changes", testChanges},
 		{"BulkRules", testBulkRules},
 		{"Directories", testDirectories},
+		{"ListActions", testListActions},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

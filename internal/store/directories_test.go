@@ -131,3 +131,42 @@ func testDirectories(t *testing.T, h backendHarness) {
 		t.Errorf("list after delete: %v %v", ds, err)
 	}
 }
+
+func testListActions(t *testing.T, h backendHarness) {
+	s := openT(t, h.fresh(t))
+	p := callpolicy.Policy{ID: "p", Name: "P", DefaultAction: callpolicy.Action{Decision: callpolicy.Permit},
+		BlockAction: &callpolicy.Action{Decision: callpolicy.Deny, Announce: "call_rejected"},
+		RateLimit: &callpolicy.RateLimit{PerCalled: &callpolicy.Limit{Calls: 5, WindowSeconds: 60, BlockSeconds: 30,
+			Action: &callpolicy.Action{Decision: callpolicy.Divert, Destination: "8000"}}}}
+	if err := s.CreatePolicy(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetPolicy(ctx, "p")
+	if err != nil || got.AllowAction != nil || got.BlockAction == nil || got.BlockAction.Announce != "call_rejected" ||
+		got.RateLimit.PerCalled.Action.Destination != "8000" || got.RateLimit.PerCalled.BlockSeconds != 30 {
+		t.Fatalf("policy: %+v %v", got, err)
+	}
+	got.AllowAction, got.BlockAction = &callpolicy.Action{Decision: callpolicy.Permit, Greeting: "vip"}, nil
+	if err := s.UpdatePolicy(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	es := []callpolicy.ListEntry{{Calling: "1"}, {Calling: "2", Action: &callpolicy.Action{Decision: callpolicy.Divert, Destination: "9000"}}}
+	if err := s.AddEntries(ctx, "p", callpolicy.BlockList, es); err != nil {
+		t.Fatal(err)
+	}
+	cfgs, err := s.LoadPolicies(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfgs {
+		if c.Policy.ID != "p" {
+			continue
+		}
+		if c.Policy.BlockAction != nil || c.Policy.AllowAction == nil || c.Policy.AllowAction.Greeting != "vip" ||
+			len(c.Block) != 2 || c.Block[0].Action != nil || c.Block[1].Action == nil || c.Block[1].Action.Destination != "9000" {
+			t.Errorf("loaded: %+v", c)
+		}
+		return
+	}
+	t.Error("policy p not loaded")
+}

@@ -9,17 +9,22 @@ import (
 	"github.com/signalbox/signalbox/internal/callpolicy"
 )
 
-const entryCols = `id, policy_id, list, calling, called, expires_at, note, created_at`
+const entryCols = `id, policy_id, list, calling, called, expires_at, note, created_at, action`
 
-var entryInsertCols = []string{"policy_id", "list", "calling", "called", "expires_at", "note", "created_at"}
+var entryInsertCols = []string{"policy_id", "list", "calling", "called", "expires_at", "note", "created_at", "action"}
 
 func scanEntry(r row) (callpolicy.ListEntry, error) {
 	var e callpolicy.ListEntry
 	var list string
 	var expires sql.NullInt64
 	var created int64
-	if err := r.Scan(&e.ID, &e.PolicyID, &list, &e.Calling, &e.Called, &expires, &e.Note, &created); err != nil {
+	var action []byte
+	if err := r.Scan(&e.ID, &e.PolicyID, &list, &e.Calling, &e.Called, &expires, &e.Note, &created, &action); err != nil {
 		return e, err
+	}
+	var err error
+	if e.Action, err = decodeAction(action); err != nil {
+		return e, fmt.Errorf("list entry %d: action: %w", e.ID, err)
 	}
 	e.List, e.ExpiresAt, e.CreatedAt = callpolicy.ListKind(list), ptrUS(expires), fromUS(created)
 	return e, nil
@@ -77,6 +82,13 @@ func (s *sqlStore) AddEntries(ctx context.Context, policyID string, list callpol
 			return fmt.Errorf("entry %d: calling is required", i)
 		}
 	}
+	actions := make([]any, len(entries))
+	for i := range entries {
+		var err error
+		if actions[i], err = encodeAction(entries[i].Action); err != nil {
+			return fmt.Errorf("entry %d: action: %w", i, err)
+		}
+	}
 	ts := now()
 	var ids []int64
 	err := s.write(ctx, true, func(t tx) error {
@@ -86,7 +98,7 @@ func (s *sqlStore) AddEntries(ctx context.Context, policyID string, list callpol
 		var err error
 		ids, err = t.insertIDs(ctx, "list_entries", entryInsertCols, len(entries), func(i int) []any {
 			e := &entries[i]
-			return []any{policyID, string(list), e.Calling, e.Called, nullUS(e.ExpiresAt), e.Note, ts.UnixMicro()}
+			return []any{policyID, string(list), e.Calling, e.Called, nullUS(e.ExpiresAt), e.Note, ts.UnixMicro(), actions[i]}
 		}, nil)
 		return err
 	})

@@ -9,14 +9,21 @@ import (
 	"github.com/signalbox/signalbox/internal/callpolicy"
 )
 
-const policyCols = `id, name, description, default_action, rate_limit, created_at, updated_at`
+const policyCols = `id, name, description, default_action, rate_limit, created_at, updated_at, allow_action, block_action`
 
 func scanPolicy(r row) (callpolicy.Policy, error) {
 	var p callpolicy.Policy
-	var action, limit []byte
+	var action, limit, allow, block []byte
 	var created, updated int64
-	if err := r.Scan(&p.ID, &p.Name, &p.Description, &action, &limit, &created, &updated); err != nil {
+	if err := r.Scan(&p.ID, &p.Name, &p.Description, &action, &limit, &created, &updated, &allow, &block); err != nil {
 		return p, err
+	}
+	var err error
+	if p.AllowAction, err = decodeAction(allow); err != nil {
+		return p, fmt.Errorf("policy %q: allow_action: %w", p.ID, err)
+	}
+	if p.BlockAction, err = decodeAction(block); err != nil {
+		return p, fmt.Errorf("policy %q: block_action: %w", p.ID, err)
 	}
 	if err := json.Unmarshal(action, &p.DefaultAction); err != nil {
 		return p, fmt.Errorf("policy %q: default_action: %w", p.ID, err)
@@ -29,6 +36,41 @@ func scanPolicy(r row) (callpolicy.Policy, error) {
 	}
 	p.CreatedAt, p.UpdatedAt = fromUS(created), fromUS(updated)
 	return p, nil
+}
+
+// decodeAction reads a nullable JSON action column.
+func decodeAction(b []byte) (*callpolicy.Action, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	a := new(callpolicy.Action)
+	if err := json.Unmarshal(b, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// encodeAction writes a nullable JSON action column.
+func encodeAction(a *callpolicy.Action) (any, error) {
+	if a == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// listActions encodes a policy's allow_action and block_action.
+func listActions(p *callpolicy.Policy) (allow, block any, err error) {
+	if allow, err = encodeAction(p.AllowAction); err != nil {
+		return nil, nil, fmt.Errorf("policy %q: allow_action: %w", p.ID, err)
+	}
+	if block, err = encodeAction(p.BlockAction); err != nil {
+		return nil, nil, fmt.Errorf("policy %q: block_action: %w", p.ID, err)
+	}
+	return allow, block, nil
 }
 
 func encodePolicy(p *callpolicy.Policy) (action string, limit any, err error) {
@@ -85,10 +127,14 @@ func (s *sqlStore) CreatePolicy(ctx context.Context, p *callpolicy.Policy) error
 	if err != nil {
 		return err
 	}
+	allow, block, err := listActions(p)
+	if err != nil {
+		return err
+	}
 	ts := now()
 	err = s.write(ctx, true, func(t tx) error {
-		_, err := t.exec(ctx, `INSERT INTO policies (`+policyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			p.ID, p.Name, p.Description, action, limit, ts.UnixMicro(), ts.UnixMicro())
+		_, err := t.exec(ctx, `INSERT INTO policies (`+policyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.ID, p.Name, p.Description, action, limit, ts.UnixMicro(), ts.UnixMicro(), allow, block)
 		return err
 	})
 	if s.b.isUniqueViolation(err) {
@@ -106,12 +152,17 @@ func (s *sqlStore) UpdatePolicy(ctx context.Context, p *callpolicy.Policy) error
 	if err != nil {
 		return err
 	}
+	allow, block, err := listActions(p)
+	if err != nil {
+		return err
+	}
 	ts := now()
 	var created int64
 	err = s.write(ctx, true, func(t tx) error {
-		return t.queryRow(ctx, `UPDATE policies SET name = ?, description = ?, default_action = ?, rate_limit = ?, updated_at = ?
+		return t.queryRow(ctx, `UPDATE policies SET name = ?, description = ?, default_action = ?, rate_limit = ?, updated_at = ?,
+			allow_action = ?, block_action = ?
 			WHERE id = ? RETURNING created_at`,
-			p.Name, p.Description, action, limit, ts.UnixMicro(), p.ID).Scan(&created)
+			p.Name, p.Description, action, limit, ts.UnixMicro(), allow, block, p.ID).Scan(&created)
 	})
 	if isNoRows(err) {
 		return fmt.Errorf("policy %q: %w", p.ID, ErrNotFound)

@@ -35,14 +35,71 @@ export function render(root, ctx) {
       await loadPolicies(); loadAll();
     } catch (e) { showError(polForm, e); }
   });
-  select.addEventListener('change', () => { pid = select.value; sessionStorage.setItem(SEL_KEY, pid); loadAll(); });
+  select.addEventListener('change', () => { pid = select.value; sessionStorage.setItem(SEL_KEY, pid); fillSettings(); loadAll(); });
+
+  // Policy settings: the default action, what list hits do, rate limits.
+  let policies = [];
+  const defAct = actionFields('default_action', ['permit', 'deny', 'divert'], 'permit');
+  const allowAct = actionFields('allow_action', ['', 'permit', 'divert'], '');
+  const blockAct = actionFields('block_action', ['', 'deny', 'divert', 'permit'], '');
+  const LIMITS = [['per_calling', 'Per calling number'], ['per_called', 'Per called number (one DID flooded)'], ['overall', 'Whole policy']];
+  const lim = Object.fromEntries(LIMITS.map(([k]) => [k, {
+    calls: h('input', { type: 'number', min: '1', step: '1' }), window: h('input', { type: 'number', min: '1', step: '1' }),
+    block: h('input', { type: 'number', min: '0', step: '1' }), act: actionFields('rate_limit.' + k + '.action', ['', 'deny', 'divert'], '') }]));
+  const settingsForm = h('form', { id: 'policy-settings-form', novalidate: true },
+    h('fieldset', {}, h('legend', {}, 'When no rule matches (default action)'), defAct.row),
+    h('fieldset', {}, h('legend', {}, 'Allow-list hit (empty: continue)'), allowAct.row),
+    h('fieldset', {}, h('legend', {}, 'Block-list hit (empty: reject, reason blocked)'), blockAct.row),
+    LIMITS.map(([k, label]) => h('fieldset', {}, h('legend', {}, 'Rate limit: ' + label + ' (empty calls: none)'),
+      h('div', { class: 'row' }, field('Calls', `rate_limit.${k}.calls`, lim[k].calls), field('In seconds', `rate_limit.${k}.window_seconds`, lim[k].window),
+        field('Block for seconds', `rate_limit.${k}.block_seconds`, lim[k].block, '0: the window')),
+      lim[k].act.row)),
+    h('button', { type: 'submit' }, 'Save policy settings'), statusLine());
+  settingsForm.addEventListener('submit', async ev => {
+    ev.preventDefault(); clearErrors(settingsForm);
+    const cur = policies.find(p => p.id === pid);
+    if (!cur) return;
+    const body = { name: cur.name, description: cur.description, default_action: defAct.get() };
+    const a = allowAct.get(), b = blockAct.get();
+    if (a) body.allow_action = a;
+    if (b) body.block_action = b;
+    const rl = {};
+    for (const [k] of LIMITS) {
+      const L = lim[k];
+      if (!L.calls.value) continue;
+      rl[k] = { calls: Number(L.calls.value), window_seconds: Number(L.window.value || 60) };
+      if (L.block.value) rl[k].block_seconds = Number(L.block.value);
+      const la = L.act.get();
+      if (la) rl[k].action = la;
+    }
+    if (cur.rate_limit && cur.rate_limit.block_seconds && Object.keys(rl).length) rl.block_seconds = cur.rate_limit.block_seconds;
+    if (cur.rate_limit && cur.rate_limit.action && Object.keys(rl).length) rl.action = cur.rate_limit.action;
+    if (Object.keys(rl).length) body.rate_limit = rl;
+    try {
+      await api('PUT', '/policies/' + encodeURIComponent(pid), body);
+      setStatus(settingsForm, 'Policy settings saved.', 'ok');
+      await loadPolicies();
+    } catch (e) { showError(settingsForm, e); }
+  });
+  function fillSettings() {
+    const p = policies.find(x => x.id === pid);
+    if (!p) return;
+    defAct.set(p.default_action); allowAct.set(p.allow_action); blockAct.set(p.block_action);
+    for (const [k] of LIMITS) {
+      const l = (p.rate_limit || {})[k], L = lim[k];
+      L.calls.value = l ? String(l.calls) : ''; L.window.value = l ? String(l.window_seconds) : ''; L.block.value = l && l.block_seconds ? String(l.block_seconds) : '';
+      L.act.set(l && l.action);
+    }
+  }
 
   async function loadPolicies() {
     try {
       const r = await api('GET', '/policies');
+      policies = r.policies;
       if (!r.policies.some(p => p.id === pid) && r.policies.length) pid = r.policies[0].id;
       replace(select, r.policies.map(p => h('option', { value: p.id, selected: p.id === pid }, `${p.name} (${p.id}) — default ${p.default_action.decision}`)));
       select.value = pid;
+      fillSettings();
     } catch (e) { polStatus.className = 'form-status error'; polStatus.textContent = errorText(e); }
   }
 
@@ -227,24 +284,28 @@ export function render(root, ctx) {
     } }, k === 'block' ? 'Block list' : 'Allow list')));
   const eCalling = h('input', { type: 'text' }), eCalled = h('input', { type: 'text' });
   const eExpires = h('input', { type: 'datetime-local' }), eNote = h('input', { type: 'text' });
+  const eAct = actionFields('action', ['', 'deny', 'divert', 'permit'], '');
   const entryForm = h('form', { id: 'entry-form' }, h('div', { class: 'row' },
     field('Calling', 'calling', eCalling, LIST_HINT), field('Called (optional)', 'called', eCalled),
     field('Expires (optional)', 'expires_at', eExpires), field('Note', 'note', eNote)),
+  h('details', {}, h('summary', {}, 'This entry\'s own action (empty: the list\'s)'), eAct.row),
   h('button', { type: 'submit' }, 'Add entry'), statusLine());
   entryForm.addEventListener('submit', async ev => {
     ev.preventDefault(); clearErrors(entryForm);
     const body = { calling: eCalling.value.trim(), called: eCalled.value.trim(), note: eNote.value.trim() };
     if (eExpires.value) body.expires_at = new Date(eExpires.value).toISOString();
+    const ea = eAct.get();
+    if (ea) body.action = ea;
     try {
       await api('POST', listPath(), body);
       setStatus(entryForm, 'Entry added.', 'ok');
-      eCalling.value = eCalled.value = eNote.value = eExpires.value = '';
+      eCalling.value = eCalled.value = eNote.value = eExpires.value = ''; eAct.set(null);
       loadList();
     } catch (e) { showError(entryForm, e); }
   });
   const csvFile = h('input', { type: 'file', accept: '.csv,text/csv' });
   const importForm = h('form', { id: 'import-form' }, h('div', { class: 'toolbar' },
-    field('CSV file (calling,called,expires_at,note)', 'csv', csvFile),
+    field('CSV file (calling,called,expires_at,note,action)', 'csv', csvFile),
     h('button', { type: 'submit' }, 'Import'),
     h('button', { type: 'button', class: 'secondary', id: 'export-csv', onclick: exportCSV }, 'Export CSV')), statusLine());
   importForm.addEventListener('submit', async ev => {
@@ -271,8 +332,9 @@ export function render(root, ctx) {
     try {
       const r = await api('GET', listPath() + (q ? '?q=' + encodeURIComponent(q) : ''));
       replace(listBox, h('div', { class: 'scroll' }, table(`${listKind === 'block' ? 'Block' : 'Allow'} list of ${pid}: ${r.entries.length} entr${r.entries.length === 1 ? 'y' : 'ies'}${q ? ` matching “${q}”` : ''}`,
-        ['Calling', 'Called', 'Expires', 'Note', ''], r.entries.map(e => h('tr', {},
+        ['Calling', 'Called', 'Expires', 'Note', 'Action', ''], r.entries.map(e => h('tr', {},
           h('td', { class: 'mono' }, e.calling), h('td', { class: 'mono' }, e.called || ''), h('td', {}, e.expires_at ? fmtTime(e.expires_at) : 'never'),
+          h('td', {}, e.action ? actionText(e.action) : 'the list\'s'),
           h('td', {}, e.note || ''), h('td', {}, h('button', { type: 'button', class: 'danger small', 'aria-label': 'Delete entry ' + e.calling, onclick: async () => {
             try { await api('DELETE', listPath() + '/' + e.id); loadList(); } catch (err) { listStatus.className = 'form-status error'; listStatus.textContent = errorText(err); }
           } }, 'Delete')))), q ? 'No entry matches.' : 'The list is empty.')));
@@ -353,7 +415,8 @@ export function render(root, ctx) {
   root.append(
     h('div', { class: 'card' }, h('h2', {}, 'Policy'),
       h('div', { class: 'toolbar' }, h('div', { class: 'field' }, h('label', { for: 'policy-select' }, 'Policy shown below'), select)), polStatus,
-      h('details', {}, h('summary', {}, 'Create a policy'), polForm)),
+      h('details', {}, h('summary', {}, 'Create a policy'), polForm),
+      h('details', { id: 'policy-settings' }, h('summary', {}, 'Default action, list actions and rate limits'), settingsForm)),
     h('div', { class: 'card' }, h('h2', {}, 'Rules'),
       h('p', { class: 'muted' }, 'Drag a row, or use ↑ ↓, to change the order; the new priorities are saved at once.'),
       rulesStatus, rulesBox, ruleForm),
@@ -367,4 +430,37 @@ export function render(root, ctx) {
   function loadAll() { loadRules().then(() => ruleForm.reset2()); loadList(); loadCalls(); }
   loadPolicies().then(loadAll);
   return () => stops.forEach(f => f());
+}
+
+// actionFields builds the inputs of one action (decision, divert
+// destination, announcement, greeting, calling name) named after the API
+// field prefix, so errors land next to them. decisions[0] === '' offers
+// "none" (get() then answers null).
+function actionFields(prefix, decisions, initial) {
+  const decision = h('select', {}, decisions.map(d => h('option', { value: d }, d || '(none)')));
+  const destination = h('input', { type: 'text' }), announce = h('input', { type: 'text' });
+  const greeting = h('input', { type: 'text' }), name = h('input', { type: 'text', spellcheck: 'false' });
+  decision.value = initial;
+  const row = h('div', { class: 'row' }, field('Decision', prefix + '.decision', decision),
+    field('Divert to', prefix + '.destination', destination), field('Announcement (deny)', prefix + '.announce', announce),
+    field('Greeting (permit)', prefix + '.greeting', greeting),
+    field('Calling name', prefix + '.modify.calling_name', name, 'A name (e.g. SPAM?) or directory:<id>'));
+  return {
+    row,
+    get() {
+      if (!decision.value) return null;
+      const a = { decision: decision.value };
+      if (destination.value.trim()) a.destination = destination.value.trim();
+      if (announce.value.trim()) a.announce = announce.value.trim();
+      if (greeting.value.trim()) a.greeting = greeting.value.trim();
+      if (name.value.trim()) a.modify = { calling_name: name.value.trim() };
+      if (a.decision === 'deny' && prefix !== 'default_action') a.reason = 'blocked';
+      return a;
+    },
+    set(a) {
+      decision.value = a ? a.decision : (decisions[0] === '' ? '' : initial);
+      destination.value = (a && a.destination) || ''; announce.value = (a && a.announce) || '';
+      greeting.value = (a && a.greeting) || ''; name.value = (a && a.modify && a.modify.calling_name) || '';
+    },
+  };
 }
