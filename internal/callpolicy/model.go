@@ -67,10 +67,10 @@ type Policy struct {
 	// AllowAction and BlockAction are what an allow-list or block-list hit
 	// tells CUCM (an entry's own Action wins over them). Unset: continue
 	// for the allow list, reject with reason "blocked" for the block list.
-	AllowAction *Action `json:"allow_action,omitempty"`
-	BlockAction *Action `json:"block_action,omitempty"`
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
+	AllowAction *Action   `json:"allow_action,omitempty"`
+	BlockAction *Action   `json:"block_action,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // RateLimit protects against toll fraud and TDoS: at most Calls calls in
