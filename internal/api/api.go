@@ -165,6 +165,15 @@ func (s *server) routes() {
 	h("POST /api/v1/policies/{id}/lists/{list}/entries", s.addEntries)
 	h("DELETE /api/v1/policies/{id}/lists/{list}/entries/{entry}", s.deleteEntry)
 
+	h("GET /api/v1/lists", s.listSharedLists)
+	h("POST /api/v1/lists", s.createSharedList)
+	h("GET /api/v1/lists/{id}", s.getSharedList)
+	h("PUT /api/v1/lists/{id}", s.updateSharedList)
+	h("DELETE /api/v1/lists/{id}", s.deleteSharedList)
+	h("GET /api/v1/lists/{id}/entries", s.listSharedEntries)
+	h("POST /api/v1/lists/{id}/entries", s.addSharedEntries)
+	h("DELETE /api/v1/lists/{id}/entries/{entry}", s.deleteSharedEntry)
+
 	h("GET /api/v1/directories", s.listDirectories)
 	h("POST /api/v1/directories", s.createDirectory)
 	h("GET /api/v1/directories/{id}", s.getDirectory)

@@ -35,7 +35,7 @@ func BenchmarkReplaceRules100k(b *testing.B) {
 			done := make(chan *callpolicy.CompiledPolicy, 1)
 			go func() {
 				cp, err := callpolicy.CompilePolicy(&callpolicy.PolicyConfig{
-					Policy: callpolicy.Policy{ID: policyID, DefaultAction: callpolicy.Action{Decision: callpolicy.Permit}}, Rules: rules})
+					Policy: callpolicy.Policy{ID: policyID, DefaultAction: callpolicy.Action{Decision: callpolicy.Permit}}, Rules: rules}, nil)
 				if err != nil {
 					b.Error(err)
 				}

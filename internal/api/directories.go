@@ -327,7 +327,7 @@ func (s *server) deleteDirectoryEntry(w http.ResponseWriter, r *http.Request) {
 // checkDirectories answers 400 when cfg names a directory that does not
 // exist, naming the field: "rules[3].action.modify.calling_name" when
 // bulk (the rules of a bulk replacement), else the rule's or policy's own.
-func (s *server) checkDirectories(r *http.Request, cfg *callpolicy.PolicyConfig, bulk bool) error {
+func (s *server) checkDirectories(r *http.Request, cfg *callpolicy.PolicyConfig, bulk bool, field ...string) error {
 	known := map[string]bool{}
 	for _, ref := range callpolicy.DirectoryRefs(cfg) {
 		if known[ref.ID] {
@@ -336,7 +336,10 @@ func (s *server) checkDirectories(r *http.Request, cfg *callpolicy.PolicyConfig,
 		if _, err := s.store.GetDirectory(r.Context(), ref.ID); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				f := ref.Field
-				if bulk && ref.Rule >= 0 {
+				switch {
+				case len(field) > 0 && field[0] != "":
+					f = field[0]
+				case bulk && ref.Rule >= 0:
 					f = fmt.Sprintf("rules[%d].%s", ref.Rule, f)
 				}
 				return badRequest(f, "%s: directory %q does not exist", f, ref.ID)

@@ -125,68 +125,24 @@ func (s *server) listEntries(w http.ResponseWriter, r *http.Request) {
 // array. All entries are validated before any is stored, and the store adds
 // them all or none.
 func (s *server) addEntries(w http.ResponseWriter, r *http.Request) {
-	mt, err := mediaType(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	isCSV := mt == "text/csv"
-	if !isCSV && !isJSONType(mt) {
-		s.fail(w, r, &apiError{Status: http.StatusUnsupportedMediaType,
-			Msg: fmt.Sprintf("Content-Type %q is not accepted here; send application/json or text/csv", mt)})
-		return
-	}
 	pid, list, err := s.listPath(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	body, err := readBody(w, r, maxBulkBodyBytes)
+	entries, single, err := s.readEntries(w, r, list, func(i int, in *entryInput) (callpolicy.ListEntry, error) {
+		field := ""
+		if i >= 0 {
+			field = fmt.Sprintf("entries[%d].", i)
+		}
+		return in.entry(field, pid, list)
+	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-
-	var (
-		entries []callpolicy.ListEntry
-		single  bool
-	)
-	switch {
-	case isCSV:
-		entries, err = callpolicy.ParseEntriesCSV(bytes.NewReader(body))
-		if err != nil {
-			s.fail(w, r, badRequestFrom(err))
-			return
-		}
-		for i := range entries {
-			entries[i].ID, entries[i].PolicyID, entries[i].List = 0, pid, list
-		}
-	case bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")):
-		var ins []entryInput
-		if err := decodeJSONBytes(body, &ins); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		entries = make([]callpolicy.ListEntry, len(ins))
-		for i := range ins {
-			if entries[i], err = ins[i].entry(fmt.Sprintf("entries[%d].", i), pid, list); err != nil {
-				s.fail(w, r, err)
-				return
-			}
-		}
-	default:
-		single = true
-		var in entryInput
-		if err := decodeJSONBytes(body, &in); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		e, err := in.entry("", pid, list)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		entries = []callpolicy.ListEntry{e}
+	for i := range entries {
+		entries[i].ID, entries[i].PolicyID, entries[i].List = 0, pid, list
 	}
 	if len(entries) == 0 {
 		s.fail(w, r, badRequest("", "no entries in the request"))
@@ -201,24 +157,9 @@ func (s *server) addEntries(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	cfg := callpolicy.PolicyConfig{}
-	if list == callpolicy.AllowList {
-		cfg.Allow = entries
-	} else {
-		cfg.Block = entries
-	}
-	for _, ref := range callpolicy.DirectoryRefs(&cfg) {
-		if _, err := s.store.GetDirectory(r.Context(), ref.ID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				f := ref.Field
-				if !single {
-					f = fmt.Sprintf("entries[%d].%s", ref.Entry, f)
-				}
-				err = badRequest(f, "%s: directory %q does not exist", f, ref.ID)
-			}
-			s.fail(w, r, err)
-			return
-		}
+	if err := s.checkEntryDirectories(r, entries, single); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	if err := s.store.AddEntries(r.Context(), pid, list, entries); err != nil {
 		s.fail(w, r, err)
@@ -253,4 +194,71 @@ func (s *server) deleteEntry(w http.ResponseWriter, r *http.Request) {
 	}
 	s.changed(r, ChangedPolicies, "delete "+string(list)+" entry", strconv.FormatInt(id, 10))
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// readEntries reads a body of list entries: CSV (text/csv), one JSON entry
+// or a JSON array; conv turns a JSON entry into a ListEntry (i is its index
+// in an array, -1 for a lone object). single reports a lone object.
+func (s *server) readEntries(w http.ResponseWriter, r *http.Request, kind callpolicy.ListKind, conv func(i int, in *entryInput) (callpolicy.ListEntry, error)) ([]callpolicy.ListEntry, bool, error) {
+	mt, err := mediaType(r)
+	if err != nil {
+		return nil, false, err
+	}
+	isCSV := mt == "text/csv"
+	if !isCSV && !isJSONType(mt) {
+		return nil, false, &apiError{Status: http.StatusUnsupportedMediaType,
+			Msg: fmt.Sprintf("Content-Type %q is not accepted here; send application/json or text/csv", mt)}
+	}
+	body, err := readBody(w, r, maxBulkBodyBytes)
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case isCSV:
+		entries, err := callpolicy.ParseListCSV(bytes.NewReader(body), kind)
+		if err != nil {
+			return nil, false, badRequestFrom(err)
+		}
+		return entries, false, nil
+	case bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")):
+		var ins []entryInput
+		if err := decodeJSONBytes(body, &ins); err != nil {
+			return nil, false, err
+		}
+		entries := make([]callpolicy.ListEntry, len(ins))
+		for i := range ins {
+			if entries[i], err = conv(i, &ins[i]); err != nil {
+				return nil, false, err
+			}
+		}
+		return entries, false, nil
+	default:
+		var in entryInput
+		if err := decodeJSONBytes(body, &in); err != nil {
+			return nil, false, err
+		}
+		e, err := conv(-1, &in)
+		if err != nil {
+			return nil, false, err
+		}
+		return []callpolicy.ListEntry{e}, true, nil
+	}
+}
+
+// checkEntryDirectories answers 400 when an entry's action names a
+// directory that does not exist.
+func (s *server) checkEntryDirectories(r *http.Request, entries []callpolicy.ListEntry, single bool) error {
+	for _, ref := range callpolicy.DirectoryRefs(&callpolicy.PolicyConfig{Block: entries}) {
+		if _, err := s.store.GetDirectory(r.Context(), ref.ID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				f := ref.Field
+				if !single {
+					f = fmt.Sprintf("entries[%d].%s", ref.Entry, f)
+				}
+				err = badRequest(f, "%s: directory %q does not exist", f, ref.ID)
+			}
+			return err
+		}
+	}
+	return nil
 }

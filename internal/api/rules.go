@@ -111,6 +111,10 @@ func (s *server) createRule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := s.checkGroupRefs(r, []callpolicy.Rule{rule}, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if err := s.store.CreateRule(r.Context(), &rule); err != nil {
 		s.fail(w, r, err)
 		return
@@ -188,6 +192,9 @@ func (s *server) storeReplacement(r *http.Request, pid string, body []byte) (n i
 	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Rules: rules}, true); err != nil {
 		return 0, false, err
 	}
+	if err := s.checkGroupRefs(r, rules, true); err != nil {
+		return 0, false, err
+	}
 	var stored func(ok bool)
 	var idsSet func()
 	if hook := s.cfg.RulesReplacing; hook != nil {
@@ -253,6 +260,10 @@ func (s *server) updateRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Rules: []callpolicy.Rule{rule}}, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.checkGroupRefs(r, []callpolicy.Rule{rule}, false); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -244,7 +244,7 @@ func TestReplaceRulesCompiledWhileStored(t *testing.T) {
 					done <- result{err: err}
 					return
 				}
-				cp, err := callpolicy.CompilePolicy(&callpolicy.PolicyConfig{Policy: pol, Rules: rules})
+				cp, err := callpolicy.CompilePolicy(&callpolicy.PolicyConfig{Policy: pol, Rules: rules}, nil)
 				done <- result{cp, err}
 			}()
 			return func(ok bool) {

@@ -463,7 +463,7 @@ func TestSwapSharedPolicyWhileEvaluating(t *testing.T) {
 // withPolicy compiles cfg's policy and puts it into s, as the app does for
 // a bulk replacement.
 func withPolicy(s *Snapshot, cfg *PolicyConfig) (*Snapshot, error) {
-	cp, err := CompilePolicy(cfg)
+	cp, err := CompilePolicy(cfg, nil)
 	if err != nil {
 		return nil, err
 	}

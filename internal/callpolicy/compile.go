@@ -1,6 +1,7 @@
 package callpolicy
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"runtime"
@@ -21,7 +22,7 @@ import (
 // and publish it with Engine.Swap; a Snapshot belongs to one Engine.
 type Snapshot struct {
 	policies  map[string]*policy
-	dirs      map[string]*dirRef // caller-name directories by id
+	lib       *Library // directories, shared lists and groups; never nil
 	buildTime time.Duration
 }
 
@@ -34,11 +35,16 @@ type dirRef struct {
 
 // Directory returns the compiled directory id, or nil.
 func (s *Snapshot) Directory(id string) *directory.Table {
-	if r := s.dirs[id]; r != nil {
+	if r := s.lib.dirs[id]; r != nil {
 		return r.t
 	}
 	return nil
 }
+
+// Library returns what the snapshot's policies share.
+func (s *Snapshot) Library() *Library { return s.lib }
+
+var emptyLibrary = &Library{dirs: map[string]*dirRef{}, groups: map[string]*groupValues{}}
 
 // Policies returns the ids of the compiled policies, sorted.
 func (s *Snapshot) Policies() []string {
@@ -58,10 +64,17 @@ type policy struct {
 	def     Action
 	rules   []rule // rank order: priority, then id
 	matcher *match.Matcher
-	allow   entryList
-	block   entryList
-	limit   *rateLimit
-	hits    prometheus.Counter // set by Engine.Swap; nil before
+	// ruleOf maps a matcher row to its rule when a rule naming groups
+	// was expanded to several rows; nil: row i is rule i.
+	ruleOf      []int32
+	allow       entryList
+	block       entryList
+	allowAction *Action // a list hit's action when its entry has none
+	blockAction *Action
+	sharedAllow []*CompiledList // shared lists that apply, checked after the policy's own
+	sharedBlock []*CompiledList
+	limit       *rateLimit
+	hits        prometheus.Counter // set by Engine.Swap; nil before
 }
 
 type rule struct {
@@ -83,7 +96,7 @@ type entry struct {
 	expires   int64
 	reason    string
 	hasCalled bool
-	action    *Action // the entry's own, or its list's
+	action    *Action // the entry's own, or its shared list's; nil: the policy's list action
 }
 
 type entryList struct {
@@ -128,28 +141,30 @@ func (r *rule) active(now int64, t time.Time) bool {
 	return r.sched == nil || r.sched.active(t)
 }
 
-// Compile validates and compiles every policy, without directories.
+// Compile validates and compiles every policy, with no directories,
+// shared lists or groups.
 func Compile(cfgs []PolicyConfig) (*Snapshot, error) { return CompileWith(cfgs, nil) }
 
-// CompileWith validates and compiles every policy, with the caller-name
-// directories a calling_name of "directory:<id>" reads. Disabled rules are
-// left out; expired rules and schedules are checked at evaluation time,
-// since time moves on while a snapshot is live. The error names the
-// policy, the rule or entry, and the field, and a directory named but not
-// given.
-func CompileWith(cfgs []PolicyConfig, dirs []*directory.Table) (*Snapshot, error) {
+// CompileWith validates and compiles every policy against lib (nil: an
+// empty one): the caller-name directories a calling_name of
+// "directory:<id>" reads, the shared lists that apply, the groups rules
+// name. Disabled rules are left out; expired rules and schedules are
+// checked at evaluation time, since time moves on while a snapshot is
+// live. The error names the policy, the rule or entry, and the field, and
+// a directory or group named but not there.
+func CompileWith(cfgs []PolicyConfig, lib *Library) (*Snapshot, error) {
 	start := time.Now()
-	s := &Snapshot{policies: make(map[string]*policy, len(cfgs)), dirs: make(map[string]*dirRef, len(dirs))}
-	for _, t := range dirs {
-		s.dirs[t.ID()] = &dirRef{t: t}
+	if lib == nil {
+		lib = emptyLibrary
 	}
+	s := &Snapshot{policies: make(map[string]*policy, len(cfgs)), lib: lib}
 	zones := map[string]*time.Location{}
 	for i := range cfgs {
 		cfg := &cfgs[i]
 		if _, dup := s.policies[cfg.Policy.ID]; dup {
 			return nil, fmt.Errorf("policy %q: defined twice", cfg.Policy.ID)
 		}
-		p, err := validateAndCompile(cfg, zones)
+		p, err := validateAndCompile(cfg, zones, lib)
 		if err != nil {
 			return nil, err
 		}
@@ -169,10 +184,15 @@ type CompiledPolicy struct {
 	buildTime time.Duration
 }
 
-// CompilePolicy validates and compiles one policy, like Compile.
-func CompilePolicy(cfg *PolicyConfig) (*CompiledPolicy, error) {
+// CompilePolicy validates and compiles one policy, like Compile, against
+// lib (nil: an empty one), which must be the library of the snapshot the
+// result goes into (Snapshot.With).
+func CompilePolicy(cfg *PolicyConfig, lib *Library) (*CompiledPolicy, error) {
 	start := time.Now()
-	p, err := validateAndCompile(cfg, map[string]*time.Location{})
+	if lib == nil {
+		lib = emptyLibrary
+	}
+	p, err := validateAndCompile(cfg, map[string]*time.Location{}, lib)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +204,7 @@ func CompilePolicy(cfg *PolicyConfig) (*CompiledPolicy, error) {
 // reload or recompile the rest. s is unchanged; cp goes into one snapshot
 // only.
 func (s *Snapshot) With(cp *CompiledPolicy) *Snapshot {
-	n := &Snapshot{policies: maps.Clone(s.policies), dirs: s.dirs, buildTime: cp.buildTime}
+	n := &Snapshot{policies: maps.Clone(s.policies), lib: s.lib, buildTime: cp.buildTime}
 	if n.policies == nil {
 		n.policies = map[string]*policy{}
 	}
@@ -192,25 +212,10 @@ func (s *Snapshot) With(cp *CompiledPolicy) *Snapshot {
 	return n
 }
 
-// WithDirectories returns a snapshot of s's policies reading dirs, or an
-// error naming a policy that reads a directory dirs lacks.
-func (s *Snapshot) WithDirectories(dirs []*directory.Table, cfgs []PolicyConfig) (*Snapshot, error) {
-	n := &Snapshot{policies: s.policies, dirs: make(map[string]*dirRef, len(dirs)), buildTime: s.buildTime}
-	for _, t := range dirs {
-		n.dirs[t.ID()] = &dirRef{t: t}
-	}
-	for i := range cfgs {
-		if err := n.checkDirs(&cfgs[i]); err != nil {
-			return nil, fmt.Errorf("policy %q: %w", cfgs[i].Policy.ID, err)
-		}
-	}
-	return n, nil
-}
-
 // checkDirs reports a directory cfg names that s lacks.
 func (s *Snapshot) checkDirs(cfg *PolicyConfig) error {
 	for _, ref := range DirectoryRefs(cfg) {
-		if s.dirs[ref.ID] == nil {
+		if s.lib.dirs[ref.ID] == nil {
 			err := fieldErr(ref.Field, "directory %q does not exist", ref.ID)
 			switch {
 			case ref.Rule >= 0:
@@ -278,19 +283,27 @@ func DirectoryRefs(cfg *PolicyConfig) []DirRef {
 }
 
 // validateAndCompile checks and compiles one policy, naming it in errors.
-func validateAndCompile(cfg *PolicyConfig, zones map[string]*time.Location) (*policy, error) {
+func validateAndCompile(cfg *PolicyConfig, zones map[string]*time.Location, lib *Library) (*policy, error) {
 	if err := ValidatePolicy(&cfg.Policy); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
 	}
-	p, err := compilePolicy(cfg, zones)
+	p, err := compilePolicy(cfg, zones, lib)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", cfg.Policy.ID, err)
 	}
 	return p, nil
 }
 
-func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy, error) {
-	p := &policy{id: cfg.Policy.ID, def: cfg.Policy.DefaultAction}
+func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location, lib *Library) (*policy, error) {
+	p := &policy{id: cfg.Policy.ID, def: cfg.Policy.DefaultAction,
+		allowAction: &Action{Decision: Permit}, blockAction: &Action{Decision: Deny, Reason: "blocked"},
+		sharedAllow: lib.sharedFor(cfg.Policy.ID, AllowList), sharedBlock: lib.sharedFor(cfg.Policy.ID, BlockList)}
+	if a := cfg.Policy.AllowAction; a != nil {
+		p.allowAction = a
+	}
+	if a := cfg.Policy.BlockAction; a != nil {
+		p.blockAction = a
+	}
 	if rl := cfg.Policy.RateLimit; rl != nil {
 		p.limit = &rateLimit{}
 		if l := rl.PerCalling; l != nil {
@@ -355,8 +368,18 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy,
 		}
 		r := &cfg.Rules[i]
 		v = r.Match.values()
-		if err := b.Add(v[:]); err != nil {
-			return nil, fmt.Errorf("rule %d: match.%w", r.ID, err)
+		if rows, err := addRule(b, v, lib); err != nil {
+			return nil, fmt.Errorf("rule %d: %w", r.ID, err)
+		} else if rows != 1 || p.ruleOf != nil {
+			if p.ruleOf == nil {
+				p.ruleOf = make([]int32, k, len(idx)+rows)
+				for j := range p.ruleOf {
+					p.ruleOf[j] = int32(j)
+				}
+			}
+			for range rows {
+				p.ruleOf = append(p.ruleOf, int32(k))
+			}
 		}
 		reasons = appendRuleReason(reasons, r)
 		reasonEnd = append(reasonEnd, len(reasons))
@@ -384,20 +407,80 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location) (*policy,
 		return nil, err
 	}
 	p.matcher = m
-	allowAction, blockAction := &Action{Decision: Permit}, &Action{Decision: Deny, Reason: "blocked"}
-	if a := cfg.Policy.AllowAction; a != nil {
-		allowAction = a
-	}
-	if a := cfg.Policy.BlockAction; a != nil {
-		blockAction = a
-	}
-	if p.allow, err = compileList(AllowList, cfg.Allow, allowAction, &actions); err != nil {
+	if p.allow, err = compileList(AllowList, cfg.Allow, nil, &actions); err != nil {
 		return nil, err
 	}
-	if p.block, err = compileList(BlockList, cfg.Block, blockAction, &actions); err != nil {
+	if p.block, err = compileList(BlockList, cfg.Block, nil, &actions); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// addRule adds a rule's match to b: one row, or, when fields name groups,
+// a row per combination of their values. It returns the rows added.
+func addRule(b *match.Builder, v [6]string, lib *Library) (int, error) {
+	var groups [6][]string
+	rows, named := 1, false
+	for f, val := range v {
+		id, ok := strings.CutPrefix(val, GroupPrefix)
+		if !ok {
+			continue
+		}
+		g := lib.groups[id]
+		if g == nil {
+			return 0, fieldErr("match."+ruleFieldNames[f], "group %q does not exist", id)
+		}
+		if len(g.vals) == 0 {
+			return 0, fieldErr("match."+ruleFieldNames[f], "group %q is empty", id)
+		}
+		groups[f], named = g.vals, true
+		rows *= len(g.vals)
+		if rows > MaxRuleRows {
+			return 0, fieldErr("match", "its groups expand to more than %d combinations", MaxRuleRows)
+		}
+	}
+	if !named {
+		if err := b.Add(v[:]); err != nil {
+			return 0, fmt.Errorf("match.%w", err)
+		}
+		return 1, nil
+	}
+	// Odometer over the groups' values, the first field turning slowest.
+	var pos [6]int
+	row := v
+	for n := 0; n < rows; n++ {
+		for f := range groups {
+			if groups[f] != nil {
+				row[f] = groups[f][pos[f]]
+			}
+		}
+		if err := b.Add(row[:]); err != nil {
+			var fe *match.FieldError
+			if errors.As(err, &fe) {
+				return 0, fieldErr("match."+fe.Field, "group %q: %s", strings.TrimPrefix(v[fieldIndex(fe.Field)], GroupPrefix), fe.Err)
+			}
+			return 0, err
+		}
+		for f := 5; f >= 0; f-- {
+			if groups[f] == nil {
+				continue
+			}
+			if pos[f]++; pos[f] < len(groups[f]) {
+				break
+			}
+			pos[f] = 0
+		}
+	}
+	return rows, nil
+}
+
+func fieldIndex(name string) int {
+	for i, n := range ruleFieldNames {
+		if n == name {
+			return i
+		}
+	}
+	return 0
 }
 
 // appendRuleReason appends `rule 7 (priority 10) "description" matched`,

@@ -23,7 +23,11 @@ var csvHeader = []string{"calling", "called", "expires_at", "note", "action"}
 // "8000"}) or empty for the list's. Every entry is
 // validated, and the error names the line of the first bad one:
 // "line 7: calling: ...". Id, policy and list are left for the caller.
-func ParseEntriesCSV(r io.Reader) ([]ListEntry, error) {
+func ParseEntriesCSV(r io.Reader) ([]ListEntry, error) { return ParseListCSV(r, BlockList) }
+
+// ParseListCSV is ParseEntriesCSV for a list of kind: a group's entries
+// are checked as group entries (ValidateSharedEntry).
+func ParseListCSV(r io.Reader, kind ListKind) ([]ListEntry, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.TrimLeadingSpace = true
@@ -74,7 +78,7 @@ func ParseEntriesCSV(r io.Reader) ([]ListEntry, error) {
 				return nil, fmt.Errorf("line %d: action: not a JSON action (%v)", line, err)
 			}
 		}
-		if err := ValidateEntry(&e); err != nil {
+		if err := ValidateSharedEntry(kind, &e); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		if len(out) >= MaxCSVEntries {

@@ -35,7 +35,7 @@ func TestCallerNameFromDirectory(t *testing.T) {
 		},
 	}
 	reg := prometheus.NewRegistry()
-	s, err := CompileWith([]PolicyConfig{cfg}, []*directory.Table{corpDir(t, "")})
+	s, err := CompileWith([]PolicyConfig{cfg}, lib(t, corpDir(t, "")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestCallerNameFromDirectory(t *testing.T) {
 	}
 
 	// A fallback name answers a miss.
-	s2, err := s.WithDirectories([]*directory.Table{corpDir(t, "Outside caller")}, []PolicyConfig{cfg})
+	s2, err := CompileWith([]PolicyConfig{cfg}, lib(t, corpDir(t, "Outside caller")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +91,6 @@ func TestCallerNameFromDirectory(t *testing.T) {
 	if _, err := CompileWith([]PolicyConfig{cfg}, nil); err == nil ||
 		!strings.Contains(err.Error(), `policy "p": default_action.modify.calling_name: directory "corp" does not exist`) {
 		t.Errorf("missing directory: %v", err)
-	}
-	if _, err := s.WithDirectories(nil, []PolicyConfig{cfg}); err == nil {
-		t.Error("dropping a directory a policy reads is refused")
 	}
 	bad := Rule{ID: 3, Enabled: true, Action: Action{Decision: Permit, Modify: &Modify{CallingName: "directory:Bad Id"}}}
 	if err := ValidateRule(&bad); err == nil || !strings.Contains(err.Error(), "action.modify.calling_name") {
@@ -119,7 +116,7 @@ func BenchmarkEvaluateDirectoryName(b *testing.B) {
 	}
 	cfg := PolicyConfig{Policy: Policy{ID: "p", DefaultAction: Action{Decision: Permit, Modify: &Modify{CallingName: "directory:corp"}}}}
 	plain := PolicyConfig{Policy: Policy{ID: "q", DefaultAction: Action{Decision: Permit, Modify: &Modify{CallingName: "Reception"}}}}
-	s, err := CompileWith([]PolicyConfig{cfg, plain}, []*directory.Table{tb})
+	s, err := CompileWith([]PolicyConfig{cfg, plain}, lib(b, tb))
 	if err != nil {
 		b.Fatal(err)
 	}

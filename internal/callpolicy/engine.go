@@ -90,7 +90,7 @@ func (e *Engine) Swap(s *Snapshot) {
 				}
 			}
 		}
-		for id, r := range s.dirs {
+		for id, r := range s.lib.dirs {
 			for i := range r.counts {
 				r.counts[i] = e.lookups.WithLabelValues(id, lookupResultNames[i])
 			}
@@ -103,8 +103,8 @@ func (e *Engine) Swap(s *Snapshot) {
 				e.ruleHits.DeleteLabelValues(id)
 			}
 		}
-		for id := range old.dirs {
-			if s == nil || s.dirs[id] == nil {
+		for id := range old.lib.dirs {
+			if s == nil || s.lib.dirs[id] == nil {
 				e.lookups.DeletePartialMatch(prometheus.Labels{"directory": id})
 			}
 		}
@@ -194,7 +194,7 @@ var lookupResultNames = [numLookupResults]string{"exact", "prefix", "fallback", 
 func (s *Snapshot) nameCaller(d *Decision, call *Call, live bool) {
 	m := *d.Action.Modify
 	id := m.CallingName[len(directory.RefPrefix):]
-	ref := s.dirs[id]
+	ref := s.lib.dirs[id]
 	var h directory.Hit
 	res := lookupMiss
 	if ref != nil {
@@ -237,14 +237,14 @@ func (s *Snapshot) nameCaller(d *Decision, call *Call, live bool) {
 func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decision {
 	nowN := now.UnixNano()
 
-	// 1. Allow list: permit and stop. 2. Block list: deny and stop.
-	if i, form := p.allow.matchCall(call, nowN); i >= 0 {
-		en := &p.allow.entries[i]
-		return Decision{Policy: p.id, Action: *en.action, Step: StepAllowList, EntryID: en.id, Form: form, Reason: en.reason}
+	// 1. Allow lists (the policy's, then shared ones): permit and stop.
+	// 2. Block lists likewise: deny and stop. An entry's action, else its
+	// shared list's, else the policy's list action.
+	if d, ok := p.listHit(&p.allow, p.sharedAllow, p.allowAction, StepAllowList, call, nowN); ok {
+		return d
 	}
-	if i, form := p.block.matchCall(call, nowN); i >= 0 {
-		en := &p.block.entries[i]
-		return Decision{Policy: p.id, Action: *en.action, Step: StepBlockList, EntryID: en.id, Form: form, Reason: en.reason}
+	if d, ok := p.listHit(&p.block, p.sharedBlock, p.blockAction, StepBlockList, call, nowN); ok {
+		return d
 	}
 
 	// 3. Rate limits.
@@ -274,7 +274,13 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 
 	// 4. Rules, first match in (priority, id) order.
 	vals := [6]string{call.Calling, call.Called, call.TransformedCalling, call.TransformedCalled, call.TriggerPoint, call.DeviceName}
-	if i := p.matcher.Match(vals[:], func(i int) bool { return p.rules[i].active(nowN, now) }); i >= 0 {
+	var i int
+	if p.ruleOf == nil {
+		i = p.matcher.Match(vals[:], func(i int) bool { return p.rules[i].active(nowN, now) })
+	} else if i = p.matcher.Match(vals[:], func(i int) bool { return p.rules[p.ruleOf[i]].active(nowN, now) }); i >= 0 {
+		i = int(p.ruleOf[i])
+	}
+	if i >= 0 {
 		r := &p.rules[i]
 		if live {
 			r.hit.count.Add(1)
@@ -288,6 +294,28 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 
 	// 5. Policy default.
 	return Decision{Policy: p.id, Action: p.def, Step: StepDefault, Reason: "no rule matched: policy default"}
+}
+
+// listHit checks the policy's own list, then the shared lists of a kind.
+func (p *policy) listHit(own *entryList, shared []*CompiledList, def *Action, step Step, call *Call, now int64) (Decision, bool) {
+	l, i, form := own, -1, ""
+	if i, form = own.matchCall(call, now); i < 0 {
+		for _, c := range shared {
+			if i, form = c.entries.matchCall(call, now); i >= 0 {
+				l = &c.entries
+				break
+			}
+		}
+	}
+	if i < 0 {
+		return Decision{}, false
+	}
+	en := &l.entries[i]
+	a := en.action
+	if a == nil {
+		a = def
+	}
+	return Decision{Policy: p.id, Action: *a, Step: step, EntryID: en.id, Form: form, Reason: en.reason}, true
 }
 
 // formNames[i][j] names calling form i (0 plain, 1 transformed) and called

@@ -22,7 +22,7 @@ func TestListActions(t *testing.T) {
 			{ID: 5, Calling: "+17770003", Action: &Action{Decision: Permit, Modify: &Modify{CallingName: "directory:corp"}}},
 		},
 	}
-	s, err := CompileWith([]PolicyConfig{cfg}, []*directory.Table{corpDir(t, "Suspected spam")})
+	s, err := CompileWith([]PolicyConfig{cfg}, lib(t, corpDir(t, "Suspected spam")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,4 +116,14 @@ func TestRateLimitPerCalled(t *testing.T) {
 	if err := ValidatePolicy(&bad); err == nil || !strings.HasPrefix(err.Error(), "rate_limit.per_called.block_seconds") {
 		t.Errorf("per_called validated: %v", err)
 	}
+}
+
+// lib is a library of directories (and shared lists, compiled).
+func lib(t testing.TB, dirs ...*directory.Table) *Library {
+	t.Helper()
+	l, err := NewLibrary(dirs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -26,13 +26,47 @@ const (
 	StepDefault   Step = "default"
 )
 
-// ListKind is "allow" or "block".
+// ListKind is "allow" or "block" (a policy's lists and shared lists), or
+// "group" (a shared list of numbers rules match with "group:<id>").
 type ListKind string
 
 const (
 	AllowList ListKind = "allow"
 	BlockList ListKind = "block"
+	GroupList ListKind = "group"
 )
+
+// GroupPrefix starts a rule match value naming a number group: a rule with
+// "calling": "group:vip" matches a calling number that any entry of the
+// shared list vip (kind group) matches.
+const GroupPrefix = "group:"
+
+// SharedList is a list several policies use. A block or allow list is
+// checked by every policy in Policies (every policy when empty) after the
+// policy's own list of that kind, before rate limits and rules; a hit
+// answers with the entry's action, else the shared list's Action, else the
+// policy's list action. A group is a named set of numbers, prefixes and
+// patterns (its entries' calling values; a value "group:<id>" includes
+// another group) that rules match with "group:<id>".
+type SharedList struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Kind        ListKind `json:"kind"`
+	Policies    []string `json:"policies,omitempty"`
+	Action      *Action  `json:"action,omitempty"`
+	// Entries counts the list's entries (read-only).
+	Entries   int64     `json:"entries"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SharedListConfig is a shared list with its entries, for compiling.
+type SharedListConfig struct {
+	List    SharedList
+	Entries []ListEntry
+}
 
 // DefaultPolicyID is the policy that exists from the first start and that
 // `POST /curri` (no policy in the path) is evaluated against.
@@ -166,7 +200,8 @@ type Schedule struct {
 // (usually the globalized +E.164 form), called or transformed_called.
 type ListEntry struct {
 	ID        int64      `json:"id"`
-	PolicyID  string     `json:"policy_id"`
+	PolicyID  string     `json:"policy_id,omitempty"`
+	ListID    string     `json:"list_id,omitempty"` // a shared list's entry: its list`
 	List      ListKind   `json:"list"`
 	Calling   string     `json:"calling"`
 	Called    string     `json:"called,omitempty"`

@@ -53,6 +53,12 @@ var weekdays = map[string]time.Weekday{
 
 const maxNameLen = 64
 
+// parseField checks v as a condition of field spec.
+func parseField(spec match.FieldSpec, v string) error {
+	_, err := match.Parse(spec, v)
+	return err
+}
+
 func fieldErr(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
@@ -64,6 +70,12 @@ func ValidateRule(r *Rule) error {
 	}
 	vals := r.Match.values()
 	for f, spec := range ruleFields() {
+		if id, ok := strings.CutPrefix(vals[f], GroupPrefix); ok {
+			if !rePolicyID.MatchString(id) {
+				return &FieldError{Field: "match." + ruleFieldNames[f], Msg: fmt.Sprintf("%q is not a group id", id)}
+			}
+			continue
+		}
 		if _, err := match.Parse(spec, vals[f]); err != nil {
 			return &FieldError{Field: "match." + ruleFieldNames[f], Msg: err.Error()}
 		}

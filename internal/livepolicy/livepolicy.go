@@ -34,6 +34,8 @@ type Store interface {
 	ListEntries(ctx context.Context, policyID string, list callpolicy.ListKind) ([]callpolicy.ListEntry, error)
 	ListDirectories(ctx context.Context) ([]directory.Directory, error)
 	ScanDirectoryEntries(ctx context.Context, id string, fn func(number, name string, prefix bool) error) (directory.Directory, error)
+	ListSharedLists(ctx context.Context) ([]callpolicy.SharedList, error)
+	LoadSharedList(ctx context.Context, id string) (callpolicy.SharedListConfig, error)
 	AddRuleHits(ctx context.Context, hits map[int64]store.RuleHit) error
 	Changes(ctx context.Context) <-chan struct{}
 }
@@ -71,8 +73,10 @@ type Manager struct {
 	replacing atomic.Int32
 	compiles  sync.WaitGroup // compiles started by Replacing
 
-	dirMu sync.Mutex
-	dirs  map[string]*directory.Table // compiled directories, by id, as last loaded
+	dirMu  sync.Mutex
+	dirs   map[string]*directory.Table         // compiled directories, by id, as last loaded
+	shared map[string]*callpolicy.CompiledList // compiled shared lists, by id, as last loaded
+	lib    atomic.Pointer[callpolicy.Library]  // the library of the live snapshot
 }
 
 // New returns a Manager; it reads nothing until Load.
@@ -127,10 +131,20 @@ func (m *Manager) Load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := callpolicy.CompileWith(cfgs, dirs)
+	lists, nShared, err := m.loadShared(ctx)
+	if err != nil {
+		return err
+	}
+	loaded += nShared
+	lib, err := callpolicy.NewLibrary(dirs, lists)
+	if err != nil {
+		return fmt.Errorf("shared lists: %w", err)
+	}
+	snap, err := callpolicy.CompileWith(cfgs, lib)
 	if err != nil {
 		return fmt.Errorf("compile policies: %w", err)
 	}
+	m.lib.Store(lib)
 	n := loaded
 	for i := range cfgs {
 		n += len(cfgs[i].Rules) + len(cfgs[i].Allow) + len(cfgs[i].Block)
@@ -167,6 +181,38 @@ func (m *Manager) loadDirectories(ctx context.Context) ([]*directory.Table, int,
 		out = append(out, t)
 	}
 	m.dirs = next
+	return out, loaded, nil
+}
+
+// loadShared returns every shared list compiled, reading and compiling
+// only those whose version changed since the last load, and how many
+// entries it read.
+func (m *Manager) loadShared(ctx context.Context) ([]*callpolicy.CompiledList, int, error) {
+	ls, err := m.store.ListSharedLists(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list shared lists: %w", err)
+	}
+	m.dirMu.Lock()
+	defer m.dirMu.Unlock()
+	next := make(map[string]*callpolicy.CompiledList, len(ls))
+	out := make([]*callpolicy.CompiledList, 0, len(ls))
+	loaded := 0
+	for i := range ls {
+		c := m.shared[ls[i].ID]
+		if c == nil || c.Version() != ls[i].Version {
+			cfg, err := m.store.LoadSharedList(ctx, ls[i].ID)
+			if err != nil {
+				return nil, 0, err
+			}
+			if c, err = callpolicy.CompileSharedList(&cfg); err != nil {
+				return nil, 0, err
+			}
+			loaded += len(cfg.Entries)
+		}
+		next[c.ID()] = c
+		out = append(out, c)
+	}
+	m.shared = next
 	return out, loaded, nil
 }
 
@@ -334,7 +380,9 @@ func (m *Manager) compilePolicy(policyID string, rules []callpolicy.Rule) (*call
 		return nil, 0, fmt.Errorf("block list of %q: %w", policyID, err)
 	}
 	n := len(cfg.Rules) + len(cfg.Allow) + len(cfg.Block)
-	cp, err := callpolicy.CompilePolicy(&cfg) // it orders the rules by priority, then id
+	// The library of the live snapshot: applyReplaced swaps the result in
+	// only if the replacement is the one change since that snapshot.
+	cp, err := callpolicy.CompilePolicy(&cfg, m.lib.Load()) // it orders the rules by priority, then id
 	if err != nil {
 		return nil, 0, fmt.Errorf("compile policy %q: %w", policyID, err)
 	}

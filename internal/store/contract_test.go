@@ -37,6 +37,7 @@ func testStore(t *testing.T, h backendHarness) {
 		{"BulkRules", testBulkRules},
 		{"Directories", testDirectories},
 		{"ListActions", testListActions},
+		{"SharedLists", testSharedLists},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

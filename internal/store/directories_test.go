@@ -170,3 +170,63 @@ func testListActions(t *testing.T, h backendHarness) {
 	}
 	t.Error("policy p not loaded")
 }
+
+func testSharedLists(t *testing.T, h backendHarness) {
+	s := openT(t, h.fresh(t))
+	l := callpolicy.SharedList{ID: "fraud", Name: "Fraud", Kind: callpolicy.BlockList, Policies: []string{"default"},
+		Action: &callpolicy.Action{Decision: callpolicy.Divert, Destination: "8000"}}
+	bumps(t, s, 1, "create shared list", func() error { return s.CreateSharedList(ctx, &l) })
+	wantErr(t, s.CreateSharedList(ctx, &callpolicy.SharedList{ID: "fraud", Name: "x", Kind: callpolicy.GroupList}), ErrConflict, "duplicate")
+	es := []callpolicy.ListEntry{{Calling: "prefix:+1900"}, {Calling: "+1555", Note: "n", Action: &callpolicy.Action{Decision: callpolicy.Deny}}}
+	if err := s.AddSharedEntries(ctx, "fraud", es); err != nil || es[0].ID == 0 || es[1].ListID != "fraud" {
+		t.Fatalf("add: %+v %v", es, err)
+	}
+	wantErr(t, s.AddSharedEntries(ctx, "nope", es[:1]), ErrNotFound, "add to a missing list")
+	cfg, err := s.LoadSharedList(ctx, "fraud")
+	if err != nil || cfg.List.Entries != 2 || cfg.List.Version != version(t, s) || len(cfg.Entries) != 2 ||
+		cfg.Entries[1].Action == nil || cfg.List.Policies[0] != "default" || cfg.List.Action.Destination != "8000" {
+		t.Fatalf("load: %+v %v", cfg, err)
+	}
+	l.Kind = callpolicy.AllowList
+	wantErr(t, s.UpdateSharedList(ctx, &l), ErrConflict, "kind change")
+	l.Kind, l.Policies, l.Action = callpolicy.BlockList, nil, nil
+	if err := s.UpdateSharedList(ctx, &l); err != nil || l.Entries != 2 {
+		t.Fatalf("update: %+v %v", l, err)
+	}
+	if got, err := s.GetSharedList(ctx, "fraud"); err != nil || got.Policies != nil || got.Action != nil {
+		t.Errorf("after update: %+v %v", got, err)
+	}
+	if err := s.DeleteSharedEntry(ctx, "fraud", es[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, s.DeleteSharedEntry(ctx, "fraud", es[0].ID), ErrNotFound, "delete twice")
+	// Groups in use by a rule or another group are not deleted.
+	g := callpolicy.SharedList{ID: "board", Name: "Board", Kind: callpolicy.GroupList}
+	vip := callpolicy.SharedList{ID: "vip", Name: "VIP", Kind: callpolicy.GroupList}
+	if err := s.CreateSharedList(ctx, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSharedList(ctx, &vip); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddSharedEntries(ctx, "vip", []callpolicy.ListEntry{{Calling: "group:board"}}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.DeleteSharedList(ctx, "board")
+	wantErr(t, err, ErrInUse, "delete a nested group")
+	r := callpolicy.Rule{PolicyID: "default", Enabled: true, Match: callpolicy.Match{Calling: "group:vip"}, Action: callpolicy.Action{Decision: callpolicy.Permit}}
+	if err := s.CreateRule(ctx, &r); err != nil {
+		t.Fatal(err)
+	}
+	err = s.DeleteSharedList(ctx, "vip")
+	wantErr(t, err, ErrInUse, "delete a group a rule names")
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("rule %d", r.ID)) {
+		t.Errorf("in use: %v", err)
+	}
+	if err := s.DeleteSharedList(ctx, "fraud"); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := s.ListSharedLists(ctx); err != nil || len(ls) != 2 {
+		t.Errorf("lists: %+v %v", ls, err)
+	}
+}

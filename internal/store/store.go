@@ -88,6 +88,22 @@ type Store interface {
 	ReplaceDirectoryEntries(ctx context.Context, id string, entries []directory.Entry) (DirectoryChange, error)
 	DeleteDirectoryEntries(ctx context.Context, id string, keys []directory.Key) (DirectoryChange, error)
 
+	// Shared lists (block and allow lists several policies use) and number
+	// groups; like directories, each carries the config version of its
+	// last change.
+	ListSharedLists(ctx context.Context) ([]callpolicy.SharedList, error)
+	GetSharedList(ctx context.Context, id string) (callpolicy.SharedList, error)
+	CreateSharedList(ctx context.Context, l *callpolicy.SharedList) error // ErrConflict if the id exists
+	UpdateSharedList(ctx context.Context, l *callpolicy.SharedList) error // ErrConflict if the kind differs
+	// DeleteSharedList deletes it with its entries; ErrInUse when it is a
+	// group a rule or another group names.
+	DeleteSharedList(ctx context.Context, id string) error
+	ListSharedEntries(ctx context.Context, id string) ([]callpolicy.ListEntry, error)
+	// LoadSharedList reads a list and its entries from one read snapshot.
+	LoadSharedList(ctx context.Context, id string) (callpolicy.SharedListConfig, error)
+	AddSharedEntries(ctx context.Context, id string, entries []callpolicy.ListEntry) error // all or none; sets IDs
+	DeleteSharedEntry(ctx context.Context, id string, entryID int64) error
+
 	// LoadPolicies returns every policy with its rules and lists, for compiling.
 	LoadPolicies(ctx context.Context) ([]callpolicy.PolicyConfig, error)
 
