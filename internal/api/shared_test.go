@@ -18,7 +18,7 @@ func TestSharedListsAndGroups(t *testing.T) {
 	for _, p := range []string{"default", "sales"} {
 		r := e.must(http.StatusOK, "POST", "/api/v1/policies/"+p+"/evaluate", `{"calling":"+19005550000","called":"1"}`)
 		if !strings.Contains(string(r.Body), `"step":"block_list"`) || !strings.Contains(string(r.Body), `"destination":"8000"`) ||
-			!strings.Contains(string(r.Body), `shared block list entry`) {
+			!strings.Contains(string(r.Body), `shared block list fraud entry`) {
 			t.Errorf("%s: %s", p, r.Body)
 		}
 	}

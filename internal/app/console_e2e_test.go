@@ -191,6 +191,24 @@ func TestConsoleInBrowser(t *testing.T) {
 	b2.poll("call log shows calls", `document.querySelectorAll('#calls tbody tr td .badge').length > 0`, 10*time.Second)
 	b2.shot("call-policy")
 
+	// Shared lists: a group with a nested group is refused when it loops.
+	b2.do("open shared lists", chromedp.Click(chromedp.CSS("#nav-lists")), chromedp.WaitVisible(chromedp.CSS("#shared-lists")))
+	b2.do("create group", chromedp.Click(chromedp.CSS("#page-lists details summary")),
+		chromedp.SetValue(chromedp.CSS(`#list-form [data-field="id"] input`), "vip"),
+		chromedp.SetValue(chromedp.CSS(`#list-form [data-field="name"] input`), "VIP callers"),
+		chromedp.SetValue(chromedp.CSS(`#list-form [data-field="kind"] select`), "group"),
+		chromedp.Click(chromedp.CSS(`#list-form button[type=submit]`)))
+	b2.poll("group open", `document.querySelector('#shared-entry-form') !== null`, 10*time.Second)
+	b2.do("group loop",
+		chromedp.SetValue(chromedp.CSS(`#shared-entry-form [data-field="calling"] input`), "group:vip"),
+		chromedp.Click(chromedp.CSS(`#shared-entry-form button[type=submit]`)))
+	b2.poll("loop refused", `document.querySelector('#shared-entry-form [data-field="calling"] .field-error').textContent.includes('group loop')`, 10*time.Second)
+	b2.do("group entry",
+		chromedp.SetValue(chromedp.CSS(`#shared-entry-form [data-field="calling"] input`), "prefix:+1212555"),
+		chromedp.Click(chromedp.CSS(`#shared-entry-form button[type=submit]`)))
+	b2.poll("group entry listed", `document.querySelector('#shared-entries').innerText.includes('prefix:+1212555')`, 10*time.Second)
+	b2.shot("shared-lists")
+
 	// Directories: create one, import a CSV, search it, and see a call
 	// named from it in "Test a call".
 	b2.do("open directories", chromedp.Click(chromedp.CSS("#nav-directories")), chromedp.WaitVisible(chromedp.CSS("#directories")))

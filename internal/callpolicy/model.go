@@ -202,7 +202,7 @@ type ListEntry struct {
 	ID        int64      `json:"id"`
 	PolicyID  string     `json:"policy_id,omitempty"`
 	ListID    string     `json:"list_id,omitempty"` // a shared list's entry: its list`
-	List      ListKind   `json:"list"`
+	List      ListKind   `json:"list,omitempty"`
 	Calling   string     `json:"calling"`
 	Called    string     `json:"called,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`

@@ -148,7 +148,8 @@ func CompileSharedList(cfg *SharedListConfig) (*CompiledList, error) {
 		return nil, fmt.Errorf("shared list %q: %w", l.ID, err)
 	}
 	for i := range c.entries.entries {
-		c.entries.entries[i].reason = "shared " + c.entries.entries[i].reason
+		en := &c.entries.entries[i]
+		en.reason = strings.Replace(en.reason, string(l.Kind)+" list entry", "shared "+string(l.Kind)+" list "+l.ID+" entry", 1)
 	}
 	return c, nil
 }

@@ -74,7 +74,7 @@ func TestSharedListsAndGroups(t *testing.T) {
 			t.Errorf("%s %s→%s: %s entry %d rule %d %q, want %s %d %d %q", tt.policy, tt.calling, tt.called,
 				d.Step, d.EntryID, d.RuleID, d.Action.Sent(), tt.step, tt.entry, tt.rule, tt.sent)
 		}
-		if tt.entry == 1 && !strings.HasPrefix(d.Reason, "shared block list entry 1") {
+		if tt.entry == 1 && !strings.HasPrefix(d.Reason, "shared block list fraud entry 1") {
 			t.Errorf("reason %q", d.Reason)
 		}
 	}

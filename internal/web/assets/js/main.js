@@ -6,6 +6,7 @@ import { StatsPoller } from './stats.js';
 import * as overview from './pages/overview.js';
 import * as policy from './pages/policy.js';
 import * as directories from './pages/directories.js';
+import * as lists from './pages/lists.js';
 import * as director from './pages/director.js';
 import * as alarms from './pages/alarms.js';
 import * as settings from './pages/settings.js';
@@ -14,6 +15,7 @@ import * as about from './pages/about.js';
 const PAGES = [
   ['overview', 'Overview', overview],
   ['policy', 'Call policy', policy],
+  ['lists', 'Shared lists', lists],
   ['directories', 'Directories', directories],
   ['director', 'Director', director],
   ['alarms', 'Alarms', alarms],
@@ -102,7 +104,7 @@ function route() {
   const section = h('section', { class: 'page', id: 'page-' + page[0], 'aria-labelledby': 'h-' + page[0] });
   replace(main, section);
   section.append(h('h1', { id: 'h-' + page[0], tabindex: '-1' }, page[1]));
-  if (ctx.role === 'viewer' && ['policy', 'directories', 'director', 'settings'].includes(page[0])) {
+  if (ctx.role === 'viewer' && ['policy', 'lists', 'directories', 'director', 'settings'].includes(page[0])) {
     section.append(h('p', { class: 'readonly-note', role: 'note' }, 'You are signed in with a viewer token: you can look, but the server refuses changes.'));
   }
   cleanup = page[2].render(section, ctx) || null;

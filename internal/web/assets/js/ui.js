@@ -172,3 +172,36 @@ export function download(blob, name) {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
+
+// actionFields builds the inputs of one action (decision, divert
+// destination, announcement, greeting, calling name) named after the API
+// field prefix, so errors land next to them. decisions[0] === '' offers
+// "none" (get() then answers null).
+export function actionFields(prefix, decisions, initial) {
+  const decision = h('select', {}, decisions.map(d => h('option', { value: d }, d || '(none)')));
+  const destination = h('input', { type: 'text' }), announce = h('input', { type: 'text' });
+  const greeting = h('input', { type: 'text' }), name = h('input', { type: 'text', spellcheck: 'false' });
+  decision.value = initial;
+  const row = h('div', { class: 'row' }, field('Decision', prefix + '.decision', decision),
+    field('Divert to', prefix + '.destination', destination), field('Announcement (deny)', prefix + '.announce', announce),
+    field('Greeting (permit)', prefix + '.greeting', greeting),
+    field('Calling name', prefix + '.modify.calling_name', name, 'A name (e.g. SPAM?) or directory:<id>'));
+  return {
+    row,
+    get() {
+      if (!decision.value) return null;
+      const a = { decision: decision.value };
+      if (destination.value.trim()) a.destination = destination.value.trim();
+      if (announce.value.trim()) a.announce = announce.value.trim();
+      if (greeting.value.trim()) a.greeting = greeting.value.trim();
+      if (name.value.trim()) a.modify = { calling_name: name.value.trim() };
+      if (a.decision === 'deny' && prefix !== 'default_action') a.reason = 'blocked';
+      return a;
+    },
+    set(a) {
+      decision.value = a ? a.decision : (decisions[0] === '' ? '' : initial);
+      destination.value = (a && a.destination) || ''; announce.value = (a && a.announce) || '';
+      greeting.value = (a && a.greeting) || ''; name.value = (a && a.modify && a.modify.calling_name) || '';
+    },
+  };
+}

@@ -1,7 +1,7 @@
 // Call policy: policies, ordered rules (drag or buttons to reorder), allow
 // and block lists with CSV import/export, a dry-run "test a call" form and
 // the call log with a live tail.
-import { api, h, replace, table, field, statusLine, clearErrors, showError, setStatus, every, fmtTime, fmtNum, download, errorText } from '../ui.js';
+import { api, h, replace, table, field, statusLine, clearErrors, showError, setStatus, every, fmtTime, fmtNum, download, errorText, actionFields } from '../ui.js';
 
 const SEL_KEY = 'signalbox.policy';
 const MATCH_FIELDS = [['calling', 'Calling number'], ['called', 'Called number'], ['transformed_calling', 'Transformed calling'],
@@ -432,35 +432,3 @@ export function render(root, ctx) {
   return () => stops.forEach(f => f());
 }
 
-// actionFields builds the inputs of one action (decision, divert
-// destination, announcement, greeting, calling name) named after the API
-// field prefix, so errors land next to them. decisions[0] === '' offers
-// "none" (get() then answers null).
-function actionFields(prefix, decisions, initial) {
-  const decision = h('select', {}, decisions.map(d => h('option', { value: d }, d || '(none)')));
-  const destination = h('input', { type: 'text' }), announce = h('input', { type: 'text' });
-  const greeting = h('input', { type: 'text' }), name = h('input', { type: 'text', spellcheck: 'false' });
-  decision.value = initial;
-  const row = h('div', { class: 'row' }, field('Decision', prefix + '.decision', decision),
-    field('Divert to', prefix + '.destination', destination), field('Announcement (deny)', prefix + '.announce', announce),
-    field('Greeting (permit)', prefix + '.greeting', greeting),
-    field('Calling name', prefix + '.modify.calling_name', name, 'A name (e.g. SPAM?) or directory:<id>'));
-  return {
-    row,
-    get() {
-      if (!decision.value) return null;
-      const a = { decision: decision.value };
-      if (destination.value.trim()) a.destination = destination.value.trim();
-      if (announce.value.trim()) a.announce = announce.value.trim();
-      if (greeting.value.trim()) a.greeting = greeting.value.trim();
-      if (name.value.trim()) a.modify = { calling_name: name.value.trim() };
-      if (a.decision === 'deny' && prefix !== 'default_action') a.reason = 'blocked';
-      return a;
-    },
-    set(a) {
-      decision.value = a ? a.decision : (decisions[0] === '' ? '' : initial);
-      destination.value = (a && a.destination) || ''; announce.value = (a && a.announce) || '';
-      greeting.value = (a && a.greeting) || ''; name.value = (a && a.modify && a.modify.calling_name) || '';
-    },
-  };
-}
