@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,63 @@ func TestScaleOutOnPostgres(t *testing.T) {
 			t.Fatalf("call log via node A: %d %s", code, body)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestRateLimitsHoldAcrossNodes: two nodes share one PostgreSQL store and
+// a per-caller limit of 10 calls a minute; one caller's calls alternate
+// between them (as CUCM's primary/secondary or a load balancer spreads
+// them). The cluster admits 10, within 10 %, not 10 per node.
+func TestRateLimitsHoldAcrossNodes(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	var nodes [2]*Server
+	for i := range nodes {
+		cfg := testConfig(t, t.TempDir(), false)
+		cfg.Store = dsn
+		cfg.RateLimitSync = 100 * time.Millisecond
+		cfg.NodeName = fmt.Sprintf("node-%d", i)
+		nodes[i] = startServer(t, cfg)
+		defer nodes[i].Shutdown()
+	}
+	a := nodes[0]
+	if code, body := apiDo(t, a, "PUT", "/api/v1/policies/default",
+		`{"name":"Default","default_action":{"decision":"permit"},"rate_limit":{"per_calling":{"calls":10,"window_seconds":60},"block_seconds":60}}`); code != 200 {
+		t.Fatalf("limit: %d %s", code, body)
+	}
+	// A canary rule created after the limit: a node that denies it has the limit too.
+	if code, body := apiDo(t, a, "POST", "/api/v1/policies/default/rules",
+		`{"enabled":true,"match":{"calling":"9999"},"action":{"decision":"deny"}}`); code != 201 {
+		t.Fatalf("canary: %d %s", code, body)
+	}
+	conns := [2]*cucm{}
+	for i, n := range nodes {
+		conns[i] = dialCUCM(t, n.CURRIAddr())
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, body := conns[i].do("POST", "/curri/default", xacmlRequest("9999", "1")); decisionOf(t, body) == "Deny" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d did not load the limit", i)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for k, gap := range []time.Duration{250 * time.Millisecond, 100 * time.Millisecond, 20 * time.Millisecond} {
+		caller := fmt.Sprintf("41555501%02d", k)
+		admitted := 0
+		for i := range 24 {
+			if _, body := conns[i%2].do("POST", "/curri/default", xacmlRequest(caller, "50102")); decisionOf(t, body) == "Permit" {
+				admitted++
+			}
+			time.Sleep(gap)
+		}
+		t.Logf("calls %v apart, alternating between two nodes: %d of 24 admitted (limit 10 a minute)", gap, admitted)
+		if gap >= 200*time.Millisecond && (admitted < 9 || admitted > 11) {
+			t.Errorf("calls %v apart: %d admitted, want 10 ± 10 %%", gap, admitted)
+		}
+		if admitted >= 20 {
+			t.Errorf("calls %v apart: %d admitted: the nodes limit on their own", gap, admitted)
+		}
 	}
 }

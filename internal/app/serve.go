@@ -27,6 +27,7 @@ import (
 	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/curri"
 	"github.com/signalbox/signalbox/internal/livepolicy"
+	"github.com/signalbox/signalbox/internal/ratesync"
 	"github.com/signalbox/signalbox/internal/obs"
 	"github.com/signalbox/signalbox/internal/store"
 	"github.com/signalbox/signalbox/internal/web"
@@ -228,6 +229,18 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 	go s.alarmLoop(bgCtx)
 	go func() { defer s.bg.Done(); s.policies.Run(bgCtx) }()
 	go s.storeHealthLoop(bgCtx)
+	if st.Backend() == "postgres" && cfg.RateLimitSync > 0 {
+		node := cfg.NodeName
+		if node == "" {
+			host, _ := os.Hostname()
+			node = fmt.Sprintf("%s/%d", host, os.Getpid())
+		}
+		sync := ratesync.New(ratesync.Config{Engine: s.engine, Store: st, Node: node, Every: cfg.RateLimitSync,
+			Alarms: s.alarms, Registerer: s.reg, Logger: log})
+		s.bg.Add(1)
+		go func() { defer s.bg.Done(); sync.Run(bgCtx) }()
+		log.Info("rate limits hold across the nodes of the store", "node", node, "sync_every", cfg.RateLimitSync)
+	}
 	if s.dir != nil {
 		s.bg.Add(1)
 		go func() { defer s.bg.Done(); s.dir.reconcileLoop(bgCtx, st, s.feedsCh) }()

@@ -134,6 +134,22 @@ func (e *Engine) DryRun(policyID string, call *Call, now time.Time) (Decision, b
 	return e.evaluate(policyID, call, now, false)
 }
 
+// TrackLimits turns on (or off) noting the rate-limit keys live calls
+// change, for a cluster syncer to read with LimitsChanged.
+func (e *Engine) TrackLimits(on bool) { e.lim.track.Store(on) }
+
+// LimitsChanged returns this node's current counts of the rate-limit keys
+// live calls changed since the last call (TrackLimits must be on).
+func (e *Engine) LimitsChanged(now time.Time) []LimitCount { return e.lim.changed(now.UnixNano()) }
+
+// ApplyRemoteLimits records the sum of the other nodes' counts (and their
+// blocks) per key and window; later calls count them with this node's own.
+func (e *Engine) ApplyRemoteLimits(cs []LimitCount, now time.Time) { e.lim.applyRemote(cs, now.UnixNano()) }
+
+// ForgetRemoteLimits drops the other nodes' counts: the limits are this
+// node's own again (the cluster sync failing open).
+func (e *Engine) ForgetRemoteLimits() { e.lim.forgetRemote() }
+
 // DrainHits returns and resets the per-rule hit counts accumulated since
 // the last drain, by rule id, for the app to persist.
 func (e *Engine) DrainHits() map[int64]Hit {

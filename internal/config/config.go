@@ -39,6 +39,9 @@ type Serve struct {
 	CallLogMaxAge  time.Duration
 	CallLogMaxRows int64
 
+	RateLimitSync time.Duration
+	NodeName      string
+
 	Director             bool
 	KafkaAddr            string
 	KafkaAdvertisedAddr  string
@@ -92,6 +95,8 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.CURRIClientCA, "curri-client-ca", "", "PEM CA bundle: require CUCM client certificates signed by it (HTTPS only)")
 	fs.StringVar(&c.CURRIAliases, "curri-aliases", "", "extra CURRI paths for profiles written for other servers: PATH=POLICY,... (e.g. /pdp/AuthorizationEndPoint=default); case and a trailing slash are ignored")
 
+	fs.DurationVar(&c.RateLimitSync, "rate-limit-sync", 100*time.Millisecond, "with a PostgreSQL store: how often the nodes exchange their rate-limit counts through it, so that a limit holds for the cluster (0: each node limits on its own)")
+	fs.StringVar(&c.NodeName, "node-name", "", "this node's name among the nodes sharing a store (default: host name and process id)")
 	fs.DurationVar(&c.CallLogMaxAge, "calllog-max-age", 7*24*time.Hour, "call log retention by age")
 	fs.Int64Var(&c.CallLogMaxRows, "calllog-max-rows", 10_000_000, "call log retention by record count (a logged call takes ~30 bytes on disk)")
 
@@ -284,6 +289,9 @@ func (c *Serve) Validate() error {
 	}
 	if c.KafkaSessionTimeout < time.Second || c.KafkaSessionTimeout > 30*time.Minute {
 		errs = append(errs, fmt.Errorf("-kafka-session-timeout %s: want 1s to 30m (and within the cluster's group session limits)", c.KafkaSessionTimeout))
+	}
+	if c.RateLimitSync != 0 && (c.RateLimitSync < 10*time.Millisecond || c.RateLimitSync > time.Minute) {
+		errs = append(errs, fmt.Errorf("-rate-limit-sync %s: want 0 (off) or 10ms to 1m", c.RateLimitSync))
 	}
 	if c.CallLogMaxAge <= 0 || c.CallLogMaxRows <= 0 {
 		errs = append(errs, errors.New("-calllog-max-age and -calllog-max-rows must be positive"))

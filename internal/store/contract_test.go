@@ -38,6 +38,7 @@ func testStore(t *testing.T, h backendHarness) {
 		{"Directories", testDirectories},
 		{"ListActions", testListActions},
 		{"SharedLists", testSharedLists},
+		{"RateCounts", testRateCounts},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

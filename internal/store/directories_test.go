@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
 	"github.com/signalbox/signalbox/internal/directory"
@@ -228,5 +229,43 @@ func testSharedLists(t *testing.T, h backendHarness) {
 	}
 	if ls, err := s.ListSharedLists(ctx); err != nil || len(ls) != 2 {
 		t.Errorf("lists: %+v %v", ls, err)
+	}
+}
+
+func testRateCounts(t *testing.T, h backendHarness) {
+	s := openT(t, h.fresh(t))
+	now := time.Now()
+	w := int64(time.Minute)
+	win := now.UnixNano() - now.UnixNano()%w
+	c := func(num string, n int64) callpolicy.LimitCount {
+		return callpolicy.LimitCount{Policy: "p", Kind: 0, Number: num, Window: win, WindowLen: w, Count: n}
+	}
+	if _, err := s.SyncRateCounts(ctx, "a", []callpolicy.LimitCount{c("1", 3), c("2", 1)}, now.Add(-time.Hour), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SyncRateCounts(ctx, "b", []callpolicy.LimitCount{c("1", 2)}, now.Add(-time.Hour), now); err != nil {
+		t.Fatal(err)
+	}
+	// Node c sees the sum of a and b; a sees only b's.
+	got, err := s.SyncRateCounts(ctx, "c", nil, now.Add(-time.Hour), now)
+	sums := map[string]int64{}
+	for _, g := range got {
+		sums[g.Number] = g.Count
+	}
+	if err != nil || sums["1"] != 5 || sums["2"] != 1 || len(got) != 2 {
+		t.Fatalf("c reads %+v %v", got, err)
+	}
+	// A count written again replaces the node's own; a block travels.
+	up := c("1", 4)
+	up.BlockedUntil = now.Add(time.Minute).UnixNano()
+	if _, err := s.SyncRateCounts(ctx, "a", []callpolicy.LimitCount{up}, now.Add(-time.Hour), now.Add(time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.SyncRateCounts(ctx, "b", nil, now, now.Add(2*time.Millisecond))
+	if err != nil || len(got) != 1 || got[0].Number != "1" || got[0].Count != 4 || got[0].BlockedUntil != up.BlockedUntil {
+		t.Fatalf("b reads what a changed since: %+v %v", got, err)
+	}
+	if n, err := s.PruneRateCounts(ctx, now.Add(3*time.Minute)); err != nil || n != 3 {
+		t.Errorf("prune: %d %v", n, err)
 	}
 }

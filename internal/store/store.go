@@ -104,6 +104,12 @@ type Store interface {
 	AddSharedEntries(ctx context.Context, id string, entries []callpolicy.ListEntry) error // all or none; sets IDs
 	DeleteSharedEntry(ctx context.Context, id string, entryID int64) error
 
+	// Cluster-wide rate limits: SyncRateCounts writes this node's counts
+	// and returns the sum of the other nodes' for the keys they changed
+	// since; PruneRateCounts drops expired ones.
+	SyncRateCounts(ctx context.Context, node string, push []callpolicy.LimitCount, since, now time.Time) ([]callpolicy.LimitCount, error)
+	PruneRateCounts(ctx context.Context, before time.Time) (int64, error)
+
 	// LoadPolicies returns every policy with its rules and lists, for compiling.
 	LoadPolicies(ctx context.Context) ([]callpolicy.PolicyConfig, error)
 
