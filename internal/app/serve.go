@@ -27,8 +27,8 @@ import (
 	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/curri"
 	"github.com/signalbox/signalbox/internal/livepolicy"
-	"github.com/signalbox/signalbox/internal/ratesync"
 	"github.com/signalbox/signalbox/internal/obs"
+	"github.com/signalbox/signalbox/internal/ratesync"
 	"github.com/signalbox/signalbox/internal/store"
 	"github.com/signalbox/signalbox/internal/web"
 )

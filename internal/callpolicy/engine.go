@@ -144,7 +144,9 @@ func (e *Engine) LimitsChanged(now time.Time) []LimitCount { return e.lim.change
 
 // ApplyRemoteLimits records the sum of the other nodes' counts (and their
 // blocks) per key and window; later calls count them with this node's own.
-func (e *Engine) ApplyRemoteLimits(cs []LimitCount, now time.Time) { e.lim.applyRemote(cs, now.UnixNano()) }
+func (e *Engine) ApplyRemoteLimits(cs []LimitCount, now time.Time) {
+	e.lim.applyRemote(cs, now.UnixNano())
+}
 
 // ForgetRemoteLimits drops the other nodes' counts: the limits are this
 // node's own again (the cluster sync failing open).
