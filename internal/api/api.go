@@ -87,6 +87,13 @@ type Config struct {
 	// read rules. The function it returns is called once, when the store
 	// has committed the rules (true) or failed (false).
 	RulesReplacing func(policyID string, rules []callpolicy.Rule) (stored func(ok bool))
+	// RuleIndex and RulesChanging, if both set, make a bulk replacement
+	// incremental: RuleIndex returns the live snapshot's source hashes of
+	// a policy's rules (callpolicy.Snapshot.RuleIndex) and the config
+	// version it was built from; RulesChanging is told the rules removed
+	// and added (ids set) while the store writes them, like RulesReplacing.
+	RuleIndex     func(policyID string) (index []callpolicy.HashID, version int64, ok bool)
+	RulesChanging func(policyID string, removed []int64, added []callpolicy.Rule) (stored func(ok bool))
 	// AdminToken, when set, is accepted as an admin bearer token.
 	AdminToken string
 	Logger     *slog.Logger

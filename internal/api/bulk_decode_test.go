@@ -40,7 +40,7 @@ func TestDecodeBulkRulesMatchesWholeDecode(t *testing.T) {
 			var want []ruleInput
 			wantErr := decodeJSONBytes([]byte(tt.body), &want)
 			var got []ruleInput
-			isArray, err := decodeBulkRules([]byte(tt.body), func(i int, in *ruleInput) {
+			isArray, err := decodeBulkRules([]byte(tt.body), func(i int, in *ruleInput, _ []byte) {
 				if i == 0 {
 					got = got[:0]
 				}
@@ -91,7 +91,7 @@ func FuzzDecodeBulkRules(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var got []ruleInput
-		isArray, err := decodeBulkRules(body, func(i int, in *ruleInput) {
+		isArray, err := decodeBulkRules(body, func(i int, in *ruleInput, _ []byte) {
 			if i == 0 {
 				got = got[:0]
 			}

@@ -154,13 +154,16 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 // and has the store replace the policy's rules with them, telling
 // Config.RulesReplacing (hooked) if set. It returns the number of rules.
 func (s *server) storeReplacement(r *http.Request, pid string, body []byte) (n int, hooked bool, err error) {
+	if n, done, err := s.incrementalReplacement(r, pid, body); done {
+		return n, true, err
+	}
 	// Each rule is converted and validated as it is decoded; the first
 	// invalid one is reported only once the whole body has decoded and the
 	// policy is known to exist, as a body that does not decode is a 400 and
 	// an unknown policy a 404 whatever the rules say.
 	rules := make([]callpolicy.Rule, 0, bulkSizeHint(body))
 	var invalid error
-	isArray, err := decodeBulkRules(body, func(i int, in *ruleInput) {
+	isArray, err := decodeBulkRules(body, func(i int, in *ruleInput, raw []byte) {
 		if i == 0 {
 			rules, invalid = rules[:0], nil
 		}
@@ -173,6 +176,9 @@ func (s *server) storeReplacement(r *http.Request, pid string, body []byte) (n i
 			return
 		}
 		rules = append(rules, in.rule(pid))
+		if raw != nil {
+			rules[i].SrcHash = ruleHash(raw)
+		}
 		if err := callpolicy.ValidateRule(&rules[i]); err != nil {
 			invalid = prefixField(fmt.Sprintf("rules[%d]", i), err)
 		}
@@ -305,7 +311,7 @@ func (s *server) deleteRule(w http.ResponseWriter, r *http.Request) {
 // through decodeJSONBytes, so errors read exactly as before; each may then
 // see index 0 again and must start over. isArray is false (with a nil
 // error) for a JSON null.
-func decodeBulkRules(body []byte, each func(i int, in *ruleInput)) (isArray bool, err error) {
+func decodeBulkRules(body []byte, each func(i int, in *ruleInput, raw []byte)) (isArray bool, err error) {
 	if decodeRuleArray(body, each) {
 		return true, nil
 	}
@@ -317,7 +323,7 @@ func decodeBulkRules(body []byte, each func(i int, in *ruleInput)) (isArray bool
 		return false, nil
 	}
 	for i := range ins {
-		each(i, &ins[i])
+		each(i, &ins[i], nil)
 	}
 	return true, nil
 }
@@ -325,7 +331,7 @@ func decodeBulkRules(body []byte, each func(i int, in *ruleInput)) (isArray bool
 // decodeRuleArray walks the array itself, decoding each element with
 // fastRule, or with encoding/json when fastRule does not take it; false as
 // soon as the body is not a clean array of objects that decode.
-func decodeRuleArray(body []byte, each func(i int, in *ruleInput)) bool {
+func decodeRuleArray(body []byte, each func(i int, in *ruleInput, raw []byte)) bool {
 	p := skipWS(body, 0)
 	if p >= len(body) || body[p] != '[' {
 		return false
@@ -350,7 +356,7 @@ func decodeRuleArray(body []byte, each func(i int, in *ruleInput)) bool {
 			}
 			end = p + int(dec.InputOffset())
 		}
-		each(i, &in)
+		each(i, &in, body[p:end])
 		p = skipWS(body, end)
 		if p >= len(body) {
 			return false

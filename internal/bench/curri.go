@@ -97,7 +97,7 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap beside a control window of the same length without one (0 = never)")
 	fs.StringVar(&c.reloadWhat, "reload", "rules", "what -reload-every replaces: rules (the whole rule set) or directory (the caller-name directory of -directory, as a CSV import)")
 	fs.IntVar(&c.directory, "directory", 0, "load a caller-name directory of this many exact numbers (and 1% as many prefixes) and have the policy's default action name callers from it; 90% of the calls no rule decides come from a number in it")
-	fs.Float64Var(&c.changed, "changed", 1, "with -reload directory: the fraction of entries each reload renames (the rest are sent unchanged)")
+	fs.Float64Var(&c.changed, "changed", 1, "the fraction of the rules (-reload rules) or directory entries (-reload directory) each reload changes; the rest are sent as before")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "per-call timeout; a call without an answer by then is a transport error")
 	fs.IntVar(&c.pool, "pool", 4096, "distinct pre-rendered requests, cycled")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the number draws")

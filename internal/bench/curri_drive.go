@@ -278,7 +278,7 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 			if cfg.reloadWhat == "directory" {
 				b = directoryCSV(cfg.directory, gen, cfg.changed)
 			} else {
-				b, err = json.Marshal(buildRules(cfg.shape, gen))
+				b, err = json.Marshal(buildRulesChanged(cfg.shape, gen, cfg.changed))
 			}
 			if err != nil {
 				return nil, fmt.Errorf("render reload %d: %w", gen, err)

@@ -177,10 +177,24 @@ func digits(r *rand.Rand, n int) string {
 // proves the generation is live), then exact, regex, prefix and pattern
 // rules. Exact and prefix rules deny, every tenth exact rule diverts,
 // regex rules deny, pattern rules permit with a greeting.
-func buildRules(s RuleShape, gen int) []ruleJSON {
+func buildRules(s RuleShape, gen int) []ruleJSON { return buildRulesChanged(s, gen, 1) }
+
+// buildRulesChanged is buildRules where only a fraction changed of the
+// rules differ from generation 0 (their description names gen); the
+// canary always does.
+func buildRulesChanged(s RuleShape, gen int, changed float64) []ruleJSON {
 	rules := make([]ruleJSON, 0, s.Rules()+1)
 	prio := 1
+	every := 0 // rules k with k%every == every-1 carry gen
+	if changed > 0 && gen > 0 {
+		every = max(1, int(1/changed+0.5))
+	}
+	k := 0
 	add := func(m ruleMatch, a ruleAction, desc string) {
+		if every > 0 && k%every == every-1 {
+			desc += fmt.Sprintf(" (generation %d)", gen)
+		}
+		k++
 		rules = append(rules, ruleJSON{Priority: prio, Match: m, Action: a, Description: desc})
 		prio++
 	}

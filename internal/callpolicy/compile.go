@@ -60,13 +60,19 @@ func (s *Snapshot) Policies() []string {
 func (s *Snapshot) BuildTime() time.Duration { return s.buildTime }
 
 type policy struct {
-	id      string
-	def     Action
-	rules   []rule // rank order: priority, then id
-	matcher *match.Matcher
-	// ruleOf maps a matcher row to its rule when a rule naming groups
-	// was expanded to several rows; nil: row i is rule i.
-	ruleOf      []int32
+	id  string
+	def Action
+	layer // the rules, or the base rules when delta is set
+	// An incremental replacement (Snapshot.WithRuleChanges) adds delta
+	// (the rules added since the base was compiled) and marks the base's
+	// rules removed since in deleted, instead of compiling everything.
+	delta    *layer
+	deleted  []uint64 // bit per base rule index
+	deltaSrc []Rule   // the delta's rules as configured, to compile it again
+	// index holds the source hash (Rule.SrcHash) and id of every rule
+	// of the policy that has one, disabled ones included, sorted: what an
+	// incremental replacement compares a new rule set against.
+	index       []HashID
 	allow       entryList
 	block       entryList
 	allowAction *Action // a list hit's action when its entry has none
@@ -77,8 +83,18 @@ type policy struct {
 	hits        prometheus.Counter // set by Engine.Swap; nil before
 }
 
+// layer is a set of compiled rules and their matcher.
+type layer struct {
+	rules   []rule // rank order: priority, then id
+	matcher *match.Matcher
+	// ruleOf maps a matcher row to its rule when a rule naming groups
+	// was expanded to several rows; nil: row i is rule i.
+	ruleOf []int32
+}
+
 type rule struct {
 	id      int64
+	prio    int
 	action  *Action // shared by the rules of a policy with the same action
 	sched   *schedule
 	expires int64 // unix nanos; 0 = never
@@ -335,8 +351,32 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location, lib *Libr
 			idx = append(idx, i)
 		}
 	}
+	for i := range cfg.Rules {
+		if h := cfg.Rules[i].SrcHash; h != 0 {
+			p.index = append(p.index, HashID{Hash: h, ID: cfg.Rules[i].ID})
+		}
+	}
+	slices.SortFunc(p.index, cmpHashID)
+	var err error
+	var actions actionSet
+	if p.layer, err = compileLayer(cfg.Rules, idx, zones, lib, &actions); err != nil {
+		return nil, err
+	}
+	if p.allow, err = compileList(AllowList, cfg.Allow, nil, &actions); err != nil {
+		return nil, err
+	}
+	if p.block, err = compileList(BlockList, cfg.Block, nil, &actions); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// compileLayer compiles the rules cfg[i] for i in idx (enabled, valid)
+// into a layer in rank order.
+func compileLayer(cfg []Rule, idx []int, zones map[string]*time.Location, lib *Library, actions *actionSet) (layer, error) {
+	var p layer
 	slices.SortFunc(idx, func(a, b int) int {
-		ra, rb := &cfg.Rules[a], &cfg.Rules[b]
+		ra, rb := &cfg[a], &cfg[b]
 		if ra.Priority != rb.Priority {
 			return cmpInt(ra.Priority, rb.Priority)
 		}
@@ -347,7 +387,7 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location, lib *Libr
 	// per rule regrew it from one per rule: ~30 MB of garbage).
 	conds := 0
 	for _, i := range idx {
-		for _, v := range cfg.Rules[i].Match.values() {
+		for _, v := range cfg[i].Match.values() {
 			if v != "" {
 				conds++
 			}
@@ -361,15 +401,14 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location, lib *Libr
 	reasons := make([]byte, 0, len(idx)*40)
 	reasonEnd := make([]int, 0, len(idx))
 	var v [6]string
-	var actions actionSet
 	for k, i := range idx {
 		if k%64 == 63 {
 			runtime.Gosched() // bulk work yields to calls (DESIGN.md, Conventions)
 		}
-		r := &cfg.Rules[i]
+		r := &cfg[i]
 		v = r.Match.values()
 		if rows, err := addRule(b, v, lib); err != nil {
-			return nil, fmt.Errorf("rule %d: %w", r.ID, err)
+			return p, fmt.Errorf("rule %d: %w", r.ID, err)
 		} else if rows != 1 || p.ruleOf != nil {
 			if p.ruleOf == nil {
 				p.ruleOf = make([]int32, k, len(idx)+rows)
@@ -383,14 +422,14 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location, lib *Libr
 		}
 		reasons = appendRuleReason(reasons, r)
 		reasonEnd = append(reasonEnd, len(reasons))
-		cr := rule{id: r.ID, action: actions.get(&r.Action), hit: &hitCounter{}}
+		cr := rule{id: r.ID, prio: r.Priority, action: actions.get(&r.Action), hit: &hitCounter{}}
 		if r.ExpiresAt != nil {
 			cr.expires = r.ExpiresAt.UnixNano()
 		}
 		if r.Schedule != nil {
 			sc, err := compileSchedule(r.Schedule, zones)
 			if err != nil {
-				return nil, fmt.Errorf("rule %d: %w", r.ID, err)
+				return p, fmt.Errorf("rule %d: %w", r.ID, err)
 			}
 			cr.sched = sc
 		}
@@ -404,15 +443,9 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location, lib *Libr
 	}
 	m, err := b.Build()
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	p.matcher = m
-	if p.allow, err = compileList(AllowList, cfg.Allow, nil, &actions); err != nil {
-		return nil, err
-	}
-	if p.block, err = compileList(BlockList, cfg.Block, nil, &actions); err != nil {
-		return nil, err
-	}
 	return p, nil
 }
 

@@ -81,14 +81,14 @@ func (e *Engine) Swap(s *Snapshot) {
 				continue
 			}
 			prev := make(map[int64]*hitCounter, len(op.rules))
-			for i := range op.rules {
-				prev[op.rules[i].id] = op.rules[i].hit
-			}
-			for i := range p.rules {
-				if h, ok := prev[p.rules[i].id]; ok {
-					p.rules[i].hit = h
+			op.eachRule(func(r *rule) { prev[r.id] = r.hit })
+			p.eachRule(func(r *rule) {
+				// A base layer shared with the live snapshot already holds
+				// its counters: only new rules are written (calls read them).
+				if h, ok := prev[r.id]; ok && r.hit != h {
+					r.hit = h
 				}
-			}
+			})
 		}
 		for id, r := range s.lib.dirs {
 			for i := range r.counts {
@@ -161,11 +161,10 @@ func (e *Engine) DrainHits() map[int64]Hit {
 		return out
 	}
 	for _, p := range s.policies {
-		for i := range p.rules {
-			r := &p.rules[i]
+		p.eachRule(func(r *rule) {
 			n := r.hit.count.Swap(0)
 			if n == 0 {
-				continue
+				return
 			}
 			h := out[r.id]
 			h.Count += n
@@ -173,7 +172,7 @@ func (e *Engine) DrainHits() map[int64]Hit {
 				h.Last = last
 			}
 			out[r.id] = h
-		}
+		})
 	}
 	return out
 }
@@ -292,14 +291,23 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 
 	// 4. Rules, first match in (priority, id) order.
 	vals := [6]string{call.Calling, call.Called, call.TransformedCalling, call.TransformedCalled, call.TriggerPoint, call.DeviceName}
-	var i int
-	if p.ruleOf == nil {
-		i = p.matcher.Match(vals[:], func(i int) bool { return p.rules[i].active(nowN, now) })
-	} else if i = p.matcher.Match(vals[:], func(i int) bool { return p.rules[p.ruleOf[i]].active(nowN, now) }); i >= 0 {
-		i = int(p.ruleOf[i])
+	var r *rule
+	if p.delta == nil {
+		if i := p.layer.match(vals[:], nowN, now, nil); i >= 0 {
+			r = &p.rules[i]
+		}
+	} else {
+		if i := p.layer.match(vals[:], nowN, now, p.deleted); i >= 0 {
+			r = &p.rules[i]
+		}
+		// The first match is the lowest (priority, id) of both layers.
+		if j := p.delta.match(vals[:], nowN, now, nil); j >= 0 {
+			if d := &p.delta.rules[j]; r == nil || d.prio < r.prio || d.prio == r.prio && d.id < r.id {
+				r = d
+			}
+		}
 	}
-	if i >= 0 {
-		r := &p.rules[i]
+	if r != nil {
 		if live {
 			r.hit.count.Add(1)
 			r.hit.last.Store(nowN)
@@ -312,6 +320,43 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 
 	// 5. Policy default.
 	return Decision{Policy: p.id, Action: p.def, Step: StepDefault, Reason: "no rule matched: policy default"}
+}
+
+// match returns the index of the first active rule of the layer matching
+// vals, skipping the rules set in deleted, or -1.
+func (l *layer) match(vals []string, nowN int64, now time.Time, deleted []uint64) int {
+	if l.matcher == nil {
+		return -1
+	}
+	if l.ruleOf == nil {
+		if deleted == nil {
+			return l.matcher.Match(vals, func(i int) bool { return l.rules[i].active(nowN, now) })
+		}
+		return l.matcher.Match(vals, func(i int) bool { return deleted[i>>6]&(1<<(i&63)) == 0 && l.rules[i].active(nowN, now) })
+	}
+	i := l.matcher.Match(vals, func(i int) bool {
+		k := l.ruleOf[i]
+		return (deleted == nil || deleted[k>>6]&(1<<(k&63)) == 0) && l.rules[k].active(nowN, now)
+	})
+	if i >= 0 {
+		i = int(l.ruleOf[i])
+	}
+	return i
+}
+
+// eachRule calls fn for every compiled rule of the policy that is live
+// (base rules not deleted, and the delta's).
+func (p *policy) eachRule(fn func(r *rule)) {
+	for i := range p.rules {
+		if p.deleted == nil || p.deleted[i>>6]&(1<<(i&63)) == 0 {
+			fn(&p.rules[i])
+		}
+	}
+	if p.delta != nil {
+		for i := range p.delta.rules {
+			fn(&p.delta.rules[i])
+		}
+	}
 }
 
 // listHit checks the policy's own list, then the shared lists of a kind.

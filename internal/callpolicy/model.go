@@ -148,6 +148,10 @@ type Rule struct {
 	Tags        []string   `json:"tags,omitempty"`
 	Hits        int64      `json:"hits"`
 	LastHitAt   *time.Time `json:"last_hit_at,omitempty"`
+	// SrcHash is the hash of the JSON the rule was last sent in by a bulk
+	// replacement (0: none): a replacement that sends the same bytes keeps
+	// the rule, its id and its hits, and compiles only what changed.
+	SrcHash uint64 `json:"-"`
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 }

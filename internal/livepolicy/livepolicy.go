@@ -11,6 +11,7 @@ package livepolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -98,7 +99,7 @@ func New(cfg Config) *Manager {
 		store:      cfg.Store,
 		log:        log,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_policy_reloads_total",
-			Help: "Policy snapshots built: scope all (every policy loaded from the store) or policy (one policy's bulk-replaced rules recompiled)."},
+			Help: "Policy snapshots built: scope all (every policy loaded from the store), policy (one policy's bulk-replaced rules recompiled) or policy_changes (only the rules a bulk replacement changed compiled)."},
 			[]string{"scope"}),
 		dirLoad: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "signalbox_policy_directory_load_seconds",
 			Help:    "Time to read a changed caller-name directory from the store and compile it.",
@@ -272,6 +273,56 @@ func (m *Manager) Replacing(policyID string, rules []callpolicy.Rule) (done func
 	}
 }
 
+// RuleIndex returns the live snapshot's source hashes of policyID's rules
+// (callpolicy.Snapshot.RuleIndex) and the config version the snapshot was
+// built from; ok=false before the first load or for an unknown policy.
+func (m *Manager) RuleIndex(policyID string) (index []callpolicy.HashID, version int64, ok bool) {
+	// The version is read first: a swap in between makes it older than
+	// the snapshot, and the store's newer version then refuses the diff.
+	v := m.version.Load()
+	s := m.engine.Snapshot()
+	if s == nil {
+		return nil, 0, false
+	}
+	index, ok = s.RuleIndex(policyID)
+	return index, v, ok
+}
+
+// ChangingRules is Replacing for an incremental replacement: it compiles
+// the live policy with removed taken out and added put in
+// (callpolicy.Snapshot.WithRuleChanges) while the caller stores them.
+// When that is better compiled whole (callpolicy.ErrRebuild), the policy
+// is rebuilt from the store once the change is committed.
+func (m *Manager) ChangingRules(policyID string, removed []int64, added []callpolicy.Rule) (done func(stored bool)) {
+	m.replacing.Add(1)
+	r := &replaced{policyID: policyID, done: make(chan struct{})}
+	m.compiles.Add(1)
+	go func() {
+		defer m.compiles.Done()
+		defer close(r.done)
+		s := m.engine.Snapshot()
+		if s == nil {
+			r.err = callpolicy.ErrRebuild
+			return
+		}
+		r.cp, r.err = s.WithRuleChanges(policyID, removed, added)
+		r.incremental = true
+		r.n = len(added)
+	}()
+	return func(stored bool) {
+		if !stored {
+			m.replacing.Add(-1)
+			return
+		}
+		select {
+		case m.rulesCh <- r:
+		default:
+			m.replacing.Add(-1)
+			m.Changed()
+		}
+	}
+}
+
 // Run keeps the live snapshot current and persists hit counts until ctx
 // ends, then waits for the compiles Replacing started.
 func (m *Manager) Run(ctx context.Context) {
@@ -362,6 +413,9 @@ type replaced struct {
 	done     chan struct{} // closed when cp or err is set
 	cp       *callpolicy.CompiledPolicy
 	err      error
+	// incremental: the rules changed were compiled beside the kept ones
+	// (ChangingRules), not the whole policy.
+	incremental bool
 }
 
 // compilePolicy compiles policyID with rules and its lists as stored now,
@@ -410,10 +464,17 @@ func (m *Manager) applyReplaced(ctx context.Context, r *replaced) (ok bool, err 
 	if cur == nil || v != m.version.Load()+1 {
 		return false, nil
 	}
+	if errors.Is(r.err, callpolicy.ErrRebuild) {
+		return false, nil // a change better compiled whole: the caller rebuilds
+	}
 	if r.err != nil {
 		return false, r.err
 	}
-	m.swap(ctx, cur.With(r.cp), v, "policy", r.n)
+	scope := "policy"
+	if r.incremental {
+		scope = "policy_changes"
+	}
+	m.swap(ctx, cur.With(r.cp), v, scope, r.n)
 	return true, nil
 }
 

@@ -6,20 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
 )
 
-const ruleCols = `id, policy_id, priority, enabled, match_json, action, schedule, expires_at, description, tags, hits, last_hit_at, created_at, updated_at`
+const ruleCols = `id, policy_id, priority, enabled, match_json, action, schedule, expires_at, description, tags, hits, last_hit_at, created_at, updated_at, src_hash`
 
-var ruleInsertCols = []string{"policy_id", "priority", "enabled", "match_json", "action", "schedule", "expires_at", "description", "tags", "hits", "last_hit_at", "created_at", "updated_at"}
+var ruleInsertCols = []string{"policy_id", "priority", "enabled", "match_json", "action", "schedule", "expires_at", "description", "tags", "hits", "last_hit_at", "created_at", "updated_at", "src_hash"}
 
 // ruleScanner reuses its buffers across rows: LoadPolicies scans 100k rules.
 type ruleScanner struct {
 	codec                         ruleCodec
 	match, action, schedule, tags []byte
-	expires, lastHit              sql.NullInt64
+	expires, lastHit, srcHash     sql.NullInt64
 	created, updated              int64
 }
 
@@ -33,9 +34,10 @@ func (sc *ruleScanner) scan(r row) (callpolicy.Rule, error) {
 // pointers make escape cost LoadPolicies a heap Rule per row.
 func (sc *ruleScanner) scanInto(r row, x *callpolicy.Rule) error {
 	if err := r.Scan(&x.ID, &x.PolicyID, &x.Priority, &x.Enabled, &sc.match, &sc.action, &sc.schedule,
-		&sc.expires, &x.Description, &sc.tags, &x.Hits, &sc.lastHit, &sc.created, &sc.updated); err != nil {
+		&sc.expires, &x.Description, &sc.tags, &x.Hits, &sc.lastHit, &sc.created, &sc.updated, &sc.srcHash); err != nil {
 		return err
 	}
+	x.SrcHash = uint64(sc.srcHash.Int64) // 0 when NULL
 	if err := decodeMatch(sc.match, &x.Match); err != nil {
 		return fmt.Errorf("rule %d: match: %w", x.ID, err)
 	}
@@ -134,7 +136,7 @@ func (s *sqlStore) CreateRule(ctx context.Context, r *callpolicy.Rule) error {
 			return err
 		}
 		return t.queryRow(ctx, `INSERT INTO rules (`+strings.Join(ruleInsertCols, ", ")+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?, ?) RETURNING id`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?, ?, NULL) RETURNING id`,
 			r.PolicyID, r.Priority, r.Enabled, e.match, e.action, e.schedule, nullUS(r.ExpiresAt),
 			r.Description, e.tags, ts.UnixMicro(), ts.UnixMicro()).Scan(&id)
 	})
@@ -161,7 +163,7 @@ func (s *sqlStore) UpdateRule(ctx context.Context, r *callpolicy.Rule) error {
 	var lastHit sql.NullInt64
 	err = s.write(ctx, true, func(t tx) error {
 		err := t.queryRow(ctx, `UPDATE rules SET priority = ?, enabled = ?, match_json = ?, action = ?, schedule = ?,
-			expires_at = ?, description = ?, tags = ?, updated_at = ?
+			expires_at = ?, description = ?, tags = ?, updated_at = ?, src_hash = NULL
 			WHERE id = ? AND (? = '' OR policy_id = ?) RETURNING policy_id, hits, last_hit_at, created_at`,
 			r.Priority, r.Enabled, e.match, e.action, e.schedule, nullUS(r.ExpiresAt), r.Description, e.tags,
 			ts.UnixMicro(), r.ID, r.PolicyID, r.PolicyID).Scan(&policy, &hits, &lastHit, &created)
@@ -217,7 +219,7 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 			encErr = fmt.Errorf("rule #%d: %w", i, err)
 		}
 		v[0], v[1], v[2], v[3], v[4], v[5] = pid, r.Priority, r.Enabled, e.match, e.action, e.schedule
-		v[6], v[7], v[8], v[9], v[10], v[11], v[12] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts
+		v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts, srcHash(r.SrcHash)
 		return v
 	}
 	// The caller's rules become the stored ones as soon as their ids are
@@ -260,6 +262,106 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("replace rules of %q: %w", policyID, err)
+	}
+	return err
+}
+
+// srcHash is a rule's source hash as stored: NULL for none.
+func srcHash(h uint64) any {
+	if h == 0 {
+		return nil
+	}
+	return int64(h)
+}
+
+// ChangeRules applies an incremental replacement of a policy's rules in one
+// transaction: the rules removed are deleted, those added inserted with
+// fresh ids (set, like ReplaceRules, before the rows are written, when
+// idsSet is called). It is refused with ErrConflict, changing nothing, if
+// the configuration version is no longer expect (someone changed the
+// configuration since the caller diffed against it) or a removed rule is
+// not one of the policy's.
+func (s *sqlStore) ChangeRules(ctx context.Context, policyID string, expect int64, removed []int64, added []callpolicy.Rule, idsSet func()) error {
+	var ts, pid any = now().UnixMicro(), policyID
+	var codec ruleCodec
+	var encErr error
+	v := make([]any, len(ruleInsertCols))
+	row := func(i int) []any {
+		r := &added[i]
+		e, err := codec.encode(r)
+		if err != nil && encErr == nil {
+			encErr = fmt.Errorf("rule #%d: %w", i, err)
+		}
+		v[0], v[1], v[2], v[3], v[4], v[5] = pid, r.Priority, r.Enabled, e.match, e.action, e.schedule
+		v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts, srcHash(r.SrcHash)
+		return v
+	}
+	created := fromUS(ts.(int64))
+	setIDs := func(ids []int64) {
+		for i := range added {
+			r := &added[i]
+			r.ID, r.PolicyID, r.Hits, r.LastHitAt, r.CreatedAt, r.UpdatedAt = ids[i], policyID, 0, nil, created, created
+		}
+		if idsSet != nil {
+			idsSet()
+		}
+	}
+	err := s.write(ctx, true, func(t tx) error {
+		var v int64
+		if err := t.queryRow(ctx, `SELECT version FROM config_version WHERE id = 1`).Scan(&v); err != nil {
+			return err
+		}
+		if v != expect {
+			return fmt.Errorf("configuration changed meanwhile (version %d, not %d): %w", v, expect, ErrConflict)
+		}
+		// In statements of up to 500 ids: a statement per row cost more
+		// than the rest of a 1,000-rule change.
+		for i := 0; i < len(removed); i += 500 {
+			batch := removed[i:min(i+500, len(removed))]
+			args := make([]any, 0, len(batch)+1)
+			args = append(args, policyID) // not an argument: args[1:] are
+			for _, id := range batch {
+				args = append(args, id)
+			}
+			// By id alone, the policy checked on what was deleted: with
+			// "policy_id = ?" in the WHERE, SQLite (no statistics) walks
+			// the policy's index instead of the 500 ids.
+			q := `DELETE FROM rules WHERE id IN (?` + strings.Repeat(", ?", len(batch)-1) + `) RETURNING policy_id`
+			rs, err := t.query(ctx, q, args[1:]...)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for rs.Next() {
+				var p string
+				if err := rs.Scan(&p); err != nil {
+					rs.Close()
+					return err
+				}
+				if p == policyID {
+					n++
+				}
+			}
+			rs.Close()
+			if err := rs.Err(); err != nil {
+				return err
+			}
+			if n != len(batch) {
+				return fmt.Errorf("%d of the rules to remove are not rules of %q: %w", len(batch)-n, policyID, ErrConflict)
+			}
+			runtime.Gosched()
+		}
+		if len(added) == 0 {
+			setIDs(nil)
+			return nil
+		}
+		if _, err := t.insertIDs(ctx, "rules", ruleInsertCols, len(added), row, setIDs); err != nil {
+			return err
+		}
+		return encErr
+	})
+	if err != nil && !errors.Is(err, ErrConflict) {
+		return fmt.Errorf("change rules of %q: %w", policyID, err)
 	}
 	return err
 }

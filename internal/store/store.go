@@ -58,6 +58,11 @@ type Store interface {
 	// them too until it returns); whether they were stored is ReplaceRules'
 	// error.
 	ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule, idsSet func()) error
+	// ChangeRules is an incremental replacement: it deletes removed and
+	// inserts added (ids set before the rows are written; idsSet as in
+	// ReplaceRules), refused with ErrConflict if the config version is not
+	// expect or a removed rule is not the policy's.
+	ChangeRules(ctx context.Context, policyID string, expect int64, removed []int64, added []callpolicy.Rule, idsSet func()) error
 	// AddRuleHits adds hit counts and last-hit times (not a config change).
 	AddRuleHits(ctx context.Context, hits map[int64]RuleHit) error
 
