@@ -60,8 +60,8 @@ func (s *Snapshot) Policies() []string {
 func (s *Snapshot) BuildTime() time.Duration { return s.buildTime }
 
 type policy struct {
-	id  string
-	def Action
+	id    string
+	def   Action
 	layer // the rules, or the base rules when delta is set
 	// An incremental replacement (Snapshot.WithRuleChanges) adds delta
 	// (the rules added since the base was compiled) and marks the base's

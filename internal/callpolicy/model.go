@@ -151,9 +151,9 @@ type Rule struct {
 	// SrcHash is the hash of the JSON the rule was last sent in by a bulk
 	// replacement (0: none): a replacement that sends the same bytes keeps
 	// the rule, its id and its hits, and compiles only what changed.
-	SrcHash uint64 `json:"-"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
+	SrcHash   uint64    `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Match values: bare digits (optional leading +, also * # A-D) = exact;
