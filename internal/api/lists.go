@@ -95,6 +95,12 @@ func (s *server) listEntries(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.writeEntries(w, r, entries, asCSV, fmt.Sprintf("%s-%s.csv", pid, list))
+}
+
+// writeEntries answers with list entries, filtered by ?q= (a substring of
+// the numbers or the note, any case), as JSON or as a CSV file.
+func (s *server) writeEntries(w http.ResponseWriter, r *http.Request, entries []callpolicy.ListEntry, asCSV bool, filename string) {
 	if q := strings.ToLower(r.URL.Query().Get("q")); q != "" {
 		kept := entries[:0]
 		for _, e := range entries {
@@ -107,11 +113,11 @@ func (s *server) listEntries(w http.ResponseWriter, r *http.Request) {
 	if asCSV {
 		var buf bytes.Buffer
 		if err := callpolicy.WriteEntriesCSV(&buf, entries); err != nil {
-			s.fail(w, r, fmt.Errorf("export %s list of %q: %w", list, pid, err))
+			s.fail(w, r, fmt.Errorf("export %s: %w", filename, err))
 			return
 		}
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s.csv"`, pid, list))
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, filename))
 		_, _ = w.Write(buf.Bytes())
 		return
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -150,27 +149,7 @@ func (s *server) listSharedEntries(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if q := strings.ToLower(r.URL.Query().Get("q")); q != "" {
-		kept := entries[:0]
-		for _, e := range entries {
-			if strings.Contains(strings.ToLower(e.Calling), q) || strings.Contains(strings.ToLower(e.Called), q) || strings.Contains(strings.ToLower(e.Note), q) {
-				kept = append(kept, e)
-			}
-		}
-		entries = kept
-	}
-	if asCSV {
-		var buf bytes.Buffer
-		if err := callpolicy.WriteEntriesCSV(&buf, entries); err != nil {
-			s.fail(w, r, fmt.Errorf("export shared list %q: %w", id, err))
-			return
-		}
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="list-%s.csv"`, id))
-		_, _ = w.Write(buf.Bytes())
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	s.writeEntries(w, r, entries, asCSV, "list-"+id+".csv")
 }
 
 // addSharedEntries takes CSV, one JSON entry or a JSON array, like a

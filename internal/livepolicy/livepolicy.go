@@ -154,6 +154,36 @@ func (m *Manager) Load(ctx context.Context) error {
 	return nil
 }
 
+// versioned is a compiled directory or shared list: it knows its id and
+// the config version it was compiled from.
+type versioned interface {
+	ID() string
+	Version() int64
+}
+
+// reuse returns the compiled form of each of n stored items (item i has
+// id(i) and version ver(i)), taking it from cache when its version is the
+// same and compiling it again with load (which also says how many entries
+// it read) when not; next is the cache to keep.
+func reuse[T versioned](n int, id func(i int) string, ver func(i int) int64, cache map[string]T,
+	load func(i int) (T, int, error)) (out []T, next map[string]T, loaded int, err error) {
+	next = make(map[string]T, n)
+	out = make([]T, 0, n)
+	for i := range n {
+		t, ok := cache[id(i)]
+		if !ok || t.Version() != ver(i) {
+			var k int
+			if t, k, err = load(i); err != nil {
+				return nil, nil, 0, err
+			}
+			loaded += k
+		}
+		next[t.ID()] = t
+		out = append(out, t)
+	}
+	return out, next, loaded, nil
+}
+
 // loadDirectories returns every stored directory compiled, reading the
 // entries only of those whose version changed since the last load, and how
 // many entries it read.
@@ -164,22 +194,19 @@ func (m *Manager) loadDirectories(ctx context.Context) ([]*directory.Table, int,
 	}
 	m.dirMu.Lock()
 	defer m.dirMu.Unlock()
-	next := make(map[string]*directory.Table, len(ds))
-	out := make([]*directory.Table, 0, len(ds))
-	loaded := 0
-	for i := range ds {
-		t := m.dirs[ds[i].ID]
-		if t == nil || t.Version() != ds[i].Version {
+	out, next, loaded, err := reuse(len(ds), func(i int) string { return ds[i].ID }, func(i int) int64 { return ds[i].Version }, m.dirs,
+		func(i int) (*directory.Table, int, error) {
 			start := time.Now()
-			if t, err = m.loadDirectory(ctx, &ds[i]); err != nil {
+			t, err := m.loadDirectory(ctx, &ds[i])
+			if err != nil {
 				return nil, 0, err
 			}
-			loaded += t.Len()
 			m.dirLoad.Observe(time.Since(start).Seconds())
 			m.log.Debug("directory loaded", "directory", t.ID(), "entries", t.Len(), "version", t.Version(), "took", time.Since(start))
-		}
-		next[t.ID()] = t
-		out = append(out, t)
+			return t, t.Len(), nil
+		})
+	if err != nil {
+		return nil, 0, err
 	}
 	m.dirs = next
 	return out, loaded, nil
@@ -195,23 +222,20 @@ func (m *Manager) loadShared(ctx context.Context) ([]*callpolicy.CompiledList, i
 	}
 	m.dirMu.Lock()
 	defer m.dirMu.Unlock()
-	next := make(map[string]*callpolicy.CompiledList, len(ls))
-	out := make([]*callpolicy.CompiledList, 0, len(ls))
-	loaded := 0
-	for i := range ls {
-		c := m.shared[ls[i].ID]
-		if c == nil || c.Version() != ls[i].Version {
+	out, next, loaded, err := reuse(len(ls), func(i int) string { return ls[i].ID }, func(i int) int64 { return ls[i].Version }, m.shared,
+		func(i int) (*callpolicy.CompiledList, int, error) {
 			cfg, err := m.store.LoadSharedList(ctx, ls[i].ID)
 			if err != nil {
 				return nil, 0, err
 			}
-			if c, err = callpolicy.CompileSharedList(&cfg); err != nil {
+			c, err := callpolicy.CompileSharedList(&cfg)
+			if err != nil {
 				return nil, 0, err
 			}
-			loaded += len(cfg.Entries)
-		}
-		next[c.ID()] = c
-		out = append(out, c)
+			return c, len(cfg.Entries), nil
+		})
+	if err != nil {
+		return nil, 0, err
 	}
 	m.shared = next
 	return out, loaded, nil

@@ -202,39 +202,8 @@ func (s *sqlStore) DeleteRule(ctx context.Context, id int64) error {
 // ReplaceRules deletes a policy's rules and bulk-inserts the new ones in one
 // transaction; the new rules get fresh ids and zero hits.
 func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []callpolicy.Rule, idsSet func()) error {
-	// The row values are encoded and boxed one row at a time as the rows
-	// are written, and the values shared by every row are boxed once:
-	// boxing all 1.3 M values of a 100k load up front was ~45 MB of garbage
-	// on the reload path, and encoding every rule's JSON columns first kept
-	// ~15 MB more alive through the insert. An encoding error (there is
-	// none for a validated rule) rolls the transaction back.
-	var ts, pid any = now().UnixMicro(), policyID
-	var codec ruleCodec
-	var encErr error
-	v := make([]any, len(ruleInsertCols))
-	row := func(i int) []any {
-		r := &rules[i]
-		e, err := codec.encode(r)
-		if err != nil && encErr == nil {
-			encErr = fmt.Errorf("rule #%d: %w", i, err)
-		}
-		v[0], v[1], v[2], v[3], v[4], v[5] = pid, r.Priority, r.Enabled, e.match, e.action, e.schedule
-		v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts, srcHash(r.SrcHash)
-		return v
-	}
-	// The caller's rules become the stored ones as soon as their ids are
-	// drawn, so it can compile them (without reading 100,000 rows back)
-	// while the rows are written.
-	created := fromUS(ts.(int64))
-	setIDs := func(ids []int64) {
-		for i := range rules {
-			r := &rules[i]
-			r.ID, r.PolicyID, r.Hits, r.LastHitAt, r.CreatedAt, r.UpdatedAt = ids[i], policyID, 0, nil, created, created
-		}
-		if idsSet != nil {
-			idsSet()
-		}
-	}
+	ins := newRuleInserts(policyID, rules, idsSet)
+	row, setIDs := ins.row, ins.setIDs
 	if len(rules) == 0 {
 		setIDs(nil)
 	}
@@ -252,8 +221,8 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 		if _, err = t.insertIDs(ctx, "rules", ruleInsertCols, len(rules), row, setIDs); err != nil {
 			return err
 		}
-		if encErr != nil {
-			return encErr
+		if ins.encErr != nil {
+			return ins.encErr
 		}
 		if rebuild {
 			_, err = t.exec(ctx, ruleIndexDDL)
@@ -264,6 +233,50 @@ func (s *sqlStore) ReplaceRules(ctx context.Context, policyID string, rules []ca
 		return fmt.Errorf("replace rules of %q: %w", policyID, err)
 	}
 	return err
+}
+
+// ruleInserts writes new rules of a policy. The row values are encoded and
+// boxed one row at a time as the rows are written, and the values shared
+// by every row are boxed once: boxing all 1.3 M values of a 100k load up
+// front was ~45 MB of garbage on the reload path, and encoding every
+// rule's JSON columns first kept ~15 MB more alive through the insert. An
+// encoding error (there is none for a validated rule) is kept in encErr
+// for the transaction to roll back on.
+type ruleInserts struct {
+	row    func(i int) []any
+	setIDs func(ids []int64)
+	encErr error
+}
+
+func newRuleInserts(policyID string, rules []callpolicy.Rule, idsSet func()) *ruleInserts {
+	ins := &ruleInserts{}
+	var ts, pid any = now().UnixMicro(), policyID
+	var codec ruleCodec
+	v := make([]any, len(ruleInsertCols))
+	ins.row = func(i int) []any {
+		r := &rules[i]
+		e, err := codec.encode(r)
+		if err != nil && ins.encErr == nil {
+			ins.encErr = fmt.Errorf("rule #%d: %w", i, err)
+		}
+		v[0], v[1], v[2], v[3], v[4], v[5] = pid, r.Priority, r.Enabled, e.match, e.action, e.schedule
+		v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts, srcHash(r.SrcHash)
+		return v
+	}
+	// The caller's rules become the stored ones as soon as their ids are
+	// drawn, so it can compile them (without reading 100,000 rows back)
+	// while the rows are written.
+	created := fromUS(ts.(int64))
+	ins.setIDs = func(ids []int64) {
+		for i := range rules {
+			r := &rules[i]
+			r.ID, r.PolicyID, r.Hits, r.LastHitAt, r.CreatedAt, r.UpdatedAt = ids[i], policyID, 0, nil, created, created
+		}
+		if idsSet != nil {
+			idsSet()
+		}
+	}
+	return ins
 }
 
 // srcHash is a rule's source hash as stored: NULL for none.
@@ -282,30 +295,7 @@ func srcHash(h uint64) any {
 // configuration since the caller diffed against it) or a removed rule is
 // not one of the policy's.
 func (s *sqlStore) ChangeRules(ctx context.Context, policyID string, expect int64, removed []int64, added []callpolicy.Rule, idsSet func()) error {
-	var ts, pid any = now().UnixMicro(), policyID
-	var codec ruleCodec
-	var encErr error
-	v := make([]any, len(ruleInsertCols))
-	row := func(i int) []any {
-		r := &added[i]
-		e, err := codec.encode(r)
-		if err != nil && encErr == nil {
-			encErr = fmt.Errorf("rule #%d: %w", i, err)
-		}
-		v[0], v[1], v[2], v[3], v[4], v[5] = pid, r.Priority, r.Enabled, e.match, e.action, e.schedule
-		v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13] = nullUS(r.ExpiresAt), r.Description, e.tags, int64(0), nil, ts, ts, srcHash(r.SrcHash)
-		return v
-	}
-	created := fromUS(ts.(int64))
-	setIDs := func(ids []int64) {
-		for i := range added {
-			r := &added[i]
-			r.ID, r.PolicyID, r.Hits, r.LastHitAt, r.CreatedAt, r.UpdatedAt = ids[i], policyID, 0, nil, created, created
-		}
-		if idsSet != nil {
-			idsSet()
-		}
-	}
+	ins := newRuleInserts(policyID, added, idsSet)
 	err := s.write(ctx, true, func(t tx) error {
 		var v int64
 		if err := t.queryRow(ctx, `SELECT version FROM config_version WHERE id = 1`).Scan(&v); err != nil {
@@ -352,13 +342,13 @@ func (s *sqlStore) ChangeRules(ctx context.Context, policyID string, expect int6
 			runtime.Gosched()
 		}
 		if len(added) == 0 {
-			setIDs(nil)
+			ins.setIDs(nil)
 			return nil
 		}
-		if _, err := t.insertIDs(ctx, "rules", ruleInsertCols, len(added), row, setIDs); err != nil {
+		if _, err := t.insertIDs(ctx, "rules", ruleInsertCols, len(added), ins.row, ins.setIDs); err != nil {
 			return err
 		}
-		return encErr
+		return ins.encErr
 	})
 	if err != nil && !errors.Is(err, ErrConflict) {
 		return fmt.Errorf("change rules of %q: %w", policyID, err)
