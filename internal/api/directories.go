@@ -292,8 +292,8 @@ func (s *server) writeDirectoryEntries(w http.ResponseWriter, r *http.Request, a
 		return
 	}
 	s.logChange(r, ChangedPolicies, action, id, "added", ch.Added, "changed", ch.Changed, "removed", ch.Removed)
-	if s.cfg.OnChange != nil && ch.Added+ch.Changed+ch.Removed > 0 {
-		s.cfg.OnChange(ChangedPolicies)
+	if ch.Added+ch.Changed+ch.Removed > 0 {
+		s.directoryWritten(id, ch)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"directory": id, "read": st, "change": ch})
 }
@@ -316,12 +316,25 @@ func (s *server) deleteDirectoryEntry(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("match", "match: %q is not exact or prefix", m))
 		return
 	}
-	if _, err := s.store.DeleteDirectoryEntries(r.Context(), id, []directory.Key{k}); err != nil {
+	ch, err := s.store.DeleteDirectoryEntries(r.Context(), id, []directory.Key{k})
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "delete directory entry", id+"/"+num)
+	s.logChange(r, ChangedPolicies, "delete directory entry", id+"/"+num)
+	s.directoryWritten(id, ch)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// directoryWritten tells the owner of the compiled policies that a
+// directory's entries were written.
+func (s *server) directoryWritten(id string, ch store.DirectoryChange) {
+	switch {
+	case s.cfg.DirectoryChanged != nil:
+		s.cfg.DirectoryChanged(id, ch)
+	case s.cfg.OnChange != nil:
+		s.cfg.OnChange(ChangedPolicies)
+	}
 }
 
 // checkDirectories answers 400 when cfg names a directory that does not

@@ -27,12 +27,67 @@ func incrementalEnv(t *testing.T) (*env, *livepolicy.Manager, *prometheus.Regist
 		}
 		e.live = live
 		c.RulesReplacing, c.RuleIndex, c.RulesChanging = live.Replacing, live.RuleIndex, live.ChangingRules
+		c.DirectoryChanged = live.DirectoryChanged
+		c.OnChange = func(string) { live.Changed() }
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { live.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return e, live, reg
+}
+
+// A write of a directory's entries changes the live directory in place:
+// no policy is compiled again, and nothing is read back unless the
+// change is large.
+func TestDirectoryChangedInPlace(t *testing.T) {
+	e, live, reg := incrementalEnv(t)
+	reloads := func(scope string) float64 {
+		return testutil.ToFloat64(mustCounter(t, reg, "signalbox_policy_reloads_total", scope))
+	}
+	settle := func() {
+		t.Helper()
+		testkit.WaitFor(t, 5*time.Second, "change live", func() bool { return live.Version() == e.configVersion() })
+	}
+	e.must(http.StatusCreated, "POST", "/api/v1/directories", `{"id":"corp","name":"Corp"}`)
+	e.must(http.StatusOK, "PUT", "/api/v1/policies/default", `{"name":"Default","default_action":{"decision":"permit","modify":{"calling_name":"directory:corp"}}}`)
+	settle()
+	all := reloads("all")
+	name := func(calling string) string {
+		var ev struct{ Decision callpolicy.Decision }
+		e.must(http.StatusOK, "POST", "/api/v1/policies/default/evaluate", fmt.Sprintf(`{"calling":%q}`, calling)).decode(t, &ev)
+		if m := ev.Decision.Action.Modify; m != nil {
+			return m.CallingName
+		}
+		return ""
+	}
+	e.must(http.StatusOK, "PUT", "/api/v1/directories/corp/entries", `[{"number":"2001","name":"Alice"},{"number":"+1972","name":"Texas","match":"prefix"}]`)
+	settle()
+	if name("2001") != "Alice" || name("+19725550000") != "Texas" {
+		t.Fatalf("names: %q %q", name("2001"), name("+19725550000"))
+	}
+	e.must(http.StatusOK, "POST", "/api/v1/directories/corp/entries", `{"number":"2001","name":"Alice B."}`)
+	e.must(http.StatusNoContent, "DELETE", "/api/v1/directories/corp/entries/+1972?match=prefix", "")
+	settle()
+	if name("2001") != "Alice B." || name("+19725550000") != "" {
+		t.Fatalf("after rename and delete: %q %q", name("2001"), name("+19725550000"))
+	}
+	if reloads("all") != all || reloads("directory_changes") != 3 {
+		t.Errorf("reloads: all %v (was %v), directory_changes %v", reloads("all"), all, reloads("directory_changes"))
+	}
+	// A large import is read back alone, still without compiling policies.
+	var b strings.Builder
+	b.WriteString("number,name\n")
+	for i := range 6000 {
+		fmt.Fprintf(&b, "+1555%07d,Caller %d\n", i, i)
+	}
+	if r := e.req("POST", "/api/v1/directories/corp/entries", adminToken, "text/csv", b.String()); r.Status != http.StatusOK {
+		t.Fatalf("import: %d %s", r.Status, r.Body)
+	}
+	settle()
+	if name("+15550005999") != "Caller 5999" || name("2001") != "Alice B." || reloads("directory") != 1 || reloads("all") != all {
+		t.Errorf("large import: %q, reloads directory %v all %v", name("+15550005999"), reloads("directory"), reloads("all"))
+	}
 }
 
 func bulkBody(n int, gen func(i int) string) string {

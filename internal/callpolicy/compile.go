@@ -41,6 +41,16 @@ func (s *Snapshot) Directory(id string) *directory.Table {
 	return nil
 }
 
+// WithDirectory returns a snapshot of s's policies with directory t in
+// place of the one of its id (or added): policies read directories only
+// when a call is evaluated, so none is compiled again.
+func (s *Snapshot) WithDirectory(t *directory.Table) *Snapshot {
+	lib := *s.lib
+	lib.dirs = maps.Clone(s.lib.dirs)
+	lib.dirs[t.ID()] = &dirRef{t: t}
+	return &Snapshot{policies: s.policies, lib: &lib, buildTime: s.buildTime}
+}
+
 // Library returns what the snapshot's policies share.
 func (s *Snapshot) Library() *Library { return s.lib }
 

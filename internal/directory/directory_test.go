@@ -344,3 +344,87 @@ func TestMillionResident(t *testing.T) {
 	}
 	runtime.KeepAlive(tb)
 }
+
+// Changes applied with With answer as a table built with them does.
+func TestWithAgainstNaive(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	digits := func(n int) string {
+		var sb strings.Builder
+		for range n {
+			sb.WriteByte(byte('0' + r.IntN(4)))
+		}
+		return sb.String()
+	}
+	nv := naive{exact: map[string]string{}, prefix: map[string]string{}}
+	b := NewBuilder(&Directory{ID: "w"}, 0)
+	for i := range 5000 {
+		num, prefix := digits(1+r.IntN(9)), r.IntN(3) == 0
+		m := nv.exact
+		if prefix {
+			m = nv.prefix
+		}
+		if _, dup := m[num]; dup {
+			continue
+		}
+		m[num] = fmt.Sprintf("n%d", i)
+		if err := b.Add(num, m[num], prefix); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 5 {
+		var ups []Entry
+		var dels []Key
+		touched := map[Key]bool{} // a change names a key once, as the store's diffs do
+		for range 150 {
+			num, prefix := digits(1+r.IntN(9)), r.IntN(3) == 0
+			if touched[Key{num, prefix}] {
+				continue
+			}
+			touched[Key{num, prefix}] = true
+			m := nv.exact
+			if prefix {
+				m = nv.prefix
+			}
+			if r.IntN(2) == 0 {
+				if _, ok := m[num]; ok {
+					delete(m, num)
+					dels = append(dels, Key{Number: num, Prefix: prefix})
+				}
+				continue
+			}
+			m[num] = fmt.Sprintf("r%d-%s", round, num)
+			e := Entry{Number: num, Name: m[num], Match: Exact}
+			if prefix {
+				e.Match = Prefix
+			}
+			ups = append(ups, e)
+		}
+		var ok bool
+		if tb, ok = tb.With(&Directory{ID: "w", Version: int64(round + 2)}, ups, dels); !ok {
+			t.Fatalf("round %d: refused", round)
+		}
+		if tb.Len() != len(nv.exact)+len(nv.prefix) || tb.Version() != int64(round+2) {
+			t.Fatalf("round %d: Len %d, want %d", round, tb.Len(), len(nv.exact)+len(nv.prefix))
+		}
+		for range 20000 {
+			num := digits(1 + r.IntN(10))
+			want, wok := nv.lookup(num)
+			h, ok := tb.Lookup(num)
+			if ok != wok || h.Name != want {
+				t.Fatalf("round %d: Lookup(%q) = %q %v, want %q %v", round, num, h.Name, ok, want, wok)
+			}
+		}
+	}
+	// Too many changes for an overlay: build again.
+	many := make([]Entry, 5000)
+	for i := range many {
+		many[i] = Entry{Number: fmt.Sprintf("9%07d", i), Name: "x", Match: Exact}
+	}
+	if _, ok := tb.With(&Directory{ID: "w"}, many, nil); ok {
+		t.Error("an overlay of 5,000 changes on 5,000 entries was taken")
+	}
+}

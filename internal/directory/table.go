@@ -3,6 +3,7 @@ package directory
 import (
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"math/bits"
 	"runtime"
 	"strings"
@@ -24,6 +25,17 @@ type Table struct {
 	prefixLens uint64 // bit n set: some prefix entry is n bytes long
 	seed       maphash.Seed
 	version    int64
+	// over holds the changes made since the arrays above were built
+	// (With): small maps beside the big table, folded in by the next build.
+	over *overlay
+}
+
+// overlay is a table's entries added, renamed or removed since it was
+// built.
+type overlay struct {
+	exact, prefix map[string]string // entries added or renamed: number → name
+	gone          map[Key]struct{}  // entries of the built table removed or renamed
+	lens          uint64            // prefix lengths among prefix
 }
 
 type ent struct {
@@ -47,7 +59,12 @@ func (t *Table) ID() string { return t.id }
 func (t *Table) Version() int64 { return t.version }
 
 // Len is the number of entries.
-func (t *Table) Len() int { return len(t.ents) }
+func (t *Table) Len() int {
+	if o := t.over; o != nil {
+		return len(t.ents) - len(o.gone) + len(o.exact) + len(o.prefix)
+	}
+	return len(t.ents)
+}
 
 // Fallback is the name sent on a miss ("" leaves the name alone).
 func (t *Table) Fallback() string { return t.fallback }
@@ -92,25 +109,102 @@ func (t *Table) Lookup(number string) (Hit, bool) {
 	if number == "" {
 		return Hit{}, false
 	}
-	if k := t.find(t.exact, number); k != 0 {
-		return Hit{Name: t.name(k - 1), Number: number}, true
+	if h, ok := t.lookupExact(number); ok {
+		return h, true
 	}
 	return t.lookupPrefix(number)
 }
 
+// lookupExact finds number's exact entry.
+func (t *Table) lookupExact(number string) (Hit, bool) {
+	if o := t.over; o != nil {
+		if name, ok := o.exact[number]; ok {
+			return Hit{Name: name, Number: number}, true
+		}
+		if _, gone := o.gone[Key{Number: number}]; gone {
+			return Hit{}, false
+		}
+	}
+	if k := t.find(t.exact, number); k != 0 {
+		return Hit{Name: t.name(k - 1), Number: number}, true
+	}
+	return Hit{}, false
+}
+
 func (t *Table) lookupPrefix(number string) (Hit, bool) {
 	lens := t.prefixLens
+	o := t.over
+	if o != nil {
+		lens |= o.lens
+	}
 	if len(number) < 64 {
 		lens &= (uint64(1) << (len(number) + 1)) - 1
 	}
 	for lens != 0 {
 		n := 63 - bits.LeadingZeros64(lens)
 		lens &^= 1 << n
+		if o != nil {
+			if name, ok := o.prefix[number[:n]]; ok {
+				return Hit{Name: name, Number: number[:n], Prefix: true}, true
+			}
+			if _, gone := o.gone[Key{Number: number[:n], Prefix: true}]; gone {
+				continue
+			}
+		}
 		if k := t.find(t.prefix, number[:n]); k != 0 {
 			return Hit{Name: t.name(k - 1), Number: t.number(k - 1), Prefix: true}, true
 		}
 	}
 	return Hit{}, false
+}
+
+// With returns the table with entries upserted (added, or renamed) and
+// keys deleted (a key in one of the two only), as of directory d (its version and fallback name), without
+// rebuilding it: the changes sit in small maps beside the built table.
+// false when the changes held would be more than a twentieth of the table
+// (at least 4,096): then build it again.
+func (t *Table) With(d *Directory, upserts []Entry, deletes []Key) (*Table, bool) {
+	o := &overlay{exact: map[string]string{}, prefix: map[string]string{}, gone: map[Key]struct{}{}}
+	if old := t.over; old != nil {
+		o.exact, o.prefix, o.gone, o.lens = maps.Clone(old.exact), maps.Clone(old.prefix), maps.Clone(old.gone), old.lens
+	}
+	inBase := func(k Key) bool {
+		if k.Prefix {
+			return t.find(t.prefix, k.Number) != 0
+		}
+		return t.find(t.exact, k.Number) != 0
+	}
+	for _, k := range deletes {
+		if k.Prefix {
+			delete(o.prefix, k.Number)
+		} else {
+			delete(o.exact, k.Number)
+		}
+		if inBase(k) {
+			o.gone[k] = struct{}{}
+		}
+	}
+	for i := range upserts {
+		e := &upserts[i]
+		k := KeyOf(e)
+		if e.IsPrefix() {
+			o.prefix[e.Number] = e.Name
+			if len(e.Number) < 64 {
+				o.lens |= 1 << len(e.Number)
+			}
+		} else {
+			o.exact[e.Number] = e.Name
+		}
+		if inBase(k) {
+			o.gone[k] = struct{}{}
+		}
+	}
+	if len(o.exact)+len(o.prefix)+len(o.gone) > max(4096, len(t.ents)/20) {
+		return nil, false
+	}
+	nt := *t
+	nt.over, nt.version, nt.fallback = o, d.Version, d.FallbackName
+	return &nt, true
 }
 
 // LookupCall names a caller from the two forms CUCM sends the calling
@@ -127,11 +221,12 @@ func (t *Table) LookupCall(calling, transformed string) (Hit, bool) {
 		if n == "" || i == 1 && n == calling {
 			continue
 		}
-		if k := t.find(t.exact, n); k != 0 {
-			return Hit{Name: t.name(k - 1), Number: n, Form: names[i]}, true
+		if h, ok := t.lookupExact(n); ok {
+			h.Form = names[i]
+			return h, true
 		}
 	}
-	if t.prefixLens == 0 {
+	if t.prefixLens == 0 && (t.over == nil || t.over.lens == 0) {
 		return Hit{}, false
 	}
 	for i, n := range forms {

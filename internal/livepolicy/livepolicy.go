@@ -34,6 +34,7 @@ type Store interface {
 	GetPolicy(ctx context.Context, id string) (callpolicy.Policy, error)
 	ListEntries(ctx context.Context, policyID string, list callpolicy.ListKind) ([]callpolicy.ListEntry, error)
 	ListDirectories(ctx context.Context) ([]directory.Directory, error)
+	GetDirectory(ctx context.Context, id string) (directory.Directory, error)
 	ScanDirectoryEntries(ctx context.Context, id string, fn func(number, name string, prefix bool) error) (directory.Directory, error)
 	ListSharedLists(ctx context.Context) ([]callpolicy.SharedList, error)
 	LoadSharedList(ctx context.Context, id string) (callpolicy.SharedListConfig, error)
@@ -65,6 +66,7 @@ type Manager struct {
 
 	reload  chan struct{}  // full rebuild requests (Changed)
 	rulesCh chan *replaced // one policy's rules replaced (Replacing)
+	dirCh   chan dirChange // one directory's entries changed (DirectoryChanged)
 
 	version atomic.Int64 // config version the live snapshot was built from
 	// replacing counts bulk replacements between their compile's start and
@@ -99,13 +101,14 @@ func New(cfg Config) *Manager {
 		store:      cfg.Store,
 		log:        log,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_policy_reloads_total",
-			Help: "Policy snapshots built: scope all (every policy loaded from the store), policy (one policy's bulk-replaced rules recompiled) or policy_changes (only the rules a bulk replacement changed compiled)."},
+			Help: "Policy snapshots built: scope all (every policy loaded from the store), policy (one policy's bulk-replaced rules recompiled), policy_changes (only the rules a bulk replacement changed compiled), directory (one directory read again) or directory_changes (one directory's changes applied in memory)."},
 			[]string{"scope"}),
 		dirLoad: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "signalbox_policy_directory_load_seconds",
 			Help:    "Time to read a changed caller-name directory from the store and compile it.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9)}),
 		reload:  make(chan struct{}, 1),
 		rulesCh: make(chan *replaced, 1),
+		dirCh:   make(chan dirChange, 1),
 	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(m.reloads, m.dirLoad)
@@ -297,6 +300,67 @@ func (m *Manager) Replacing(policyID string, rules []callpolicy.Rule) (done func
 	}
 }
 
+// dirChange is a committed write of one directory's entries.
+type dirChange struct {
+	id string
+	ch store.DirectoryChange
+}
+
+// DirectoryChanged tells Run that directory id's entries were written
+// (committed) as ch says: the live directory is changed in place of a
+// rebuild (directory.Table.With), or read again alone when the change is
+// large; no policy is compiled again. It never blocks; when a change is
+// pending already, everything is rebuilt.
+func (m *Manager) DirectoryChanged(id string, ch store.DirectoryChange) {
+	select {
+	case m.dirCh <- dirChange{id: id, ch: ch}:
+	default:
+		m.Changed()
+	}
+}
+
+// applyDirectory swaps in the live snapshot with the changed directory, if
+// that write is the one change since the live snapshot was built;
+// otherwise (false) the caller rebuilds everything.
+func (m *Manager) applyDirectory(ctx context.Context, dc dirChange) bool {
+	v, err := m.store.ConfigVersion(ctx)
+	cur := m.engine.Snapshot()
+	if err != nil || cur == nil || v != m.version.Load()+1 || dc.ch.Version != v {
+		return false
+	}
+	old := cur.Directory(dc.id)
+	if old == nil {
+		return false
+	}
+	d := directory.Directory{ID: dc.id, Version: v, FallbackName: old.Fallback()}
+	start := time.Now()
+	t, ok := (*directory.Table)(nil), false
+	if !dc.ch.Rewritten {
+		t, ok = old.With(&d, dc.ch.Upserted, dc.ch.Deleted)
+	}
+	scope, n := "directory_changes", len(dc.ch.Upserted)+len(dc.ch.Deleted)
+	if !ok {
+		// Too much for an overlay: this directory alone is read again.
+		stored, err := m.store.GetDirectory(ctx, dc.id)
+		if err != nil {
+			return false
+		}
+		if t, err = m.loadDirectory(ctx, &stored); err != nil || t.Version() != v {
+			return false
+		}
+		scope, n = "directory", t.Len()
+		m.dirLoad.Observe(time.Since(start).Seconds())
+	}
+	m.dirMu.Lock()
+	if m.dirs != nil {
+		m.dirs[dc.id] = t
+	}
+	m.dirMu.Unlock()
+	m.swap(ctx, cur.WithDirectory(t), v, scope, n)
+	m.log.Debug("directory changed", "directory", dc.id, "scope", scope, "changes", n, "took", time.Since(start))
+	return true
+}
+
 // RuleIndex returns the live snapshot's source hashes of policyID's rules
 // (callpolicy.Snapshot.RuleIndex) and the config version the snapshot was
 // built from; ok=false before the first load or for an unknown policy.
@@ -376,6 +440,10 @@ func (m *Manager) Run(ctx context.Context) {
 			}
 			m.log.Debug("policy recompiled", "policy", r.policyID, "compiled", r.n,
 				"version", m.version.Load(), "took", time.Since(start))
+		case dc := <-m.dirCh:
+			if !m.applyDirectory(ctx, dc) {
+				m.rebuild(ctx)
+			}
 		case _, ok := <-changes:
 			if !ok {
 				changes = nil

@@ -34,6 +34,14 @@ type DirectoryChange struct {
 	Unchanged int `json:"unchanged"`
 	// Entries is how many the directory holds after the write.
 	Entries int64 `json:"entries"`
+	// Version is the directory's version after the write.
+	Version int64 `json:"version"`
+	// What was written, for a node to apply to its compiled directory
+	// without reading it back: the entries added or renamed, the keys
+	// removed; Rewritten when the directory was rewritten whole.
+	Upserted  []directory.Entry `json:"-"`
+	Deleted   []directory.Key   `json:"-"`
+	Rewritten bool              `json:"-"`
 }
 
 // DirectoryQuery searches a directory's entries; zero fields do not filter.
@@ -323,6 +331,7 @@ func (s *sqlStore) ReplaceDirectoryEntries(ctx context.Context, id string, entri
 			// Most of the directory changes: rewriting it all is cheaper
 			// than updating and deleting row by row.
 			ch.Added, ch.Changed, ch.Removed = len(add), len(upd), len(del)
+			ch.Rewritten = true
 			return rewriteEntries(ctx, t, id, entries, ch)
 		}
 		return applyEntryChanges(ctx, t, id, add, upd, del, ch)
@@ -412,9 +421,8 @@ func (s *sqlStore) writeEntries(ctx context.Context, id string, fn func(ctx cont
 		if ch.Entries > directory.MaxEntries {
 			return fmt.Errorf("directory %q would hold %d entries, more than %d", id, ch.Entries, directory.MaxEntries)
 		}
-		_, err = t.exec(ctx, `UPDATE directories SET entries = ?, version = `+nextVersion+`, updated_at = ? WHERE id = ?`,
-			ch.Entries, ts.UnixMicro(), id)
-		return err
+		return t.queryRow(ctx, `UPDATE directories SET entries = ?, version = `+nextVersion+`, updated_at = ? WHERE id = ? RETURNING version`,
+			ch.Entries, ts.UnixMicro(), id).Scan(&ch.Version)
 	})
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -426,6 +434,14 @@ func (s *sqlStore) writeEntries(ctx context.Context, id string, fn func(ctx cont
 }
 
 func applyEntryChanges(ctx context.Context, t tx, id string, add, upd []*directory.Entry, del []directory.Key, ch *DirectoryChange) error {
+	ch.Deleted = del
+	ch.Upserted = make([]directory.Entry, 0, len(add)+len(upd))
+	for _, e := range add {
+		ch.Upserted = append(ch.Upserted, *e)
+	}
+	for _, e := range upd {
+		ch.Upserted = append(ch.Upserted, *e)
+	}
 	for i, k := range del {
 		n, err := t.exec(ctx, `DELETE FROM directory_entries WHERE directory_id = ? AND prefix = ? AND number = ?`, id, bit(k.Prefix), k.Number)
 		if err != nil {
