@@ -92,11 +92,11 @@ type Config struct {
 	// a policy's rules (callpolicy.Snapshot.RuleIndex) and the config
 	// version it was built from; RulesChanging is told the rules removed
 	// and added (ids set) while the store writes them, like RulesReplacing.
-	RuleIndex     func(policyID string) (index []callpolicy.HashID, version int64, ok bool)
+	RuleIndex func(policyID string) (index []callpolicy.HashID, version int64, ok bool)
 	// DirectoryChanged, if set, is called instead of OnChange after a
 	// directory's entries were written, with what was written.
 	DirectoryChanged func(id string, ch store.DirectoryChange)
-	RulesChanging func(policyID string, removed []int64, added []callpolicy.Rule) (stored func(ok bool))
+	RulesChanging    func(policyID string, removed []int64, added []callpolicy.Rule) (stored func(ok bool))
 	// AdminToken, when set, is accepted as an admin bearer token.
 	AdminToken string
 	Logger     *slog.Logger
