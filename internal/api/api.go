@@ -96,6 +96,10 @@ type Config struct {
 	// DirectoryChanged, if set, is called instead of OnChange after a
 	// directory's entries were written, with what was written.
 	DirectoryChanged func(id string, ch store.DirectoryChange)
+	// ListsChanged, if set, is called instead of OnChange after the
+	// entries of a policy's lists (policy set) or of a shared list
+	// (shared set) were added or deleted.
+	ListsChanged func(policy, shared string)
 	RulesChanging    func(policyID string, removed []int64, added []callpolicy.Rule) (stored func(ok bool))
 	// AdminToken, when set, is accepted as an admin bearer token.
 	AdminToken string
@@ -258,6 +262,17 @@ func (w *statusWriter) code() int {
 		return http.StatusOK
 	}
 	return w.status
+}
+
+// listsChanged logs a committed change of list entries and tells the
+// owner of the configuration which lists changed.
+func (s *server) listsChanged(r *http.Request, action, id, policy, shared string) {
+	if s.cfg.ListsChanged == nil {
+		s.changed(r, ChangedPolicies, action, id)
+		return
+	}
+	s.logChange(r, ChangedPolicies, action, id)
+	s.cfg.ListsChanged(policy, shared)
 }
 
 // changed logs a committed change and tells the owner of the configuration.

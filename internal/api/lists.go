@@ -171,7 +171,7 @@ func (s *server) addEntries(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "add "+string(list)+" entries", pid)
+	s.listsChanged(r, "add "+string(list)+" entries", pid, pid, "")
 	if single {
 		writeJSON(w, http.StatusCreated, entries[0])
 		return
@@ -198,7 +198,7 @@ func (s *server) deleteEntry(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "delete "+string(list)+" entry", strconv.FormatInt(id, 10))
+	s.listsChanged(r, "delete "+string(list)+" entry", strconv.FormatInt(id, 10), pid, "")
 	w.WriteHeader(http.StatusNoContent)
 }
 

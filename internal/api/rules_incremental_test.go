@@ -27,7 +27,7 @@ func incrementalEnv(t *testing.T) (*env, *livepolicy.Manager, *prometheus.Regist
 		}
 		e.live = live
 		c.RulesReplacing, c.RuleIndex, c.RulesChanging = live.Replacing, live.RuleIndex, live.ChangingRules
-		c.DirectoryChanged = live.DirectoryChanged
+		c.DirectoryChanged, c.ListsChanged = live.DirectoryChanged, live.ListsChanged
 		c.OnChange = func(string) { live.Changed() }
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -319,4 +319,42 @@ func FuzzArraySpans(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A list edit compiles the lists alone: the rules are not compiled again.
+func TestListsChangedAlone(t *testing.T) {
+	e, live, reg := incrementalEnv(t)
+	reloads := func(scope string) float64 {
+		return testutil.ToFloat64(mustCounter(t, reg, "signalbox_policy_reloads_total", scope))
+	}
+	settle := func() {
+		t.Helper()
+		testkit.WaitFor(t, 5*time.Second, "change live", func() bool { return live.Version() == e.configVersion() })
+	}
+	step := func(calling string) string {
+		var ev struct{ Decision callpolicy.Decision }
+		e.must(http.StatusOK, "POST", "/api/v1/policies/default/evaluate", fmt.Sprintf(`{"calling":%q,"called":"1"}`, calling)).decode(t, &ev)
+		return string(ev.Decision.Step) + fmt.Sprint(ev.Decision.RuleID != 0)
+	}
+	e.must(http.StatusOK, "PUT", "/api/v1/policies/default/rules", bulkBody(2000, func(int) string { return "" }))
+	e.must(http.StatusCreated, "POST", "/api/v1/lists", `{"id":"fraud","name":"Fraud","kind":"block"}`)
+	e.must(http.StatusCreated, "POST", "/api/v1/lists", `{"id":"vip","name":"VIP","kind":"group"}`)
+	settle()
+	all := reloads("all")
+	e.must(http.StatusCreated, "POST", "/api/v1/policies/default/lists/block/entries", `{"calling":"+19720000001"}`)
+	settle()
+	e.must(http.StatusCreated, "POST", "/api/v1/lists/fraud/entries", `{"calling":"+19720000002"}`)
+	settle()
+	if step("+19720000001") != "block_listfalse" || step("+19720000002") != "block_listfalse" || step("+19720000003") != "ruletrue" {
+		t.Errorf("decisions: %s %s %s", step("+19720000001"), step("+19720000002"), step("+19720000003"))
+	}
+	if reloads("lists") != 2 || reloads("all") != all {
+		t.Errorf("reloads: lists %v, all %v (was %v)", reloads("lists"), reloads("all"), all)
+	}
+	// A group's numbers are in the rules that name it: everything is rebuilt.
+	e.must(http.StatusCreated, "POST", "/api/v1/lists/vip/entries", `{"calling":"+1555"}`)
+	settle()
+	if reloads("all") != all+1 {
+		t.Errorf("group change: all %v, want %v", reloads("all"), all+1)
+	}
 }

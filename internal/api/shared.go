@@ -197,7 +197,7 @@ func (s *server) addSharedEntries(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "add shared list entries", id)
+	s.listsChanged(r, "add shared list entries", id, "", id)
 	if single {
 		writeJSON(w, http.StatusCreated, entries[0])
 		return
@@ -217,7 +217,7 @@ func (s *server) deleteSharedEntry(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "delete shared list entry", strconv.FormatInt(eid, 10))
+	s.listsChanged(r, "delete shared list entry", strconv.FormatInt(eid, 10), "", id)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -3,6 +3,7 @@ package callpolicy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -126,4 +127,62 @@ func (s *Snapshot) WithRuleChanges(id string, removed []int64, added []Rule) (*C
 	}
 	np.index = append(np.index, add[j:]...)
 	return &CompiledPolicy{p: &np, buildTime: time.Since(start)}, nil
+}
+
+// WithLists returns a snapshot in which policy id's own allow and block
+// lists are compiled from allow and block, and everything else (its rules
+// included) is s's: a list edit compiles the lists alone. ErrRebuild when
+// s does not hold the policy.
+func (s *Snapshot) WithLists(id string, allow, block []ListEntry) (*Snapshot, error) {
+	old := s.policies[id]
+	if old == nil {
+		return nil, ErrRebuild
+	}
+	start := time.Now()
+	np := *old
+	np.hits = nil
+	var actions actionSet
+	var err error
+	if np.allow, err = compileList(AllowList, allow, nil, &actions); err != nil {
+		return nil, fmt.Errorf("policy %q: %w", id, err)
+	}
+	if np.block, err = compileList(BlockList, block, nil, &actions); err != nil {
+		return nil, fmt.Errorf("policy %q: %w", id, err)
+	}
+	policies := maps.Clone(s.policies)
+	policies[id] = &np
+	return &Snapshot{policies: policies, lib: s.lib, buildTime: time.Since(start)}, nil
+}
+
+// WithSharedList returns a snapshot in which shared list c (block or allow)
+// replaces its earlier version (or is added), every policy checking it as
+// it applies; no rule is compiled. ErrRebuild for a group, whose numbers
+// are compiled into the rules that name it.
+func (s *Snapshot) WithSharedList(c *CompiledList) (*Snapshot, error) {
+	if c.list.Kind == GroupList {
+		return nil, ErrRebuild
+	}
+	start := time.Now()
+	lib := *s.lib
+	lib.shared = slices.DeleteFunc(slices.Clone(s.lib.shared), func(x *CompiledList) bool { return x.list.ID == c.list.ID })
+	lib.shared = append(lib.shared, c)
+	slices.SortFunc(lib.shared, func(a, b *CompiledList) int { return cmpString(a.list.ID, b.list.ID) })
+	policies := make(map[string]*policy, len(s.policies))
+	for id, p := range s.policies {
+		np := *p
+		np.hits = nil
+		np.sharedAllow, np.sharedBlock = lib.sharedFor(id, AllowList), lib.sharedFor(id, BlockList)
+		policies[id] = &np
+	}
+	return &Snapshot{policies: policies, lib: &lib, buildTime: time.Since(start)}, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -64,9 +64,10 @@ type Manager struct {
 	reloads               *prometheus.CounterVec
 	dirLoad               prometheus.Histogram
 
-	reload  chan struct{}  // full rebuild requests (Changed)
-	rulesCh chan *replaced // one policy's rules replaced (Replacing)
-	dirCh   chan dirChange // one directory's entries changed (DirectoryChanged)
+	reload  chan struct{}   // full rebuild requests (Changed)
+	rulesCh chan *replaced  // one policy's rules replaced (Replacing)
+	dirCh   chan dirChange  // one directory's entries changed (DirectoryChanged)
+	listCh  chan listChange // a policy's lists or a shared list changed (ListsChanged)
 
 	version atomic.Int64 // config version the live snapshot was built from
 	// replacing counts bulk replacements between their compile's start and
@@ -101,7 +102,7 @@ func New(cfg Config) *Manager {
 		store:      cfg.Store,
 		log:        log,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_policy_reloads_total",
-			Help: "Policy snapshots built: scope all (every policy loaded from the store), policy (one policy's bulk-replaced rules recompiled), policy_changes (only the rules a bulk replacement changed compiled), directory (one directory read again) or directory_changes (one directory's changes applied in memory)."},
+			Help: "Policy snapshots built: scope all (every policy loaded from the store), policy (one policy's bulk-replaced rules recompiled), policy_changes (only the rules a bulk replacement changed compiled), directory (one directory read again), directory_changes (one directory's changes applied in memory) or lists (a policy's lists or a shared list compiled alone)."},
 			[]string{"scope"}),
 		dirLoad: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "signalbox_policy_directory_load_seconds",
 			Help:    "Time to read a changed caller-name directory from the store and compile it.",
@@ -109,6 +110,7 @@ func New(cfg Config) *Manager {
 		reload:  make(chan struct{}, 1),
 		rulesCh: make(chan *replaced, 1),
 		dirCh:   make(chan dirChange, 1),
+		listCh:  make(chan listChange, 1),
 	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(m.reloads, m.dirLoad)
@@ -361,6 +363,75 @@ func (m *Manager) applyDirectory(ctx context.Context, dc dirChange) bool {
 	return true
 }
 
+// listChange is a committed change of a policy's own lists (policy) or of
+// a shared list's entries (shared).
+type listChange struct{ policy, shared string }
+
+// ListsChanged tells Run that the entries of policy's own lists (policy
+// set) or of shared list shared changed: only those lists are compiled
+// again, not the rules (a group's change rebuilds everything, since its
+// numbers are in the rules that name it). It never blocks; when a change
+// is pending already, everything is rebuilt.
+func (m *Manager) ListsChanged(policy, shared string) {
+	select {
+	case m.listCh <- listChange{policy: policy, shared: shared}:
+	default:
+		m.Changed()
+	}
+}
+
+// applyLists swaps in the live snapshot with the changed lists compiled,
+// if that change is the one since the live snapshot was built; otherwise
+// (false) the caller rebuilds everything.
+func (m *Manager) applyLists(ctx context.Context, lc listChange) bool {
+	v, err := m.store.ConfigVersion(ctx)
+	cur := m.engine.Snapshot()
+	if err != nil || cur == nil || v != m.version.Load()+1 {
+		return false
+	}
+	var next *callpolicy.Snapshot
+	n := 0
+	if lc.policy != "" {
+		allow, err := m.store.ListEntries(ctx, lc.policy, callpolicy.AllowList)
+		if err != nil {
+			return false
+		}
+		block, err := m.store.ListEntries(ctx, lc.policy, callpolicy.BlockList)
+		if err != nil {
+			return false
+		}
+		if next, err = cur.WithLists(lc.policy, allow, block); err != nil {
+			return false
+		}
+		n = len(allow) + len(block)
+	} else {
+		cfg, err := m.store.LoadSharedList(ctx, lc.shared)
+		if err != nil || cfg.List.Version != v {
+			return false
+		}
+		c, err := callpolicy.CompileSharedList(&cfg)
+		if err != nil {
+			return false
+		}
+		if next, err = cur.WithSharedList(c); err != nil {
+			return false
+		}
+		m.dirMu.Lock()
+		if m.shared != nil {
+			m.shared[c.ID()] = c
+		}
+		m.dirMu.Unlock()
+		n = len(cfg.Entries)
+	}
+	// The version read above is the store's after this change: a change
+	// committed since would show as a newer version at the next check.
+	if v2, err := m.store.ConfigVersion(ctx); err != nil || v2 != v {
+		return false
+	}
+	m.swap(ctx, next, v, "lists", n)
+	return true
+}
+
 // RuleIndex returns the live snapshot's source hashes of policyID's rules
 // (callpolicy.Snapshot.RuleIndex) and the config version the snapshot was
 // built from; ok=false before the first load or for an unknown policy.
@@ -442,6 +513,10 @@ func (m *Manager) Run(ctx context.Context) {
 				"version", m.version.Load(), "took", time.Since(start))
 		case dc := <-m.dirCh:
 			if !m.applyDirectory(ctx, dc) {
+				m.rebuild(ctx)
+			}
+		case lc := <-m.listCh:
+			if !m.applyLists(ctx, lc) {
 				m.rebuild(ctx)
 			}
 		case _, ok := <-changes:
