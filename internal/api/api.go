@@ -99,8 +99,8 @@ type Config struct {
 	// ListsChanged, if set, is called instead of OnChange after the
 	// entries of a policy's lists (policy set) or of a shared list
 	// (shared set) were added or deleted.
-	ListsChanged func(policy, shared string)
-	RulesChanging    func(policyID string, removed []int64, added []callpolicy.Rule) (stored func(ok bool))
+	ListsChanged  func(policy, shared string)
+	RulesChanging func(policyID string, removed []int64, added []callpolicy.Rule) (stored func(ok bool))
 	// AdminToken, when set, is accepted as an admin bearer token.
 	AdminToken string
 	Logger     *slog.Logger
