@@ -12,7 +12,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/signalbox
 
 # make test: installs and starts what the tests need (PostgreSQL, xmllint,
-# kcat, tshark, Chromium) on Debian, then runs every test with the race
+# kcat, tshark, Chromium, Prometheus) on Debian, then runs every test with the race
 # detector against both store backends, and in a pass without it the
 # allocation tests and the director's multi-process node tests (TestNodes*:
 # timing across processes, which the race detector would distort; they

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs (on Debian, when missing) and starts what the tests need:
-# PostgreSQL, xmllint, kcat, tshark, Chromium. Idempotent; prints the
+# PostgreSQL, xmllint, kcat, tshark, Chromium, Prometheus (and promtool).
+# Idempotent; prints the
 # PostgreSQL DSN the tests use on its last line.
 set -euo pipefail
 
@@ -11,6 +12,7 @@ command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 
 SUDO=""
 ASPG="sudo -u postgres"

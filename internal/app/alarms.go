@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/signalbox/signalbox/internal/obs"
+	"github.com/signalbox/signalbox/internal/ratesync"
 )
 
 // Alarm kinds raised by the app's watcher.
@@ -22,6 +23,12 @@ const (
 	alarmCURRIKeepalive     = "curri_keepalive_missing"
 	alarmStoreUnreachable   = "store_unreachable"
 )
+
+// alarmKinds is every alarm kind signalbox raises: each has an alert rule
+// in deploy/prometheus/signalbox.rules.yml (TestAlertRulesCoverAlarms).
+var alarmKinds = []string{alarmFeedDisconnected, alarmFeedLag, alarmFeedCopiesLost, alarmFeedLatency,
+	alarmCURRIErrors, alarmCURRILatency, alarmCURRIUnknownPolicy, alarmCURRIKeepalive, alarmStoreUnreachable,
+	ratesync.AlarmID}
 
 // curriWatch accumulates, off the reply path and without locks on the common
 // path, what the alarm watcher needs of CURRI traffic.

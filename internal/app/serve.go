@@ -101,6 +101,7 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 		logDone: make(chan error, 1),
 	}
 	s.alarms = obs.NewAlarms(s.reg)
+	s.alarms.Declare(alarmKinds...)
 	s.curriWatch = newCURRIWatch()
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel

@@ -42,11 +42,13 @@ type Alarms struct {
 	history  []Alarm // cleared, newest last
 	maxHist  int
 	gauge    *prometheus.GaugeVec
+	byKind   *prometheus.GaugeVec
 	now      func() time.Time
 	onChange func(a Alarm)
 }
 
-// NewAlarms registers signalbox_alarms_active{severity} on reg.
+// NewAlarms registers signalbox_alarms_active{severity} and
+// signalbox_alarm_active{kind} on reg.
 func NewAlarms(reg prometheus.Registerer) *Alarms {
 	a := &Alarms{
 		active:  map[string]*Alarm{},
@@ -56,14 +58,26 @@ func NewAlarms(reg prometheus.Registerer) *Alarms {
 			Name: "signalbox_alarms_active",
 			Help: "Active alarms by severity.",
 		}, []string{"severity"}),
+		byKind: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "signalbox_alarm_active",
+			Help: "Active alarms by kind (feed_disconnected, curri_error_rate, ...): how many sources raise it now. The alert rules in deploy/prometheus fire on it.",
+		}, []string{"kind"}),
 	}
 	for _, s := range severities {
 		a.gauge.WithLabelValues(string(s)).Set(0)
 	}
 	if reg != nil {
-		reg.MustRegister(a.gauge)
+		reg.MustRegister(a.gauge, a.byKind)
 	}
 	return a
+}
+
+// Declare makes signalbox_alarm_active{kind} exist (at 0) for each kind
+// before any is raised, so alert rules and dashboards see the series.
+func (a *Alarms) Declare(kinds ...string) {
+	for _, k := range kinds {
+		a.byKind.WithLabelValues(k).Add(0)
+	}
 }
 
 // Raise raises (or refreshes) the alarm kind on source.
@@ -76,6 +90,7 @@ func (a *Alarms) Raise(kind, source string, sev Severity, description string) {
 		al = &Alarm{ID: id, Kind: kind, Source: source, Severity: sev, FirstSeen: now, Active: true}
 		a.active[id] = al
 		a.gauge.WithLabelValues(string(sev)).Inc()
+		a.byKind.WithLabelValues(kind).Inc()
 	} else if al.Severity != sev {
 		a.gauge.WithLabelValues(string(al.Severity)).Dec()
 		a.gauge.WithLabelValues(string(sev)).Inc()
@@ -103,6 +118,7 @@ func (a *Alarms) Clear(kind, source string) {
 	}
 	delete(a.active, id)
 	a.gauge.WithLabelValues(string(al.Severity)).Dec()
+	a.byKind.WithLabelValues(kind).Dec()
 	now := a.now()
 	al.Active = false
 	al.ClearedAt = &now

@@ -1,0 +1,229 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/testkit"
+)
+
+const rulesDir = "../../deploy/prometheus"
+
+// The shipped alert rules load and pass their unit tests in promtool, and
+// every alarm kind signalbox raises has an alert.
+func TestAlertRules(t *testing.T) {
+	promtool := testkit.Tool(t, "promtool")
+	for _, args := range [][]string{{"check", "rules", "signalbox.rules.yml"}, {"test", "rules", "signalbox.rules_test.yml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = rulesDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	rules, err := os.ReadFile(filepath.Join(rulesDir, "signalbox.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join(rulesDir, "signalbox.rules_test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range alarmKinds {
+		sel := fmt.Sprintf(`signalbox_alarm_active{kind="%s"}`, k)
+		if !strings.Contains(string(rules), sel) {
+			t.Errorf("alarm %s has no alert rule (%s)", k, sel)
+		}
+		if !strings.Contains(string(tests), "kind: "+k+",") {
+			t.Errorf("the alert on alarm %s has no promtool test", k)
+		}
+	}
+}
+
+// A real Prometheus scrapes a running serve (on PostgreSQL, so the cluster
+// rate-limit metrics are there too), loads the shipped rules and evaluates
+// them without error, and finds the metrics the README names with the
+// labels it gives them, once traffic has made them.
+func TestPrometheusScrapesServe(t *testing.T) {
+	prom := testkit.Tool(t, "prometheus")
+	cfg := testConfig(t, t.TempDir(), false)
+	cfg.Store = pgSchemaDSN(t)
+	cfg.RateLimitSync = 100 * time.Millisecond
+	s := startServer(t, cfg)
+	defer s.Shutdown()
+
+	// Traffic that makes the labelled series: a named call, an anonymous
+	// call, a malformed request, a path CURRI does not serve, list and
+	// directory changes.
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/directories", `{"id":"corp","name":"Corp"}`},
+		{"POST", "/api/v1/directories/corp/entries", `{"number":"2001","name":"Alice"}`},
+		{"PUT", "/api/v1/policies/default", `{"name":"Default","default_action":{"decision":"permit","modify":{"calling_name":"directory:corp"}},"rate_limit":{"per_calling":{"calls":100,"window_seconds":60}}}`},
+	} {
+		if code, body := apiDo(t, s, c.method, c.path, c.body); code/100 != 2 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, code, body)
+		}
+	}
+	cucm := dialCUCM(t, s.CURRIAddr())
+	testkit.WaitFor(t, 10*time.Second, "directory live", func() bool {
+		_, body := cucm.do("POST", "/curri/default", xacmlRequest("2001", "5000"))
+		return strings.Contains(body, "Alice")
+	})
+	cucm.do("POST", "/curri/default", xacmlRequest("", "5000"))
+	cucm.do("POST", "/curri/default", "<Request><Subject>")
+	cucm.do("POST", "/not-curri", xacmlRequest("2001", "5000"))
+
+	// Prometheus, scraping every second and evaluating the shipped rules.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	promAddr := l.Addr().String()
+	l.Close()
+	rules, err := filepath.Abs(filepath.Join(rulesDir, "signalbox.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [%q]
+scrape_configs:
+  - job_name: signalbox
+    static_configs:
+      - targets: [%q]
+`, rules, s.HTTPAddr())
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
+			t.Logf("prometheus log:\n%s", b)
+		}
+	}()
+	query := func(path string, v any) error {
+		resp, err := http.Get("http://" + promAddr + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		return json.Unmarshal(b, v)
+	}
+
+	testkit.WaitFor(t, 60*time.Second, "signalbox scraped (up == 1)", func() bool {
+		var r struct {
+			Data struct {
+				Result []struct {
+					Value [2]any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		return query("/api/v1/query?query="+url.QueryEscape(`up{job="signalbox"}`), &r) == nil &&
+			len(r.Data.Result) == 1 && r.Data.Result[0].Value[1] == "1"
+	})
+
+	// The metrics the README and the rules name, with their labels.
+	want := map[string][]string{
+		"signalbox_alarm_active":                          {"kind"},
+		"signalbox_alarms_active":                         {"severity"},
+		"signalbox_calllog_dropped_total":                 nil,
+		"signalbox_curri_anonymous_calls_total":           nil,
+		"signalbox_curri_errors_total":                    {"reason"},
+		"signalbox_curri_http_errors_total":               {"reason"},
+		"signalbox_callpolicy_directory_lookups_total":    {"directory", "result"},
+		"signalbox_policy_reloads_total":                  {"scope"},
+		"signalbox_ratelimit_syncs_total":                 {"result"},
+		"signalbox_ratelimit_cluster_sync_ok":             nil,
+		"signalbox_curri_request_duration_seconds_bucket": {"le"},
+	}
+	for name, labels := range want {
+		testkit.WaitFor(t, 20*time.Second, name+" in Prometheus", func() bool {
+			var r struct {
+				Data []map[string]string `json:"data"`
+			}
+			if query("/api/v1/series?match[]="+url.QueryEscape(name), &r) != nil || len(r.Data) == 0 {
+				return false
+			}
+			for _, l := range labels {
+				if _, ok := r.Data[0][l]; !ok {
+					t.Errorf("%s has no label %s: %v", name, l, r.Data[0])
+				}
+			}
+			return true
+		})
+	}
+	var alarmSeries struct {
+		Data []map[string]string `json:"data"`
+	}
+	if err := query("/api/v1/series?match[]=signalbox_alarm_active", &alarmSeries); err != nil {
+		t.Fatal(err)
+	}
+	if len(alarmSeries.Data) != len(alarmKinds) {
+		t.Errorf("signalbox_alarm_active has %d kinds, want %d (declared at start)", len(alarmSeries.Data), len(alarmKinds))
+	}
+
+	// Every shipped rule was evaluated against the live data without error,
+	// and none fires on a healthy node.
+	testkit.WaitFor(t, 20*time.Second, "rules evaluated", func() bool {
+		var r struct {
+			Data struct {
+				Groups []struct {
+					Rules []struct {
+						Name           string `json:"name"`
+						Health         string `json:"health"`
+						LastError      string `json:"lastError"`
+						State          string `json:"state"`
+						LastEvaluation string `json:"lastEvaluation"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"data"`
+		}
+		if query("/api/v1/rules", &r) != nil || len(r.Data.Groups) != 2 {
+			return false
+		}
+		for _, g := range r.Data.Groups {
+			for _, rule := range g.Rules {
+				if rule.Health != "ok" {
+					if rule.Health == "err" {
+						t.Errorf("rule %s: %s", rule.Name, rule.LastError)
+					}
+					return false
+				}
+				if rule.State != "inactive" {
+					t.Errorf("rule %s is %s on a healthy node", rule.Name, rule.State)
+				}
+			}
+		}
+		return true
+	})
+}
