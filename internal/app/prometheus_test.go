@@ -11,10 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/probe"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 
@@ -55,7 +59,7 @@ func TestAlertRules(t *testing.T) {
 // them without error, and finds the metrics the README names with the
 // labels it gives them, once traffic has made them.
 func TestPrometheusScrapesServe(t *testing.T) {
-	prom := testkit.Tool(t, "prometheus")
+	testkit.Tool(t, "prometheus")
 	cfg := testConfig(t, t.TempDir(), false)
 	cfg.Store = pgSchemaDSN(t)
 	cfg.RateLimitSync = 100 * time.Millisecond
@@ -83,75 +87,7 @@ func TestPrometheusScrapesServe(t *testing.T) {
 	cucm.do("POST", "/curri/default", "<Request><Subject>")
 	cucm.do("POST", "/not-curri", xacmlRequest("2001", "5000"))
 
-	// Prometheus, scraping every second and evaluating the shipped rules.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	promAddr := l.Addr().String()
-	l.Close()
-	rules, err := filepath.Abs(filepath.Join(rulesDir, "signalbox.rules.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	conf := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [%q]
-scrape_configs:
-  - job_name: signalbox
-    static_configs:
-      - targets: [%q]
-`, rules, s.HTTPAddr())
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
-	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
-			t.Logf("prometheus log:\n%s", b)
-		}
-	}()
-	query := func(path string, v any) error {
-		resp, err := http.Get("http://" + promAddr + path)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("%s: %d %s", path, resp.StatusCode, b)
-		}
-		return json.Unmarshal(b, v)
-	}
-
-	testkit.WaitFor(t, 60*time.Second, "signalbox scraped (up == 1)", func() bool {
-		var r struct {
-			Data struct {
-				Result []struct {
-					Value [2]any `json:"value"`
-				} `json:"result"`
-			} `json:"data"`
-		}
-		return query("/api/v1/query?query="+url.QueryEscape(`up{job="signalbox"}`), &r) == nil &&
-			len(r.Data.Result) == 1 && r.Data.Result[0].Value[1] == "1"
-	})
-
+	query := startPrometheus(t, s.HTTPAddr())
 	// The metrics the README and the rules name, with their labels.
 	want := map[string][]string{
 		"signalbox_alarm_active":                          {"kind"},
@@ -226,4 +162,174 @@ scrape_configs:
 		}
 		return true
 	})
+}
+
+// startPrometheus starts a real Prometheus scraping target every second
+// as job signalbox, with the shipped rules, until the test ends; query
+// GETs its HTTP API and decodes the JSON answer.
+func startPrometheus(t *testing.T, target string) (query func(path string, v any) error) {
+	t.Helper()
+	prom := testkit.Tool(t, "prometheus")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	promAddr := l.Addr().String()
+	l.Close()
+	rules, err := filepath.Abs(filepath.Join(rulesDir, "signalbox.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [%q]
+scrape_configs:
+  - job_name: signalbox
+    static_configs:
+      - targets: [%q]
+`, rules, target)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
+			t.Logf("prometheus log:\n%s", b)
+		}
+	})
+	query = func(path string, v any) error {
+		resp, err := http.Get("http://" + promAddr + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		return json.Unmarshal(b, v)
+	}
+	testkit.WaitFor(t, 60*time.Second, "signalbox scraped (up == 1)", func() bool {
+		var r struct {
+			Data struct {
+				Result []struct {
+					Value [2]any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		return query("/api/v1/query?query="+url.QueryEscape(`up{job="signalbox"}`), &r) == nil &&
+			len(r.Data.Result) == 1 && r.Data.Result[0].Value[1] == "1"
+	})
+
+	return query
+}
+
+// The Grafana dashboards in deploy/grafana: every panel's query runs in a
+// real Prometheus scraping a signalbox that carries calls and copies, and
+// every metric a query names is there.
+func TestDashboardsQueryRealMetrics(t *testing.T) {
+	testkit.Tool(t, "prometheus")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startServer(t, testConfig(t, t.TempDir(), true))
+	defer s.Shutdown()
+
+	// Calls: named from a directory, one caller past its rate limit, one
+	// malformed request.
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/directories", `{"id":"corp","name":"Corp"}`},
+		{"POST", "/api/v1/directories/corp/entries", `{"number":"2001","name":"Alice"}`},
+		{"POST", "/api/v1/policies/default/rules", `{"enabled":true,"match":{"called":"911"},"action":{"decision":"permit"}}`},
+		{"PUT", "/api/v1/policies/default", `{"name":"Default","default_action":{"decision":"permit","modify":{"calling_name":"directory:corp"}},"rate_limit":{"per_calling":{"calls":2,"window_seconds":60}}}`},
+	} {
+		if code, body := apiDo(t, s, c.method, c.path, c.body); code/100 != 2 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, code, body)
+		}
+	}
+	cucm := dialCUCM(t, s.CURRIAddr())
+	testkit.WaitFor(t, 10*time.Second, "policy live", func() bool {
+		_, body := cucm.do("POST", "/curri/default", xacmlRequest("2001", "5000"))
+		return strings.Contains(body, "Alice")
+	})
+	for range 3 {
+		cucm.do("POST", "/curri/default", xacmlRequest("3001", "911"))
+	}
+	cucm.do("POST", "/curri/default", "<Request>")
+
+	// Copies: a feed to a probe, a Kafka feed, an xdr feed, NF traffic and
+	// one record that is not a copy.
+	synth := startProbe(t, ctx, probe.ModeSynthetic)
+	createFeed(t, s, `{"name":"probe-a","type":"synthetic","sources":["SCP","NRF","SEPP"],"endpoint":"`+synth.Addr()+`"}`)
+	createFeed(t, s, `{"name":"lake","type":"kafka","sources":["SCP","NRF","SEPP"],"topic":"COPIES-OUT"}`)
+	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"2s","linger":"100ms"}}`)
+	produceCopies(t, ctx, s.KafkaAddrs(), "dash", 500, 300)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "SCP", Value: []byte("not a copy")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	query := startPrometheus(t, s.HTTPAddr())
+	var exprs []string
+	for _, f := range []string{"signalbox-curri.json", "signalbox-director.json"} {
+		raw, err := os.ReadFile(filepath.Join("../../deploy/grafana", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			UID    string `json:"uid"`
+			Panels []struct {
+				Title   string `json:"title"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil || d.UID == "" || len(d.Panels) == 0 {
+			t.Fatalf("%s: %v (uid %q, %d panels)", f, err, d.UID, len(d.Panels))
+		}
+		for _, p := range d.Panels {
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", f, p.Title)
+			}
+			for _, tg := range p.Targets {
+				exprs = append(exprs, strings.ReplaceAll(tg.Expr, "$instance", ".*"))
+			}
+		}
+	}
+	metricName := regexp.MustCompile(`signalbox_[a-z0-9_]+`)
+	for _, e := range exprs {
+		var r struct {
+			Status string `json:"status"`
+		}
+		if err := query("/api/v1/query?query="+url.QueryEscape(e), &r); err != nil || r.Status != "success" {
+			t.Errorf("query %s: %v %s", e, err, r.Status)
+		}
+		for _, name := range metricName.FindAllString(e, -1) {
+			testkit.WaitFor(t, 30*time.Second, name+" scraped (for "+e+")", func() bool {
+				var r struct {
+					Data []map[string]string `json:"data"`
+				}
+				return query("/api/v1/series?match[]="+url.QueryEscape(name), &r) == nil && len(r.Data) > 0
+			})
+		}
+	}
 }

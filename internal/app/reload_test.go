@@ -48,14 +48,17 @@ func TestBulkReplaceRecompilesOnePolicy(t *testing.T) {
 		// priority 5 beats the deny at a later priority for the same number
 		waitDecision(t, c, "/curri/default", "+19725551999", "Permit")
 		waitDecision(t, c, "/curri/sales", "111", "Deny")
-		// The counters move just after the swap.
+		// The counters move just after the swap. A replacement after the
+		// first sends mostly the same rules, so it is compiled as changes
+		// (scope policy_changes): that is a single-policy recompile too.
+		one := func(m map[string]int) int { return m["policy"] + m["policy_changes"] }
 		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			after = reloads(t, s)
-			if after["policy"]+after["all"] > before["policy"]+before["all"] || time.Now().After(deadline) {
+			if one(after)+after["all"] > one(before)+before["all"] || time.Now().After(deadline) {
 				break
 			}
 		}
-		if after["policy"] == before["policy"]+1 && after["all"] == before["all"] {
+		if one(after) == one(before)+1 && after["all"] == before["all"] {
 			break
 		}
 		if attempt == 4 {

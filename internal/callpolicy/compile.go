@@ -91,6 +91,7 @@ type policy struct {
 	sharedBlock []*CompiledList
 	limit       *rateLimit
 	hits        prometheus.Counter // set by Engine.Swap; nil before
+	limited     prometheus.Counter // likewise: calls a rate limit decided
 }
 
 // layer is a set of compiled rules and their matcher.

@@ -20,6 +20,7 @@ type Engine struct {
 	lim       *limiter
 	swapMu    sync.Mutex
 	ruleHits  *prometheus.CounterVec
+	limited   *prometheus.CounterVec
 	lookups   *prometheus.CounterVec
 	buildTime prometheus.Histogram
 }
@@ -38,6 +39,10 @@ func NewEngine(reg prometheus.Registerer) *Engine {
 			Name: "signalbox_callpolicy_rule_hits_total",
 			Help: "Calls decided by a rule (live evaluations only), per policy.",
 		}, []string{"policy"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "signalbox_callpolicy_rate_limited_total",
+			Help: "Calls decided by a rate limit (live evaluations only), per policy: TDoS and toll-fraud trips.",
+		}, []string{"policy"}),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "signalbox_callpolicy_directory_lookups_total",
 			Help: "Caller names looked up in a directory (live calls), by result: exact, prefix, fallback (the directory's fallback name) or miss (name left as is).",
@@ -49,7 +54,7 @@ func NewEngine(reg prometheus.Registerer) *Engine {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(e.ruleHits, e.lookups, e.buildTime)
+		reg.MustRegister(e.ruleHits, e.limited, e.lookups, e.buildTime)
 	}
 	return e
 }
@@ -77,6 +82,7 @@ func (e *Engine) Swap(s *Snapshot) {
 				continue
 			}
 			p.hits = e.ruleHits.WithLabelValues(id)
+			p.limited = e.limited.WithLabelValues(id)
 			if op == nil || len(op.rules) == 0 {
 				continue
 			}
@@ -101,6 +107,7 @@ func (e *Engine) Swap(s *Snapshot) {
 		for id := range old.policies {
 			if s == nil || s.policies[id] == nil {
 				e.ruleHits.DeleteLabelValues(id)
+				e.limited.DeleteLabelValues(id)
 			}
 		}
 		for id := range old.lib.dirs {
@@ -267,6 +274,7 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 	// 3. Rate limits.
 	if l := p.limit; l != nil {
 		if ls := l.overall; ls != nil && e.lim.take(limKey{policy: p.id, kind: limOverall}, ls.lim, ls.block, nowN, live) {
+			p.countLimited(live)
 			return Decision{Policy: p.id, Action: ls.action, Step: StepRateLimit, Reason: ls.reason}
 		}
 		if ls := l.perCalled; ls != nil {
@@ -275,6 +283,7 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 				key, form = call.Called, "called"
 			}
 			if e.lim.take(limKey{policy: p.id, number: key, kind: limCalled}, ls.lim, ls.block, nowN, live) {
+				p.countLimited(live)
 				return Decision{Policy: p.id, Action: ls.action, Step: StepRateLimit, Form: form, Reason: ls.reason}
 			}
 		}
@@ -284,6 +293,7 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 				key, form = call.Calling, formNames[0][0]
 			}
 			if e.lim.take(limKey{policy: p.id, number: key}, ls.lim, ls.block, nowN, live) {
+				p.countLimited(live)
 				return Decision{Policy: p.id, Action: ls.action, Step: StepRateLimit, Form: form, Reason: ls.reason}
 			}
 		}
@@ -356,6 +366,13 @@ func (p *policy) eachRule(fn func(r *rule)) {
 		for i := range p.delta.rules {
 			fn(&p.delta.rules[i])
 		}
+	}
+}
+
+// countLimited counts a live call a rate limit decided.
+func (p *policy) countLimited(live bool) {
+	if live && p.limited != nil {
+		p.limited.Inc()
 	}
 }
 

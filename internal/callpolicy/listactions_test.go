@@ -2,6 +2,8 @@ package callpolicy
 
 import (
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"testing"
 	"time"
 
@@ -111,6 +113,9 @@ func TestRateLimitPerCalled(t *testing.T) {
 		} else if d.Step != want {
 			t.Fatalf("per calling %d: %+v", i, d)
 		}
+	}
+	if n := testutil.ToFloat64(e.limited.WithLabelValues("p")); n != 3 {
+		t.Errorf("signalbox_callpolicy_rate_limited_total = %v, want 3", n)
 	}
 	bad := Policy{ID: "p", DefaultAction: permit(), RateLimit: &RateLimit{PerCalled: &Limit{Calls: 1, WindowSeconds: 60, BlockSeconds: -1}}}
 	if err := ValidatePolicy(&bad); err == nil || !strings.HasPrefix(err.Error(), "rate_limit.per_called.block_seconds") {
