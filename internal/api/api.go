@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,10 +31,11 @@ const (
 	RoleViewer = "viewer" // may only read (GET/HEAD), and not tokens
 )
 
-// What OnChange is told has changed.
+// What OnChange is told has changed (and the audit log's resources).
 const (
 	ChangedPolicies = "policies"
 	ChangedFeeds    = "feeds"
+	changedTokens   = "tokens"
 )
 
 // Body size limits: bulk loads (100,000 rules, large CSV lists) get the big one.
@@ -121,7 +123,9 @@ type server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	requests *prometheus.CounterVec
-	now      func() time.Time
+	// auditErrors counts changes whose audit record could not be written.
+	auditErrors prometheus.Counter
+	now         func() time.Time
 }
 
 // New returns the API handler. It serves /api/v1/... only; mount it on the
@@ -148,8 +152,15 @@ func New(cfg Config) (http.Handler, error) {
 		Name: "signalbox_api_requests_total",
 		Help: "REST API requests by route pattern and HTTP status code.",
 	}, []string{"route", "code"})
+	s.auditErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "signalbox_api_audit_write_errors_total",
+		Help: "Changes made through the API whose audit-log record could not be written (the change stands).",
+	})
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.requests); err != nil {
+			return nil, fmt.Errorf("api: register metrics: %w", err)
+		}
+		if err := cfg.Registerer.Register(s.auditErrors); err != nil {
 			return nil, fmt.Errorf("api: register metrics: %w", err)
 		}
 	}
@@ -212,6 +223,8 @@ func (s *server) routes() {
 	h("GET /api/v1/alarms", s.getAlarms)
 	h("GET /api/v1/stats", s.getStats)
 
+	h("GET /api/v1/audit", s.searchAudit)
+
 	h("GET /api/v1/tokens", s.listTokens)
 	h("POST /api/v1/tokens", s.createToken)
 	h("DELETE /api/v1/tokens/{id}", s.deleteToken)
@@ -228,11 +241,11 @@ func (s *server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		s.requests.WithLabelValues(route, strconv.Itoa(sw.code())).Inc()
 	}()
-	role, ok := s.authenticate(sw, r)
+	who, ok := s.authenticate(sw, r)
 	if !ok {
 		return
 	}
-	s.mux.ServeHTTP(sw, r.WithContext(withRole(r.Context(), role)))
+	s.mux.ServeHTTP(sw, r.WithContext(withIdentity(r.Context(), who)))
 }
 
 // statusWriter remembers the status code for the metrics.
@@ -283,8 +296,26 @@ func (s *server) changed(r *http.Request, what, action, id string) {
 	}
 }
 
+// logChange logs a committed change and appends it to the audit log
+// (who, what, which id, and attrs as detail). The change is committed
+// already: an audit write that fails is logged and counted, and the
+// answer stands.
 func (s *server) logChange(r *http.Request, what, action, id string, attrs ...any) {
-	s.log.Info("api config change", append([]any{"what", what, "action", action, "id", id, "role", roleFrom(r.Context())}, attrs...)...)
+	who := identityFrom(r.Context())
+	s.log.Info("api config change", append([]any{"what", what, "action", action, "id", id, "role", who.role, "actor", who.name}, attrs...)...)
+	var detail strings.Builder
+	for i := 0; i+1 < len(attrs); i += 2 {
+		if detail.Len() > 0 {
+			detail.WriteByte(' ')
+		}
+		fmt.Fprintf(&detail, "%v=%v", attrs[i], attrs[i+1])
+	}
+	rec := store.AuditRecord{Actor: who.name, TokenID: who.tokenID, Role: who.role, Action: action, Resource: what,
+		Target: id, Detail: detail.String(), Client: r.RemoteAddr}
+	if err := s.store.AppendAudit(context.WithoutCancel(r.Context()), &rec); err != nil {
+		s.auditErrors.Inc()
+		s.log.Error("audit log write failed", "action", action, "id", id, "err", err)
+	}
 }
 
 type storeSearcher struct{ st store.Store }

@@ -12,16 +12,27 @@ import (
 	"github.com/signalbox/signalbox/internal/store"
 )
 
-type roleKey struct{}
+type identityKey struct{}
 
-func withRole(ctx context.Context, role string) context.Context {
-	return context.WithValue(ctx, roleKey{}, role)
+// identity is who a request comes from: the token's name and id (the
+// bootstrap -admin-token is named "admin-token") and its role.
+type identity struct {
+	name, tokenID, role string
 }
 
-func roleFrom(ctx context.Context) string {
-	role, _ := ctx.Value(roleKey{}).(string)
-	return role
+// adminTokenName names the bootstrap admin token in the audit log.
+const adminTokenName = "admin-token"
+
+func withIdentity(ctx context.Context, id identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
 }
+
+func identityFrom(ctx context.Context) identity {
+	id, _ := ctx.Value(identityKey{}).(identity)
+	return id
+}
+
+func roleFrom(ctx context.Context) string { return identityFrom(ctx).role }
 
 // hashToken is how token secrets are stored: hex SHA-256.
 func hashToken(secret string) string {
@@ -31,14 +42,14 @@ func hashToken(secret string) string {
 
 // authenticate resolves the bearer token to a role and enforces that viewers
 // only read. It writes the error response itself and reports false then.
-func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (identity, bool) {
 	secret, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="signalbox"`)
 		writeError(w, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <token>", "")
-		return "", false
+		return identity{}, false
 	}
-	role := ""
+	role, who := "", identity{name: adminTokenName}
 	if s.cfg.AdminToken != "" {
 		// Compare hashes so that the comparison time depends on neither
 		// the secret's content nor its length.
@@ -54,30 +65,31 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (string, b
 		case errors.Is(err, store.ErrNotFound):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="signalbox", error="invalid_token"`)
 			writeError(w, http.StatusUnauthorized, "invalid bearer token", "")
-			return "", false
+			return identity{}, false
 		case err != nil:
 			s.fail(w, r, err)
-			return "", false
+			return identity{}, false
 		}
-		role = tok.Role
+		role, who = tok.Role, identity{name: tok.Name, tokenID: tok.ID}
 	}
 	switch role {
 	case RoleAdmin:
 	case RoleViewer:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeError(w, http.StatusForbidden, "this token has the viewer role, which may only read", "")
-			return "", false
+			return identity{}, false
 		}
 		// Token metadata is administration, not monitoring.
 		if strings.HasPrefix(r.URL.Path, "/api/v1/tokens") {
 			writeError(w, http.StatusForbidden, "tokens are visible to the admin role only", "")
-			return "", false
+			return identity{}, false
 		}
 	default:
 		writeError(w, http.StatusForbidden, "token has unknown role "+role, "")
-		return "", false
+		return identity{}, false
 	}
-	return role, true
+	who.role = role
+	return who, true
 }
 
 func bearer(r *http.Request) (string, bool) {

@@ -79,7 +79,7 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Info("api token created", "token_id", tok.ID, "name", tok.Name, "role", tok.Role)
+	s.logChange(r, changedTokens, "create token", tok.ID, "name", tok.Name, "role", tok.Role)
 	writeJSON(w, http.StatusCreated, createdToken{ID: tok.ID, Name: tok.Name, Role: tok.Role, Token: secret, CreatedAt: tok.CreatedAt})
 }
 
@@ -105,6 +105,6 @@ func (s *server) deleteToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Info("api token deleted", "token_id", id)
+	s.logChange(r, changedTokens, "delete token", id)
 	w.WriteHeader(http.StatusNoContent)
 }

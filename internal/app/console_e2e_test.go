@@ -281,6 +281,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("new token shown as %q", secret)
 	}
 	b2.poll("token listed", `document.querySelector('#page-settings').innerText.includes('e2e-viewer') && document.querySelector('#page-settings').innerText.includes('grafana')`, 10*time.Second)
+	// The audit log shows the changes made in this session, by whom.
+	b2.poll("audit log", `(() => { const t = document.querySelector('#audit').innerText; return t.includes('create token') && t.includes('create directory') && t.includes('admin-token'); })()`, 10*time.Second)
 	b2.shot("settings")
 	b2.do("open about", chromedp.Click(chromedp.CSS("#nav-about")), chromedp.WaitVisible(chromedp.CSS("#version")))
 	b2.shot("about")

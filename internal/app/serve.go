@@ -234,6 +234,10 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 	go s.alarmLoop(bgCtx)
 	go func() { defer s.bg.Done(); s.policies.Run(bgCtx) }()
 	go s.storeHealthLoop(bgCtx)
+	if cfg.AuditMaxAge > 0 {
+		s.bg.Add(1)
+		go func() { defer s.bg.Done(); s.pruneAuditLoop(bgCtx, cfg.AuditMaxAge) }()
+	}
 	if st.Backend() == "postgres" && cfg.RateLimitSync > 0 {
 		node := cfg.NodeName
 		if node == "" {
@@ -530,4 +534,22 @@ func displayAddr(a string) string {
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// pruneAuditLoop drops audit records older than maxAge, at start and hourly.
+func (s *Server) pruneAuditLoop(ctx context.Context, maxAge time.Duration) {
+	tick := time.NewTicker(time.Hour)
+	defer tick.Stop()
+	for {
+		if n, err := s.store.PruneAudit(ctx, time.Now().Add(-maxAge)); err != nil && ctx.Err() == nil {
+			s.log.Warn("pruning the audit log", "err", err)
+		} else if n > 0 {
+			s.log.Info("audit log pruned", "records", n, "older_than", maxAge)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -41,6 +41,7 @@ type Serve struct {
 
 	RateLimitSync time.Duration
 	NodeName      string
+	AuditMaxAge   time.Duration
 
 	Director             bool
 	KafkaAddr            string
@@ -97,6 +98,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 
 	fs.DurationVar(&c.RateLimitSync, "rate-limit-sync", 100*time.Millisecond, "with a PostgreSQL store: how often the nodes exchange their rate-limit counts through it, so that a limit holds for the cluster (0: each node limits on its own)")
 	fs.StringVar(&c.NodeName, "node-name", "", "this node's name among the nodes sharing a store (default: host name and process id)")
+	fs.DurationVar(&c.AuditMaxAge, "audit-max-age", 365*24*time.Hour, "audit log retention: changes made through the API are kept this long")
 	fs.DurationVar(&c.CallLogMaxAge, "calllog-max-age", 7*24*time.Hour, "call log retention by age")
 	fs.Int64Var(&c.CallLogMaxRows, "calllog-max-rows", 10_000_000, "call log retention by record count (a logged call takes ~30 bytes on disk)")
 
@@ -292,6 +294,9 @@ func (c *Serve) Validate() error {
 	}
 	if c.RateLimitSync != 0 && (c.RateLimitSync < 10*time.Millisecond || c.RateLimitSync > time.Minute) {
 		errs = append(errs, fmt.Errorf("-rate-limit-sync %s: want 0 (off) or 10ms to 1m", c.RateLimitSync))
+	}
+	if c.AuditMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("-audit-max-age %s: must not be negative (0 keeps the audit log forever)", c.AuditMaxAge))
 	}
 	if c.CallLogMaxAge <= 0 || c.CallLogMaxRows <= 0 {
 		errs = append(errs, errors.New("-calllog-max-age and -calllog-max-rows must be positive"))

@@ -39,6 +39,7 @@ func testStore(t *testing.T, h backendHarness) {
 		{"ListActions", testListActions},
 		{"SharedLists", testSharedLists},
 		{"RateCounts", testRateCounts},
+		{"Audit", testAudit},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -278,3 +278,37 @@ func testRateCounts(t *testing.T, h backendHarness) {
 func sameChange(a, b DirectoryChange) bool {
 	return a.Added == b.Added && a.Changed == b.Changed && a.Removed == b.Removed && a.Unchanged == b.Unchanged && a.Entries == b.Entries
 }
+
+func testAudit(t *testing.T, h backendHarness) {
+	s := openT(t, h.fresh(t))
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	for i, a := range []AuditRecord{
+		{Time: t0, Actor: "ops", Role: "admin", Action: "create rule", Resource: "policies", Target: "7", Detail: "x=1"},
+		{Time: t0.Add(time.Minute), Actor: "ci", TokenID: "tk1", Role: "admin", Action: "create feed", Resource: "feeds", Target: "probe"},
+		{Actor: "ops", Role: "admin", Action: "delete token", Resource: "tokens", Target: "tk1"},
+	} {
+		v := version(t, s)
+		if err := s.AppendAudit(ctx, &a); err != nil || a.ID == 0 {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if version(t, s) != v {
+			t.Error("an audit record is not a configuration change")
+		}
+	}
+	all, err := s.SearchAudit(ctx, AuditQuery{})
+	if err != nil || len(all) != 3 || all[0].Action != "delete token" || all[2].Detail != "x=1" || !all[2].Time.Equal(t0) {
+		t.Fatalf("search: %+v %v", all, err)
+	}
+	if got, _ := s.SearchAudit(ctx, AuditQuery{Actor: "ops"}); len(got) != 2 {
+		t.Errorf("by actor: %+v", got)
+	}
+	if got, _ := s.SearchAudit(ctx, AuditQuery{Resource: "feeds"}); len(got) != 1 || got[0].TokenID != "tk1" {
+		t.Errorf("by resource: %+v", got)
+	}
+	if got, _ := s.SearchAudit(ctx, AuditQuery{Since: t0.Add(30 * time.Second), Until: t0.Add(2 * time.Minute)}); len(got) != 1 {
+		t.Errorf("by time: %+v", got)
+	}
+	if n, err := s.PruneAudit(ctx, t0.Add(30*time.Minute)); err != nil || n != 2 {
+		t.Errorf("prune: %d %v", n, err)
+	}
+}

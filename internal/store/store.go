@@ -131,6 +131,11 @@ type Store interface {
 	UpdateFeed(ctx context.Context, f *FeedRecord) error
 	DeleteFeed(ctx context.Context, name string) error
 
+	// The audit log: every change made through the API, append-only.
+	AppendAudit(ctx context.Context, a *AuditRecord) error
+	SearchAudit(ctx context.Context, q AuditQuery) ([]AuditRecord, error)
+	PruneAudit(ctx context.Context, before time.Time) (int64, error)
+
 	// API tokens (secrets are stored only as SHA-256 hashes).
 	ListTokens(ctx context.Context) ([]Token, error)
 	CreateToken(ctx context.Context, t *Token) error

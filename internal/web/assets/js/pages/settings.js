@@ -1,4 +1,5 @@
-// Settings: API tokens. A new token's secret is shown once, with a copy button.
+// Settings: API tokens (a new token's secret is shown once, with a copy
+// button) and the audit log of changes made through the API.
 import { api, h, replace, table, field, statusLine, clearErrors, showError, setStatus, fmtTime, errorText } from '../ui.js';
 
 export function render(root, ctx) {
@@ -39,11 +40,40 @@ export function render(root, ctx) {
       setStatus(form, 'Token created.', 'ok');
       name.value = '';
       load();
+      loadAudit();
     } catch (e) { showError(form, e); }
   });
 
+  // The audit log: who changed what, newest first.
+  const audit = h('div', { id: 'audit', 'aria-live': 'polite' });
+  const aActor = h('input', { type: 'search', id: 'audit-actor', placeholder: 'token name' });
+  const aSince = h('select', { id: 'audit-since' }, [['-24h', 'last 24 hours'], ['-168h', 'last 7 days'], ['', 'all kept']].map(([v, l]) => h('option', { value: v }, l)));
+  async function loadAudit() {
+    const q = new URLSearchParams({ limit: '200' });
+    if (aActor.value.trim()) q.set('actor', aActor.value.trim());
+    if (aSince.value) q.set('since', aSince.value);
+    try {
+      const r = await api('GET', '/audit?' + q);
+      replace(audit, h('div', { class: 'scroll' }, table(`Changes, newest first (${r.records.length}${r.records.length === 200 ? '+' : ''})`,
+        ['Time', 'Who', 'Role', 'What', 'Id', 'Detail', 'From'], r.records.map(a => h('tr', {},
+          h('td', {}, fmtTime(a.time)), h('td', {}, a.actor), h('td', {}, a.role), h('td', {}, a.action),
+          h('td', { class: 'mono' }, a.target), h('td', { class: 'mono' }, a.detail || ''), h('td', { class: 'mono' }, a.client || ''))),
+        'No changes in that time.')));
+    } catch (e) { replace(audit, h('p', { class: 'form-status error' }, errorText(e))); }
+  }
+  aActor.addEventListener('change', loadAudit);
+  aSince.addEventListener('change', loadAudit);
+
   root.append(h('div', { class: 'card' }, h('h2', {}, 'Create a token'), form, shown),
-    h('div', { class: 'card' }, h('h2', {}, 'Tokens'), list));
-  if (ctx.role !== 'admin') replace(list, h('p', { class: 'muted' }, 'Tokens are visible to the admin role only.'));
-  else load();
+    h('div', { class: 'card' }, h('h2', {}, 'Tokens'), list),
+    h('div', { class: 'card' }, h('h2', {}, 'Audit log'),
+      h('div', { class: 'toolbar' }, h('div', { class: 'field' }, h('label', { for: 'audit-actor' }, 'Who'), aActor),
+        h('div', { class: 'field' }, h('label', { for: 'audit-since' }, 'Since'), aSince)), audit));
+  if (ctx.role !== 'admin') {
+    replace(list, h('p', { class: 'muted' }, 'Tokens are visible to the admin role only.'));
+    replace(audit, h('p', { class: 'muted' }, 'The audit log is visible to the admin role only.'));
+  } else {
+    load();
+    loadAudit();
+  }
 }
