@@ -4,7 +4,7 @@ BIN       ?= bin/signalbox
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/signalbox/signalbox/internal/app.Version=$(VERSION)
 
-.PHONY: all build test test-unit vet fmt bench web clean
+.PHONY: all build test test-unit vet fmt bench web clean package
 
 all: build
 
@@ -45,5 +45,15 @@ web:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
+# make package: the Debian package (dist/signalbox_<version>_amd64.deb): the
+# binary, a systemd unit running it as the unprivileged user signalbox with
+# its data in /var/lib/signalbox, /etc/signalbox/signalbox.yaml, and the
+# deploy/ files under /usr/share/signalbox. nfpm is pinned in go.mod.
+PKG_VERSION ?= $(or $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null | sed 's/^v//'),0.0.0+g$(shell git rev-parse --short HEAD 2>/dev/null))
+
+package: build
+	mkdir -p dist
+	SIGNALBOX_VERSION=$(PKG_VERSION) $(GO) tool nfpm package -p deb -f deploy/debian/nfpm.yaml -t dist/
+
 clean:
-	rm -rf bin .test-deps.out
+	rm -rf bin dist .test-deps.out
