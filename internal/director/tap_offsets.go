@@ -102,8 +102,20 @@ func (f *feed) startAt(k tp, committed kadm.OffsetResponses, starts kadm.ListedO
 // partitions the tap gives up and forgets them. franz-go calls it while the
 // tap is still a member of the generation that held them (a cooperative
 // rebalance, or leaving the group as the reader stops), before any other
-// node is given them: these commits need no fence.
-func (t *tap) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+// node is given them: these commits need no fence, unless the tap's
+// membership has not been proven for a third of a session timeout (see
+// below).
+func (t *tap) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
+	if t.stale() {
+		// After a pause past the session timeout the group has dropped
+		// this member: the client joins again as a new member and
+		// franz-go revokes, from the new assignment's point of view,
+		// partitions another node has owned (and committed past) since.
+		// What the ledger holds of them is from before the pause: commit
+		// nothing, as for lost partitions.
+		t.partitionsLost(ctx, cl, parts)
+		return
+	}
 	for _, mem := range t.snapshot() {
 		t.m.upstreamRebalance(mem.f.spec.Name, false)
 	}
