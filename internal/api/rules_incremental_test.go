@@ -17,7 +17,9 @@ import (
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 
-func incrementalEnv(t *testing.T) (*env, *livepolicy.Manager, *prometheus.Registry) {
+// incrementalEnv is an API wired to a running livepolicy.Manager, as the
+// app wires them.
+func incrementalEnv(t testing.TB) (*env, *livepolicy.Manager, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	var live *livepolicy.Manager
 	e := newEnvWith(t, func(e *env, c *Config) {
@@ -212,7 +214,7 @@ func mustCounter(t *testing.T, reg *prometheus.Registry, name, scope string) pro
 func BenchmarkReplaceRules100kChanged(b *testing.B) {
 	for _, pct := range []int{100, 1} {
 		b.Run(fmt.Sprintf("%d%%", pct), func(b *testing.B) {
-			e, live, _ := incrementalEnvB(b)
+			e, live, _ := incrementalEnv(b)
 			const n = 100_000
 			gen := 0
 			body := func() string {
@@ -247,24 +249,6 @@ func BenchmarkReplaceRules100kChanged(b *testing.B) {
 			testkit.ReportCPU(b, start)
 		})
 	}
-}
-
-func incrementalEnvB(b *testing.B) (*env, *livepolicy.Manager, *prometheus.Registry) {
-	reg := prometheus.NewRegistry()
-	var live *livepolicy.Manager
-	e := newEnvWith(b, func(e *env, c *Config) {
-		live = livepolicy.New(livepolicy.Config{Engine: e.engine, Store: e.st, Registerer: reg})
-		if err := live.Load(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		e.live = live
-		c.RulesReplacing, c.RuleIndex, c.RulesChanging = live.Replacing, live.RuleIndex, live.ChangingRules
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { live.Run(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done })
-	return e, live, reg
 }
 
 func TestArraySpans(t *testing.T) {

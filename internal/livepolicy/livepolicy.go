@@ -314,20 +314,34 @@ type dirChange struct {
 // large; no policy is compiled again. It never blocks; when a change is
 // pending already, everything is rebuilt.
 func (m *Manager) DirectoryChanged(id string, ch store.DirectoryChange) {
+	offer(m, m.dirCh, dirChange{id: id, ch: ch})
+}
+
+// offer hands v to Run through ch, or asks for a full rebuild when a
+// change is pending there already. It never blocks.
+func offer[T any](m *Manager, ch chan T, v T) {
 	select {
-	case m.dirCh <- dirChange{id: id, ch: ch}:
+	case ch <- v:
 	default:
 		m.Changed()
 	}
+}
+
+// next reports the live snapshot and the store's config version when that
+// is the live one's next (one change committed since it was built): the
+// case in which a change may be applied to it alone.
+func (m *Manager) next(ctx context.Context) (*callpolicy.Snapshot, int64, bool) {
+	v, err := m.store.ConfigVersion(ctx)
+	cur := m.engine.Snapshot()
+	return cur, v, err == nil && cur != nil && v == m.version.Load()+1
 }
 
 // applyDirectory swaps in the live snapshot with the changed directory, if
 // that write is the one change since the live snapshot was built;
 // otherwise (false) the caller rebuilds everything.
 func (m *Manager) applyDirectory(ctx context.Context, dc dirChange) bool {
-	v, err := m.store.ConfigVersion(ctx)
-	cur := m.engine.Snapshot()
-	if err != nil || cur == nil || v != m.version.Load()+1 || dc.ch.Version != v {
+	cur, v, ok := m.next(ctx)
+	if !ok || dc.ch.Version != v {
 		return false
 	}
 	old := cur.Directory(dc.id)
@@ -373,20 +387,15 @@ type listChange struct{ policy, shared string }
 // numbers are in the rules that name it). It never blocks; when a change
 // is pending already, everything is rebuilt.
 func (m *Manager) ListsChanged(policy, shared string) {
-	select {
-	case m.listCh <- listChange{policy: policy, shared: shared}:
-	default:
-		m.Changed()
-	}
+	offer(m, m.listCh, listChange{policy: policy, shared: shared})
 }
 
 // applyLists swaps in the live snapshot with the changed lists compiled,
 // if that change is the one since the live snapshot was built; otherwise
 // (false) the caller rebuilds everything.
 func (m *Manager) applyLists(ctx context.Context, lc listChange) bool {
-	v, err := m.store.ConfigVersion(ctx)
-	cur := m.engine.Snapshot()
-	if err != nil || cur == nil || v != m.version.Load()+1 {
+	cur, v, ok := m.next(ctx)
+	if !ok {
 		return false
 	}
 	var next *callpolicy.Snapshot
