@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
 	"github.com/signalbox/signalbox/internal/directory"
@@ -107,10 +106,6 @@ func (s *server) updateDirectory(w http.ResponseWriter, r *http.Request) {
 func (s *server) deleteDirectory(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := s.store.DeleteDirectory(r.Context(), id); err != nil {
-		if errors.Is(err, store.ErrInUse) {
-			err = &apiError{Status: http.StatusConflict, Msg: strings.TrimSuffix(err.Error(), ": "+store.ErrInUse.Error()) +
-				"; change those first"}
-		}
 		s.fail(w, r, err)
 		return
 	}
@@ -199,16 +194,7 @@ func kindOf(prefix bool) string {
 // entry or a JSON array. Every entry is cleaned; the error names the CSV
 // line or the array index. single reports a lone JSON object.
 func readDirectoryEntries(w http.ResponseWriter, r *http.Request) (entries []directory.Entry, st directory.ImportStats, single bool, err error) {
-	mt, err := mediaType(r)
-	if err != nil {
-		return nil, st, false, err
-	}
-	isCSV := mt == "text/csv"
-	if !isCSV && !isJSONType(mt) {
-		return nil, st, false, &apiError{Status: http.StatusUnsupportedMediaType,
-			Msg: fmt.Sprintf("Content-Type %q is not accepted here; send application/json or text/csv", mt)}
-	}
-	body, err := readBody(w, r, maxDirectoryBodyBytes)
+	body, isCSV, err := readCSVOrJSON(w, r, maxDirectoryBodyBytes)
 	if err != nil {
 		return nil, st, false, err
 	}
@@ -338,28 +324,35 @@ func (s *server) directoryWritten(id string, ch store.DirectoryChange) {
 }
 
 // checkDirectories answers 400 when cfg names a directory that does not
-// exist, naming the field: "rules[3].action.modify.calling_name" when
-// bulk (the rules of a bulk replacement), else the rule's or policy's own.
-func (s *server) checkDirectories(r *http.Request, cfg *callpolicy.PolicyConfig, bulk bool, field ...string) error {
+// exist, naming the field, prefixed with its place in a bulk request
+// ("rules[3].action.modify.calling_name", "entries[2].action...") when
+// bulk, else the rule's, entry's or policy's own.
+func (s *server) checkDirectories(r *http.Request, cfg *callpolicy.PolicyConfig, bulk bool) error {
 	known := map[string]bool{}
 	for _, ref := range callpolicy.DirectoryRefs(cfg) {
 		if known[ref.ID] {
 			continue
 		}
-		if _, err := s.store.GetDirectory(r.Context(), ref.ID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				f := ref.Field
-				switch {
-				case len(field) > 0 && field[0] != "":
-					f = field[0]
-				case bulk && ref.Rule >= 0:
-					f = fmt.Sprintf("rules[%d].%s", ref.Rule, f)
-				}
-				return badRequest(f, "%s: directory %q does not exist", f, ref.ID)
-			}
+		f := ref.Field
+		switch {
+		case bulk && ref.Rule >= 0:
+			f = fmt.Sprintf("rules[%d].%s", ref.Rule, f)
+		case bulk && ref.Entry >= 0:
+			f = fmt.Sprintf("entries[%d].%s", ref.Entry, f)
+		}
+		if err := s.directoryExists(r, ref.ID, f); err != nil {
 			return err
 		}
 		known[ref.ID] = true
 	}
 	return nil
+}
+
+// directoryExists answers 400 naming field when directory id does not exist.
+func (s *server) directoryExists(r *http.Request, id, field string) error {
+	_, err := s.store.GetDirectory(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return badRequest(field, "%s: directory %q does not exist", field, id)
+	}
+	return err
 }

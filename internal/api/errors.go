@@ -63,6 +63,9 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, err.Error(), "")
 	case errors.Is(err, store.ErrConflict):
 		writeError(w, http.StatusConflict, err.Error(), "")
+	case errors.Is(err, store.ErrInUse):
+		// "directory "corp" is read by rule 7 of policy "default"": what to change first.
+		writeError(w, http.StatusConflict, strings.TrimSuffix(err.Error(), ": "+store.ErrInUse.Error())+"; change those first", "")
 	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
 		// The client went away; nobody reads the answer.
 		writeError(w, http.StatusServiceUnavailable, "request canceled", "")

@@ -163,7 +163,7 @@ func (s *server) addEntries(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.checkEntryDirectories(r, entries, single); err != nil {
+	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Block: entries}, !single); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -206,16 +206,7 @@ func (s *server) deleteEntry(w http.ResponseWriter, r *http.Request) {
 // or a JSON array; conv turns a JSON entry into a ListEntry (i is its index
 // in an array, -1 for a lone object). single reports a lone object.
 func (s *server) readEntries(w http.ResponseWriter, r *http.Request, kind callpolicy.ListKind, conv func(i int, in *entryInput) (callpolicy.ListEntry, error)) ([]callpolicy.ListEntry, bool, error) {
-	mt, err := mediaType(r)
-	if err != nil {
-		return nil, false, err
-	}
-	isCSV := mt == "text/csv"
-	if !isCSV && !isJSONType(mt) {
-		return nil, false, &apiError{Status: http.StatusUnsupportedMediaType,
-			Msg: fmt.Sprintf("Content-Type %q is not accepted here; send application/json or text/csv", mt)}
-	}
-	body, err := readBody(w, r, maxBulkBodyBytes)
+	body, isCSV, err := readCSVOrJSON(w, r, maxBulkBodyBytes)
 	if err != nil {
 		return nil, false, err
 	}
@@ -251,20 +242,18 @@ func (s *server) readEntries(w http.ResponseWriter, r *http.Request, kind callpo
 	}
 }
 
-// checkEntryDirectories answers 400 when an entry's action names a
-// directory that does not exist.
-func (s *server) checkEntryDirectories(r *http.Request, entries []callpolicy.ListEntry, single bool) error {
-	for _, ref := range callpolicy.DirectoryRefs(&callpolicy.PolicyConfig{Block: entries}) {
-		if _, err := s.store.GetDirectory(r.Context(), ref.ID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				f := ref.Field
-				if !single {
-					f = fmt.Sprintf("entries[%d].%s", ref.Entry, f)
-				}
-				err = badRequest(f, "%s: directory %q does not exist", f, ref.ID)
-			}
-			return err
-		}
+// readCSVOrJSON reads a body sent as text/csv or JSON (isCSV says which),
+// refusing other content types with 415.
+func readCSVOrJSON(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, isCSV bool, err error) {
+	mt, err := mediaType(r)
+	if err != nil {
+		return nil, false, err
 	}
-	return nil
+	isCSV = mt == "text/csv"
+	if !isCSV && !isJSONType(mt) {
+		return nil, false, &apiError{Status: http.StatusUnsupportedMediaType,
+			Msg: fmt.Sprintf("Content-Type %q is not accepted here; send application/json or text/csv", mt)}
+	}
+	body, err = readBody(w, r, limit)
+	return body, isCSV, err
 }

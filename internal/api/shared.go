@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/directory"
 	"github.com/signalbox/signalbox/internal/store"
 )
 
@@ -63,7 +63,12 @@ func (s *server) checkShared(r *http.Request, l *callpolicy.SharedList) error {
 			return badRequest(f, "%s: policy %q does not exist", f, p)
 		}
 	}
-	return s.checkDirectories(r, &callpolicy.PolicyConfig{Policy: callpolicy.Policy{BlockAction: l.Action}}, false, "action.modify.calling_name")
+	if a := l.Action; a != nil && a.Modify != nil {
+		if id := directory.RefID(a.Modify.CallingName); id != "" {
+			return s.directoryExists(r, id, "action.modify.calling_name")
+		}
+	}
+	return nil
 }
 
 func (s *server) createSharedList(w http.ResponseWriter, r *http.Request) {
@@ -127,9 +132,6 @@ func (s *server) updateSharedList(w http.ResponseWriter, r *http.Request) {
 func (s *server) deleteSharedList(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := s.store.DeleteSharedList(r.Context(), id); err != nil {
-		if errors.Is(err, store.ErrInUse) {
-			err = &apiError{Status: http.StatusConflict, Msg: strings.TrimSuffix(err.Error(), ": "+store.ErrInUse.Error()) + "; change those first"}
-		}
 		s.fail(w, r, err)
 		return
 	}
@@ -183,7 +185,7 @@ func (s *server) addSharedEntries(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("", "no entries in the request"))
 		return
 	}
-	if err := s.checkEntryDirectories(r, entries, single); err != nil {
+	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Block: entries}, !single); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -83,23 +83,7 @@ func loadDirectory(ctx context.Context, api *apiClient, n int) (putMs, liveMs fl
 
 // replaceDirectoryCSV replaces the bench directory's entries with a CSV body.
 func (a *apiClient) replaceDirectoryCSV(ctx context.Context, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, a.base+"/api/v1/directories/"+benchDirectory+"/entries", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "text/csv")
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("PUT directory: %w", err)
-	}
-	defer resp.Body.Close()
-	var out bytes.Buffer
-	_, _ = out.ReadFrom(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return &apiStatusError{method: "PUT", path: req.URL.Path, status: resp.StatusCode, body: out.String()}
-	}
-	return nil
+	return a.do(ctx, http.MethodPut, "/api/v1/directories/"+benchDirectory+"/entries", csvBody(body), nil)
 }
 
 // waitName polls the dry run until a call from number is named name.

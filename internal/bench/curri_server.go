@@ -162,8 +162,11 @@ func newAPIClient(base, token, policy string) *apiClient {
 
 func (a *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
 	var rd io.Reader
+	contentType := "application/json"
 	if raw, ok := body.(json.RawMessage); ok {
 		rd = bytes.NewReader(raw)
+	} else if csv, ok := body.(csvBody); ok {
+		rd, contentType = bytes.NewReader(csv), "text/csv"
 	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
@@ -176,7 +179,7 @@ func (a *apiClient) do(ctx context.Context, method, path string, body any, out a
 		return err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
@@ -200,6 +203,9 @@ func (a *apiClient) do(ctx context.Context, method, path string, body any, out a
 	}
 	return nil
 }
+
+// csvBody is a request body sent as text/csv.
+type csvBody []byte
 
 type apiStatusError struct {
 	method, path string

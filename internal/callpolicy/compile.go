@@ -54,7 +54,10 @@ func (s *Snapshot) WithDirectory(t *directory.Table) *Snapshot {
 // Library returns what the snapshot's policies share.
 func (s *Snapshot) Library() *Library { return s.lib }
 
-var emptyLibrary = &Library{dirs: map[string]*dirRef{}, groups: map[string]*groupValues{}}
+// emptyLibrary is the library of a snapshot compiled without one.
+func emptyLibrary() *Library {
+	return &Library{dirs: map[string]*dirRef{}, groups: map[string]*groupValues{}}
+}
 
 // Policies returns the ids of the compiled policies, sorted.
 func (s *Snapshot) Policies() []string {
@@ -182,7 +185,7 @@ func Compile(cfgs []PolicyConfig) (*Snapshot, error) { return CompileWith(cfgs, 
 func CompileWith(cfgs []PolicyConfig, lib *Library) (*Snapshot, error) {
 	start := time.Now()
 	if lib == nil {
-		lib = emptyLibrary
+		lib = emptyLibrary()
 	}
 	s := &Snapshot{policies: make(map[string]*policy, len(cfgs)), lib: lib}
 	zones := map[string]*time.Location{}
@@ -217,7 +220,7 @@ type CompiledPolicy struct {
 func CompilePolicy(cfg *PolicyConfig, lib *Library) (*CompiledPolicy, error) {
 	start := time.Now()
 	if lib == nil {
-		lib = emptyLibrary
+		lib = emptyLibrary()
 	}
 	p, err := validateAndCompile(cfg, map[string]*time.Location{}, lib)
 	if err != nil {

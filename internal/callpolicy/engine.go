@@ -83,18 +83,10 @@ func (e *Engine) Swap(s *Snapshot) {
 			}
 			p.hits = e.ruleHits.WithLabelValues(id)
 			p.limited = e.limited.WithLabelValues(id)
-			if op == nil || len(op.rules) == 0 {
+			if op == nil {
 				continue
 			}
-			prev := make(map[int64]*hitCounter, len(op.rules))
-			op.eachRule(func(r *rule) { prev[r.id] = r.hit })
-			p.eachRule(func(r *rule) {
-				// A base layer shared with the live snapshot already holds
-				// its counters: only new rules are written (calls read them).
-				if h, ok := prev[r.id]; ok && r.hit != h {
-					r.hit = h
-				}
-			})
+			carryHits(op, p)
 		}
 		for id, r := range s.lib.dirs {
 			for i := range r.counts {
@@ -139,6 +131,38 @@ func (e *Engine) Has(policyID string) bool {
 // exceed its limit, gets the rate-limit decision.
 func (e *Engine) DryRun(policyID string, call *Call, now time.Time) (Decision, bool) {
 	return e.evaluate(policyID, call, now, false)
+}
+
+// carryHits gives the rules of p the hit counters of the rules of op with
+// the same id. A base layer p shares with op (WithRuleChanges, WithLists,
+// WithSharedList) holds them already: then only a second layer compiled
+// anew takes over its predecessor's.
+func carryHits(op, p *policy) {
+	from, to := []*layer{&op.layer, op.delta}, []*layer{&p.layer, p.delta}
+	if len(op.rules) == len(p.rules) && (len(p.rules) == 0 || &op.rules[0] == &p.rules[0]) {
+		if p.delta == op.delta {
+			return
+		}
+		from, to = from[1:], to[1:]
+	}
+	prev := map[int64]*hitCounter{}
+	for _, l := range from {
+		if l != nil {
+			for i := range l.rules {
+				prev[l.rules[i].id] = l.rules[i].hit
+			}
+		}
+	}
+	for _, l := range to {
+		if l == nil {
+			continue
+		}
+		for i := range l.rules {
+			if h, ok := prev[l.rules[i].id]; ok {
+				l.rules[i].hit = h
+			}
+		}
+	}
 }
 
 // TrackLimits turns on (or off) noting the rate-limit keys live calls

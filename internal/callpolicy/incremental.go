@@ -1,10 +1,12 @@
 package callpolicy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -23,22 +25,7 @@ type HashID struct {
 }
 
 func cmpHashID(a, b HashID) int {
-	switch {
-	case a.Hash != b.Hash:
-		return cmpUint(a.Hash, b.Hash)
-	case a.ID < b.ID:
-		return -1
-	case a.ID > b.ID:
-		return 1
-	}
-	return 0
-}
-
-func cmpUint(a, b uint64) int {
-	if a < b {
-		return -1
-	}
-	return 1
+	return cmp.Or(cmp.Compare(a.Hash, b.Hash), cmp.Compare(a.ID, b.ID))
 }
 
 // RuleIndex returns the source hash and id of every rule of policy id
@@ -166,7 +153,7 @@ func (s *Snapshot) WithSharedList(c *CompiledList) (*Snapshot, error) {
 	lib := *s.lib
 	lib.shared = slices.DeleteFunc(slices.Clone(s.lib.shared), func(x *CompiledList) bool { return x.list.ID == c.list.ID })
 	lib.shared = append(lib.shared, c)
-	slices.SortFunc(lib.shared, func(a, b *CompiledList) int { return cmpString(a.list.ID, b.list.ID) })
+	slices.SortFunc(lib.shared, func(a, b *CompiledList) int { return strings.Compare(a.list.ID, b.list.ID) })
 	policies := make(map[string]*policy, len(s.policies))
 	for id, p := range s.policies {
 		np := *p
@@ -175,14 +162,4 @@ func (s *Snapshot) WithSharedList(c *CompiledList) (*Snapshot, error) {
 		policies[id] = &np
 	}
 	return &Snapshot{policies: policies, lib: &lib, buildTime: time.Since(start)}, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

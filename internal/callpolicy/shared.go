@@ -96,7 +96,7 @@ func ValidateSharedEntry(kind ListKind, e *ListEntry) error {
 		if !rePolicyID.MatchString(id) {
 			return fieldErr("calling", "%q is not a group id", id)
 		}
-	} else if _, err := parseGroupValue(e.Calling); err != nil {
+	} else if err := parseField(ruleFields()[0], e.Calling); err != nil {
 		return fieldErr("calling", "%s", err)
 	}
 	switch {
@@ -110,11 +110,6 @@ func ValidateSharedEntry(kind ListKind, e *ListEntry) error {
 		return fieldErr("note", "longer than 1024 bytes")
 	}
 	return nil
-}
-
-// parseGroupValue checks a group value as a number field would read it.
-func parseGroupValue(v string) (any, error) {
-	return v, parseField(ruleFields()[0], v)
 }
 
 // CompileSharedList validates and compiles one shared list.

@@ -185,8 +185,8 @@ type Key struct {
 // KeyOf returns e's key.
 func KeyOf(e *Entry) Key { return Key{Number: e.Number, Prefix: e.IsPrefix()} }
 
-// Ref is the value a rule's calling_name takes to name the caller from a
-// directory: "directory:<id>".
+// RefPrefix starts the value a rule's calling_name takes to name the caller
+// from a directory: "directory:<id>".
 const RefPrefix = "directory:"
 
 // RefID returns the directory id of a "directory:<id>" name, or "".

@@ -41,6 +41,7 @@ type overlay struct {
 type ent struct {
 	off        uint32
 	nlen, mlen uint8
+	prefix     bool // a prefix entry (else exact)
 }
 
 // Hit is a directory lookup's result: the name, the entry it came from and
@@ -248,8 +249,6 @@ type Builder struct {
 	version      int64
 	arena        strings.Builder
 	ents         []ent
-	kinds        []bool // prefix per entry
-	n            int
 }
 
 // NewBuilder starts a table for directory d, sized for about n entries.
@@ -258,7 +257,6 @@ func NewBuilder(d *Directory, n int) *Builder {
 	if n > 0 {
 		b.arena.Grow(n * 28)
 		b.ents = make([]ent, 0, n)
-		b.kinds = make([]bool, 0, n)
 	}
 	return b
 }
@@ -281,10 +279,8 @@ func (b *Builder) Add(number, name string, prefix bool) error {
 	off := b.arena.Len()
 	b.arena.WriteString(number)
 	b.arena.WriteString(name)
-	b.ents = append(b.ents, ent{off: uint32(off), nlen: uint8(len(number)), mlen: uint8(len(name))})
-	b.kinds = append(b.kinds, prefix)
-	b.n++
-	if b.n%4096 == 0 {
+	b.ents = append(b.ents, ent{off: uint32(off), nlen: uint8(len(number)), mlen: uint8(len(name)), prefix: prefix})
+	if len(b.ents)%4096 == 0 {
 		runtime.Gosched() // bulk work yields to calls (DESIGN.md, Conventions)
 	}
 	return nil
@@ -294,23 +290,21 @@ func (b *Builder) Add(number, name string, prefix bool) error {
 // error naming it.
 func (b *Builder) Build() (*Table, error) {
 	t := &Table{id: b.id, fallback: b.fallback, version: b.version, arena: b.arena.String(), ents: b.ents, seed: maphash.MakeSeed()}
-	nExact, nPrefix := 0, 0
-	for _, p := range b.kinds {
-		if p {
+	nPrefix := 0
+	for i := range b.ents {
+		if b.ents[i].prefix {
 			nPrefix++
-		} else {
-			nExact++
 		}
 	}
-	t.exact = makeSlots(nExact)
+	t.exact = makeSlots(len(b.ents) - nPrefix)
 	t.prefix = makeSlots(nPrefix)
-	for i, p := range b.kinds {
+	for i := range t.ents {
 		if i%4096 == 4095 {
 			runtime.Gosched()
 		}
 		slots := t.exact
 		num := t.number(uint32(i))
-		if p {
+		if t.ents[i].prefix {
 			slots = t.prefix
 			if len(num) < 64 {
 				t.prefixLens |= 1 << len(num)
@@ -320,7 +314,6 @@ func (b *Builder) Build() (*Table, error) {
 			return nil, err
 		}
 	}
-	b.kinds = nil
 	return t, nil
 }
 

@@ -348,16 +348,17 @@ func rewriteEntries(ctx context.Context, t tx, id string, entries []directory.En
 	if _, err := t.exec(ctx, `DELETE FROM directory_entries WHERE directory_id = ?`, id); err != nil {
 		return err
 	}
+	return insertEntries(ctx, t, id, len(entries), func(i int) *directory.Entry { return &entries[i] })
+}
+
+// insertEntries bulk-inserts n entries of directory id.
+func insertEntries(ctx context.Context, t tx, id string, n int, entry func(i int) *directory.Entry) error {
 	vals := make([]any, len(directoryEntryCols))
-	err := t.copyRows(ctx, "directory_entries", directoryEntryCols, len(entries), func(i int) []any {
-		e := &entries[i]
+	return t.copyRows(ctx, "directory_entries", directoryEntryCols, n, func(i int) []any {
+		e := entry(i)
 		vals[0], vals[1], vals[2], vals[3] = id, bit(e.IsPrefix()), e.Number, e.Name
 		return vals
 	})
-	if err != nil {
-		return err
-	}
-	return nil
 }
 
 // keyLess reports whether e sorts before (number, prefix) in key order.
@@ -465,13 +466,7 @@ func applyEntryChanges(ctx context.Context, t tx, id string, add, upd []*directo
 		}
 	}
 	ch.Changed += len(upd)
-	vals := make([]any, len(directoryEntryCols))
-	err := t.copyRows(ctx, "directory_entries", directoryEntryCols, len(add), func(i int) []any {
-		e := add[i]
-		vals[0], vals[1], vals[2], vals[3] = id, bit(e.IsPrefix()), e.Number, e.Name
-		return vals
-	})
-	if err != nil {
+	if err := insertEntries(ctx, t, id, len(add), func(i int) *directory.Entry { return add[i] }); err != nil {
 		return err
 	}
 	ch.Added += len(add)

@@ -308,8 +308,7 @@ func (s *sqlStore) ChangeRules(ctx context.Context, policyID string, expect int6
 		// than the rest of a 1,000-rule change.
 		for i := 0; i < len(removed); i += 500 {
 			batch := removed[i:min(i+500, len(removed))]
-			args := make([]any, 0, len(batch)+1)
-			args = append(args, policyID) // not an argument: args[1:] are
+			args := make([]any, 0, len(batch))
 			for _, id := range batch {
 				args = append(args, id)
 			}
@@ -317,7 +316,7 @@ func (s *sqlStore) ChangeRules(ctx context.Context, policyID string, expect int6
 			// "policy_id = ?" in the WHERE, SQLite (no statistics) walks
 			// the policy's index instead of the 500 ids.
 			q := `DELETE FROM rules WHERE id IN (?` + strings.Repeat(", ?", len(batch)-1) + `) RETURNING policy_id`
-			rs, err := t.query(ctx, q, args[1:]...)
+			rs, err := t.query(ctx, q, args...)
 			if err != nil {
 				return err
 			}
