@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs (on Debian, when missing) and starts what the tests need:
-# PostgreSQL, xmllint, kcat, tshark, Chromium, Prometheus (and promtool).
+# PostgreSQL, xmllint, kcat, tshark, Chromium, Prometheus (and promtool),
+# net-snmp's snmptrapd and snmptranslate, libsmi's smilint and the IETF base
+# MIB modules they read.
 # Idempotent; prints the
 # PostgreSQL DSN the tests use on its last line.
 set -euo pipefail
@@ -13,6 +15,9 @@ command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v snmptranslate >/dev/null 2>&1 || need+=(snmp)
+command -v snmptrapd >/dev/null 2>&1 || need+=(snmptrapd)
+command -v smilint >/dev/null 2>&1 || need+=(smitools)
 
 SUDO=""
 ASPG="sudo -u postgres"
@@ -24,6 +29,25 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq >&2
   echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+fi
+
+# The IETF base MIB modules (SNMPv2-SMI, -TC, -CONF, -MIB) that every MIB
+# imports: Debian keeps them out of main (snmp-mibs-downloader, non-free,
+# fetches them from the IETF). They are taken from a pinned npm package that
+# carries them (net-snmp for Node.js, MIT), checked by its sha256, into
+# net-snmp's default MIB path, where snmp-mibs-downloader puts them.
+mibdir=/usr/share/snmp/mibs/ietf
+if [ ! -s "$mibdir/SNMPv2-SMI" ]; then
+  echo "test-deps: installing the IETF base MIB modules in $mibdir" >&2
+  tmp=$(mktemp -d)
+  curl -fsS -o "$tmp/m.tgz" https://registry.npmjs.org/net-snmp/-/net-snmp-3.29.2.tgz
+  echo "a89a7a7e29638b5353aa246563821172754ff1980bfc4b5dbd09dc1b217c6f04  $tmp/m.tgz" | sha256sum -c --quiet
+  tar -xzf "$tmp/m.tgz" -C "$tmp"
+  $SUDO mkdir -p "$mibdir"
+  for m in SNMPv2-SMI SNMPv2-TC SNMPv2-CONF SNMPv2-MIB; do
+    $SUDO cp "$tmp/package/lib/mibs/$m.mib" "$mibdir/$m"
+  done
+  rm -rf "$tmp"
 fi
 
 # Start the first PostgreSQL cluster found, creating one if none exists.

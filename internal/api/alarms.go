@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/signalbox/signalbox/internal/obs"
 )
@@ -28,12 +27,11 @@ func (s *server) getAlarms(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := defaultAlarmHistory
 	if raw := r.URL.Query().Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 0 || n > maxAlarmHistory {
-			s.fail(w, r, badRequest("limit", "limit: %q is not a whole number from 0 to %d", raw, maxAlarmHistory))
+		var err error
+		if limit, err = wholeParam("limit", raw, 0, maxAlarmHistory); err != nil {
+			s.fail(w, r, err)
 			return
 		}
-		limit = n
 	}
 	active := s.cfg.Alarms.Active()
 	if active == nil {

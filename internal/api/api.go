@@ -23,18 +23,24 @@ import (
 	"github.com/signalbox/signalbox/internal/callpolicy"
 	"github.com/signalbox/signalbox/internal/director"
 	"github.com/signalbox/signalbox/internal/store"
+	"github.com/signalbox/signalbox/internal/trace"
 )
 
 // Roles an API token can hold.
 const (
 	RoleAdmin  = "admin"  // may read and write everything
 	RoleViewer = "viewer" // may only read (GET/HEAD), and not tokens
+	// RoleTracer reads as a viewer does and may also start, stop and
+	// download subscriber traces (which a viewer may not even list).
+	RoleTracer = "tracer"
 )
 
 // What OnChange is told has changed (and the audit log's resources).
 const (
 	ChangedPolicies = "policies"
 	ChangedFeeds    = "feeds"
+	ChangedWebhooks = "webhooks"
+	ChangedTraces   = "traces"
 	changedTokens   = "tokens"
 )
 
@@ -114,6 +120,23 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Exporter serves GET /export (the director's Manager); nil answers 503.
 	Exporter Exporter
+	// Webhooks sends test events (POST /webhooks/{name}/test); nil
+	// answers 503.
+	Webhooks WebhookTester
+	// CallStream reads the newest call records of the CALLS topic (GET
+	// /calls/stream); nil (no stream on this node) answers 503.
+	CallStream CallStreamReader
+	// Records searches the stored transaction records (GET /xdrs); nil
+	// answers 503.
+	Records RecordSearcher
+	// TraceDir holds the subscriber traces' files; empty: no traces on
+	// this node (503). TraceLimits bound them; MaxTraces running at once.
+	TraceDir    string
+	TraceLimits trace.Limits
+	MaxTraces   int
+	// Node is this node's name: a trace captures on the node it was
+	// started on, and only that node has its files.
+	Node string
 }
 
 type server struct {
@@ -126,6 +149,9 @@ type server struct {
 	// auditErrors counts changes whose audit record could not be written.
 	auditErrors prometheus.Counter
 	now         func() time.Time
+	openapi     []byte // GET /api/v1/openapi.json
+	// patterns are the routes served, "METHOD /path", as registered.
+	patterns []string
 }
 
 // New returns the API handler. It serves /api/v1/... only; mount it on the
@@ -164,12 +190,23 @@ func New(cfg Config) (http.Handler, error) {
 			return nil, fmt.Errorf("api: register metrics: %w", err)
 		}
 	}
+	var err error
+	if s.openapi, err = OpenAPIJSON(); err != nil {
+		return nil, err
+	}
 	s.routes()
 	return http.HandlerFunc(s.serveHTTP), nil
 }
 
+// openapiPath is served without a token.
+const openapiPath = "/api/v1/openapi.json"
+
 func (s *server) routes() {
-	h := s.mux.HandleFunc
+	h := func(pattern string, fn http.HandlerFunc) {
+		s.patterns = append(s.patterns, pattern)
+		s.mux.HandleFunc(pattern, fn)
+	}
+	h("GET "+openapiPath, s.getOpenAPI)
 	h("GET /api/v1/version", s.getVersion)
 
 	h("GET /api/v1/policies", s.listPolicies)
@@ -210,6 +247,7 @@ func (s *server) routes() {
 	h("DELETE /api/v1/directories/{id}/entries/{number}", s.deleteDirectoryEntry)
 
 	h("GET /api/v1/calls", s.searchCalls)
+	h("GET /api/v1/calls/stream", s.callStream)
 
 	h("GET /api/v1/feeds", s.listFeeds)
 	h("POST /api/v1/feeds", s.createFeed)
@@ -219,6 +257,22 @@ func (s *server) routes() {
 	h("GET /api/v1/feeds/{name}/status", s.feedStatus)
 	h("GET /api/v1/feeds/{name}/records", s.feedRecords)
 	h("GET /api/v1/export", s.export)
+
+	h("GET /api/v1/webhooks", s.listWebhooks)
+	h("POST /api/v1/webhooks", s.createWebhook)
+	h("GET /api/v1/webhooks/{name}", s.getWebhook)
+	h("PUT /api/v1/webhooks/{name}", s.updateWebhook)
+	h("DELETE /api/v1/webhooks/{name}", s.deleteWebhook)
+	h("POST /api/v1/webhooks/{name}/test", s.testWebhook)
+
+	h("GET /api/v1/xdrs", s.searchXDRs)
+
+	h("GET /api/v1/traces", s.listTraces)
+	h("POST /api/v1/traces", s.createTrace)
+	h("GET /api/v1/traces/{id}", s.getTrace)
+	h("DELETE /api/v1/traces/{id}", s.stopTrace)
+	h("GET /api/v1/traces/{id}/pcap", s.traceFile)
+	h("GET /api/v1/traces/{id}/jsonl", s.traceFile)
 
 	h("GET /api/v1/alarms", s.getAlarms)
 	h("GET /api/v1/stats", s.getStats)
@@ -241,6 +295,10 @@ func (s *server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		s.requests.WithLabelValues(route, strconv.Itoa(sw.code())).Inc()
 	}()
+	if r.URL.Path == openapiPath && r.Method == http.MethodGet {
+		s.mux.ServeHTTP(sw, r)
+		return
+	}
 	who, ok := s.authenticate(sw, r)
 	if !ok {
 		return
@@ -291,6 +349,11 @@ func (s *server) listsChanged(r *http.Request, action, id, policy, shared string
 // changed logs a committed change and tells the owner of the configuration.
 func (s *server) changed(r *http.Request, what, action, id string) {
 	s.logChange(r, what, action, id)
+	s.notify(what)
+}
+
+// notify tells the app of a committed change (Config.OnChange).
+func (s *server) notify(what string) {
 	if s.cfg.OnChange != nil {
 		s.cfg.OnChange(what)
 	}

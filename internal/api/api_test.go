@@ -92,6 +92,7 @@ func (e *env) onChange(what string) {
 		e.recompile()
 	case ChangedFeeds:
 		e.feeds.sync(context.Background())
+	case ChangedWebhooks, ChangedTraces:
 	default:
 		e.t.Errorf("OnChange(%q): unknown change", what)
 	}

@@ -74,6 +74,15 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (identity,
 	}
 	switch role {
 	case RoleAdmin:
+	case RoleTracer:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !strings.HasPrefix(r.URL.Path, "/api/v1/traces") {
+			writeError(w, http.StatusForbidden, "this token has the tracer role, which may only read and trace subscribers", "")
+			return identity{}, false
+		}
+		if strings.HasPrefix(r.URL.Path, "/api/v1/tokens") {
+			writeError(w, http.StatusForbidden, "tokens are visible to the admin role only", "")
+			return identity{}, false
+		}
 	case RoleViewer:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeError(w, http.StatusForbidden, "this token has the viewer role, which may only read", "")

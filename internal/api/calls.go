@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -73,13 +75,20 @@ func parseCallQuery(v map[string][]string, now time.Time) (store.CallQuery, erro
 		return q, badRequest("until", "until: %s is before since %s", q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339))
 	}
 	if raw := get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > maxCallLimit {
-			return q, badRequest("limit", "limit: %q is not a whole number from 1 to %d", raw, maxCallLimit)
+		if q.Limit, err = wholeParam("limit", raw, 1, maxCallLimit); err != nil {
+			return q, err
 		}
-		q.Limit = n
 	}
 	return q, nil
+}
+
+// wholeParam parses a query parameter that is a whole number from lo to hi.
+func wholeParam(name, raw string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest(name, "%s: %q is not a whole number from %d to %d", name, raw, lo, hi)
+	}
+	return n, nil
 }
 
 // parseTimeParam takes RFC 3339 or a duration relative to now ("-1h",
@@ -98,4 +107,33 @@ func parseTimeParam(name, raw string, now time.Time) (time.Time, error) {
 		return now.Add(d), nil
 	}
 	return time.Time{}, badRequest(name, "%s: %q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a relative duration (-1h, -30m)", name, raw)
+}
+
+// CallStreamReader reads the newest call records of the CALLS topic.
+type CallStreamReader interface {
+	Recent(ctx context.Context, n int) ([]json.RawMessage, error)
+}
+
+// callStream answers GET /api/v1/calls/stream?limit= with the newest call
+// records on the CALLS topic, from every node, newest first: the
+// console's live view of the stream.
+func (s *server) callStream(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.CallStream == nil {
+		s.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Msg: "call records are not streamed on this node (-calls-topic, and a Kafka: the director's or -kafka-brokers)"})
+		return
+	}
+	n := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		var err error
+		if n, err = wholeParam("limit", v, 1, 1000); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	recs, err := s.cfg.CallStream.Recent(r.Context(), n)
+	if err != nil {
+		s.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Msg: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"records": recs})
 }

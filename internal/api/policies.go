@@ -16,15 +16,16 @@ var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 // policyInput is a policy as clients send it. The read-only timestamps are
 // accepted (and ignored) so that a body fetched with GET can be PUT back.
 type policyInput struct {
-	ID            string                `json:"id"`
-	Name          string                `json:"name"`
-	Description   string                `json:"description"`
-	DefaultAction *callpolicy.Action    `json:"default_action"`
-	RateLimit     *callpolicy.RateLimit `json:"rate_limit"`
-	AllowAction   *callpolicy.Action    `json:"allow_action"`
-	BlockAction   *callpolicy.Action    `json:"block_action"`
-	CreatedAt     *time.Time            `json:"created_at"`
-	UpdatedAt     *time.Time            `json:"updated_at"`
+	ID            string                 `json:"id"`
+	Name          string                 `json:"name"`
+	Description   string                 `json:"description"`
+	DefaultAction *callpolicy.Action     `json:"default_action"`
+	RateLimit     *callpolicy.RateLimit  `json:"rate_limit"`
+	AllowAction   *callpolicy.Action     `json:"allow_action"`
+	BlockAction   *callpolicy.Action     `json:"block_action"`
+	Reputation    *callpolicy.Reputation `json:"reputation"`
+	CreatedAt     *time.Time             `json:"created_at"`
+	UpdatedAt     *time.Time             `json:"updated_at"`
 }
 
 func (in *policyInput) policy(id string) callpolicy.Policy {
@@ -35,6 +36,7 @@ func (in *policyInput) policy(id string) callpolicy.Policy {
 		RateLimit:   in.RateLimit,
 		AllowAction: in.AllowAction,
 		BlockAction: in.BlockAction,
+		Reputation:  in.Reputation,
 	}
 	if p.Name == "" {
 		p.Name = id

@@ -14,23 +14,25 @@ import (
 // (curri, director, the process collector); a name missing from the
 // registry simply leaves its part of the snapshot empty.
 const (
-	mCURRIRequests = "signalbox_curri_requests_total"
-	mCURRIDuration = "signalbox_curri_request_duration_seconds"
-	mCURRIErrors   = "signalbox_curri_errors_total"
-	mTopicCopies   = "signalbox_kafka_topic_copies_total" // every copy written to an NF topic, by any producer
-	mIngestReject  = "signalbox_ingest_rejected_total"
-	mCopyInvalid   = "signalbox_copy_invalid_total"
-	mFeedDelivered = "signalbox_feed_delivered_total"
-	mFeedFailures  = "signalbox_feed_failures_total"
-	mFeedLost      = "signalbox_feed_lost_total"
-	mFeedLag       = "signalbox_feed_lag"
-	mFeedConnected = "signalbox_feed_connected"
-	mFeedLatency   = "signalbox_feed_e2e_latency_seconds"
-	mProcCPU       = "process_cpu_seconds_total"
-	mProcRSS       = "process_resident_memory_bytes"
-	mProcStart     = "process_start_time_seconds"
-	mGoroutines    = "go_goroutines"
-	mAlarmsActive  = "signalbox_alarms_active"
+	mCURRIRequests   = "signalbox_curri_requests_total"
+	mCURRIDuration   = "signalbox_curri_request_duration_seconds"
+	mCURRIErrors     = "signalbox_curri_errors_total"
+	mTopicCopies     = "signalbox_kafka_topic_copies_total" // every copy written to an NF topic, by any producer
+	mXDRTransactions = "signalbox_xdr_transactions_total"
+	mXDRFailures     = "signalbox_xdr_failures_total"
+	mIngestReject    = "signalbox_ingest_rejected_total"
+	mCopyInvalid     = "signalbox_copy_invalid_total"
+	mFeedDelivered   = "signalbox_feed_delivered_total"
+	mFeedFailures    = "signalbox_feed_failures_total"
+	mFeedLost        = "signalbox_feed_lost_total"
+	mFeedLag         = "signalbox_feed_lag"
+	mFeedConnected   = "signalbox_feed_connected"
+	mFeedLatency     = "signalbox_feed_e2e_latency_seconds"
+	mProcCPU         = "process_cpu_seconds_total"
+	mProcRSS         = "process_resident_memory_bytes"
+	mProcStart       = "process_start_time_seconds"
+	mGoroutines      = "go_goroutines"
+	mAlarmsActive    = "signalbox_alarms_active"
 )
 
 // Stats is the compact snapshot GET /api/v1/stats answers. Counters are
@@ -44,6 +46,7 @@ type Stats struct {
 	Feeds    []FeedStats    `json:"feeds"`
 	Process  ProcessStats   `json:"process"`
 	Alarms   map[string]int `json:"alarms_active"` // by severity
+	XDR      XDRStats       `json:"xdr"`
 	Warnings []string       `json:"warnings,omitempty"`
 }
 
@@ -98,6 +101,22 @@ type ProcessStats struct {
 	HasProcInfo bool    `json:"has_process_info"`
 }
 
+// XDRStats are the xdr feeds' KPIs since the process started: per
+// service, transactions and failures; the failures by cause.
+type XDRStats struct {
+	Services []ServiceKPI      `json:"services"`
+	Causes   map[string]uint64 `json:"causes"`
+}
+
+// ServiceKPI is one service's transactions and failures (4xx, 5xx, no
+// response), summed over NF types and xdr feeds.
+type ServiceKPI struct {
+	Service      string  `json:"service"`
+	Transactions uint64  `json:"transactions"`
+	Failed       uint64  `json:"failed"`
+	SuccessRatio float64 `json:"success_ratio"`
+}
+
 func (s *server) getStats(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Gatherer == nil {
 		s.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Msg: "metrics are not available in this process"})
@@ -121,7 +140,9 @@ func computeStats(g prometheus.Gatherer, now time.Time) Stats {
 		Ingest: IngestStats{Copies: map[string]uint64{}, Rejected: map[string]uint64{}},
 		Feeds:  []FeedStats{},
 		Alarms: map[string]int{},
+		XDR:    XDRStats{Services: []ServiceKPI{}, Causes: map[string]uint64{}},
 	}
+	kpis := map[string]*ServiceKPI{}
 	mfs, err := g.Gather()
 	if err != nil {
 		st.Warnings = append(st.Warnings, "gathering metrics: "+err.Error())
@@ -179,6 +200,20 @@ func computeStats(g prometheus.Gatherer, now time.Time) Stats {
 				st.Process.Goroutines = m.GetGauge().GetValue()
 			case mAlarmsActive:
 				st.Alarms[label(m, "severity")] = int(m.GetGauge().GetValue())
+			case mXDRTransactions:
+				svc := label(m, "service")
+				k := kpis[svc]
+				if k == nil {
+					k = &ServiceKPI{Service: svc}
+					kpis[svc] = k
+				}
+				n := uint64(m.GetCounter().GetValue())
+				k.Transactions += n
+				if c := label(m, "status_class"); c == "4xx" || c == "5xx" || c == "timeout" {
+					k.Failed += n
+				}
+			case mXDRFailures:
+				st.XDR.Causes[label(m, "cause")] += uint64(m.GetCounter().GetValue())
 			}
 		}
 	}
@@ -188,6 +223,13 @@ func computeStats(g prometheus.Gatherer, now time.Time) Stats {
 	for _, f := range feeds {
 		st.Feeds = append(st.Feeds, *f)
 	}
+	for _, k := range kpis {
+		if k.Transactions > 0 {
+			k.SuccessRatio = 1 - float64(k.Failed)/float64(k.Transactions)
+		}
+		st.XDR.Services = append(st.XDR.Services, *k)
+	}
+	sort.Slice(st.XDR.Services, func(i, j int) bool { return st.XDR.Services[i].Transactions > st.XDR.Services[j].Transactions })
 	sort.Slice(st.Feeds, func(i, j int) bool { return st.Feeds[i].Name < st.Feeds[j].Name })
 	return st
 }

@@ -60,8 +60,8 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("name", "name: required, at most 64 characters"))
 		return
 	}
-	if in.Role != RoleAdmin && in.Role != RoleViewer {
-		s.fail(w, r, badRequest("role", "role: %q is not a role; use %q or %q", in.Role, RoleAdmin, RoleViewer))
+	if in.Role != RoleAdmin && in.Role != RoleViewer && in.Role != RoleTracer {
+		s.fail(w, r, badRequest("role", "role: %q is not a role; use %q, %q or %q", in.Role, RoleAdmin, RoleViewer, RoleTracer))
 		return
 	}
 	secret, err := newSecret()

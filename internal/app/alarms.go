@@ -3,12 +3,19 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/obs"
 	"github.com/signalbox/signalbox/internal/ratesync"
+	"github.com/signalbox/signalbox/internal/snmpnotify"
 )
 
 // Alarm kinds raised by the app's watcher.
@@ -22,13 +29,53 @@ const (
 	alarmCURRIUnknownPolicy = "curri_unknown_policy"
 	alarmCURRIKeepalive     = "curri_keepalive_missing"
 	alarmStoreUnreachable   = "store_unreachable"
+	alarmCallsStream        = "calls_stream_dropped"
+	alarmReputation         = "reputation_unavailable"
+	alarmWebhook            = "webhook_failing"
 )
 
 // alarmKinds is every alarm kind signalbox raises: each has an alert rule
 // in deploy/prometheus/signalbox.rules.yml (TestAlertRulesCoverAlarms).
 var alarmKinds = []string{alarmFeedDisconnected, alarmFeedLag, alarmFeedCopiesLost, alarmFeedLatency,
 	alarmCURRIErrors, alarmCURRILatency, alarmCURRIUnknownPolicy, alarmCURRIKeepalive, alarmStoreUnreachable,
-	ratesync.AlarmID}
+	alarmCallsStream, alarmReputation, alarmWebhook, alarmXDRFailureRatio, alarmXDRLatency, ratesync.AlarmID}
+
+// newSNMPNotifier sends the alarms to -snmp-managers. The node is named
+// by -node-name or the host name, which also make the default SNMPv3
+// engine ID, so that it stays the same across restarts.
+func newSNMPNotifier(cfg config.Serve, node string, reg prometheus.Registerer, log *slog.Logger) (*snmpnotify.Notifier, error) {
+	var engine []byte
+	if cfg.SNMPEngineID != "" {
+		var err error
+		if engine, err = snmpnotify.ParseEngineID(cfg.SNMPEngineID); err != nil {
+			return nil, err
+		}
+	}
+	// snmpEngineBoots grows at every start (kept in the data dir), so that
+	// managers take a restarted node's notifications.
+	var boots uint32
+	if cfg.SNMPVersion == "3" {
+		var err error
+		if boots, err = snmpnotify.NextBoots(filepath.Join(cfg.DataDir, "snmp-engine-boots")); err != nil {
+			return nil, err
+		}
+	}
+	var managers []string
+	for _, m := range strings.Split(cfg.SNMPManagers, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			managers = append(managers, m)
+		}
+	}
+	n, err := snmpnotify.New(snmpnotify.Config{Managers: managers, Version: cfg.SNMPVersion,
+		Community: cfg.SNMPCommunity, User: cfg.SNMPUser, AuthProtocol: cfg.SNMPAuthProtocol,
+		AuthPassword: cfg.SNMPAuthPassword, PrivProtocol: cfg.SNMPPrivProtocol, PrivPassword: cfg.SNMPPrivPassword,
+		EngineID: engine, Boots: boots, Node: node, Registerer: reg, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("alarms are sent as SNMP notifications", "managers", managers, "version", cfg.SNMPVersion, "node", node)
+	return n, nil
+}
 
 // curriWatch accumulates, off the reply path and without locks on the common
 // path, what the alarm watcher needs of CURRI traffic.
@@ -106,7 +153,17 @@ func (s *Server) alarmLoop(ctx context.Context) {
 	defer t.Stop()
 	minute := time.NewTicker(time.Minute)
 	defer minute.Stop()
+	kpiEvery := s.cfg.AlarmKPIWindow
+	if kpiEvery <= 0 {
+		kpiEvery = time.Minute
+	}
+	kpiT := time.NewTicker(kpiEvery)
+	defer kpiT.Stop()
+	kpis := newKPIWatch()
 	feeds := map[string]*feedWatch{}
+	var streamLostAt time.Time
+	reputationDown := map[string]bool{}
+	webhooksFailing := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -114,8 +171,13 @@ func (s *Server) alarmLoop(ctx context.Context) {
 		case now := <-t.C:
 			s.checkFeeds(feeds, now)
 			s.checkKeepalives(now)
+			streamLostAt = s.checkCallsStream(streamLostAt, now)
+			s.checkReputation(reputationDown)
+			s.checkWebhooks(webhooksFailing)
 		case <-minute.C:
 			s.checkCURRIRates()
+		case <-kpiT.C:
+			s.checkKPIs(kpis)
 		}
 	}
 }
@@ -178,6 +240,59 @@ func (s *Server) checkFeeds(feeds map[string]*feedWatch, now time.Time) {
 			}
 		}
 	}
+}
+
+// checkReputation raises reputation_unavailable for each reputation
+// service that failed repeatedly and has not answered since, and clears it
+// once it answers.
+func (s *Server) checkReputation(raised map[string]bool) {
+	down := s.reputation.Down()
+	for u, why := range down {
+		s.alarms.Raise(alarmReputation, "reputation/"+u, obs.Major,
+			fmt.Sprintf("reputation service %s fails (%s): its policies fail open or closed as configured, without waiting for it", u, why))
+		raised[u] = true
+	}
+	for u := range raised {
+		if _, ok := down[u]; !ok {
+			s.alarms.Clear(alarmReputation, "reputation/"+u)
+			delete(raised, u)
+		}
+	}
+}
+
+// checkWebhooks raises webhook_failing for each webhook whose last event
+// could not be delivered, and clears it once one is.
+func (s *Server) checkWebhooks(raised map[string]bool) {
+	failing := s.webhooks.Failing()
+	for name, why := range failing {
+		s.alarms.Raise(alarmWebhook, "webhook/"+name, obs.Minor, "webhook "+name+": "+why)
+		raised[name] = true
+	}
+	for name := range raised {
+		if _, ok := failing[name]; !ok {
+			s.alarms.Clear(alarmWebhook, "webhook/"+name)
+			delete(raised, name)
+		}
+	}
+}
+
+// checkCallsStream raises calls_stream_dropped when call records were lost
+// (queue or producer buffer full, broker errors) since the last check, and
+// clears it after a minute without losses.
+func (s *Server) checkCallsStream(lostAt, now time.Time) time.Time {
+	if s.dir == nil || s.dir.stream == nil {
+		return lostAt
+	}
+	if n, why := s.dir.stream.Lost(); n > 0 {
+		s.alarms.Raise(alarmCallsStream, "calls_stream", obs.Major,
+			fmt.Sprintf("%d call records not produced to %s in the last 5 s: %s", n, s.dir.stream.Topic(), why))
+		return now
+	}
+	if !lostAt.IsZero() && now.Sub(lostAt) > time.Minute {
+		s.alarms.Clear(alarmCallsStream, "calls_stream")
+		return time.Time{}
+	}
+	return lostAt
 }
 
 func (s *Server) checkKeepalives(now time.Time) {

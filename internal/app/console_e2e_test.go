@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	testkit.Tool(t, chromiumPath)
 	outDir := screenshotDir(t)
 
-	s := startServer(t, testConfig(t, t.TempDir(), true))
+	cfg := testConfig(t, t.TempDir(), true)
+	cfg.CallsTopic = "CALLS"
+	cfg.NodeName = "console-node"
+	s := startServer(t, cfg)
 	t.Cleanup(func() { s.Shutdown() })
 	base := "http://" + s.HTTPAddr()
 
@@ -190,6 +194,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	b2.do("live tail", chromedp.Click(chromedp.CSS("#tail")))
 	b2.poll("call log shows calls", `document.querySelectorAll('#calls tbody tr td .badge').length > 0`, 10*time.Second)
 	b2.shot("call-policy")
+	// The same calls as the CALLS stream has them, with the node that answered.
+	b2.do("calls stream", chromedp.SetValue(chromedp.CSS("#calls-source"), "stream"))
+	b2.evalString(`(() => { document.querySelector('#calls-source').dispatchEvent(new Event('change')); return '' })()`)
+	b2.poll("stream shows calls", `document.querySelector('#calls').innerText.includes('CALLS stream') && document.querySelector('#calls').innerText.includes('console-node')`, 10*time.Second)
+	b2.do("back to the call log", chromedp.SetValue(chromedp.CSS("#calls-source"), "log"))
+	b2.evalString(`(() => { document.querySelector('#calls-source').dispatchEvent(new Event('change')); return '' })()`)
 
 	// Shared lists: a group with a nested group is refused when it loops.
 	b2.do("open shared lists", chromedp.Click(chromedp.CSS("#nav-lists")), chromedp.WaitVisible(chromedp.CSS("#shared-lists")))
@@ -229,6 +239,44 @@ func TestConsoleInBrowser(t *testing.T) {
 	b2.do("search directory", chromedp.SendKeys(chromedp.CSS("#dir-search-name"), "acme"))
 	b2.poll("directory search", `(() => { const t = document.querySelector('#directory-entries').innerText; return t.includes('Acme Corp') && !t.includes('Dana Scully'); })()`, 10*time.Second)
 	b2.shot("directories")
+
+	// Webhooks: create one, see its secret once, and send it a test event.
+	hooked := make(chan string, 10000)
+	hookSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // later steps' calls and alarms may send more events
+		case hooked <- r.Header.Get("X-Signalbox-Event"):
+		default:
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hookSrv.Close()
+	b2.do("open webhooks", chromedp.Click(chromedp.CSS("#nav-webhooks")), chromedp.WaitVisible(chromedp.CSS("#webhooks")))
+	b2.do("create webhook", chromedp.Click(chromedp.CSS("#page-webhooks details summary")),
+		chromedp.SetValue(chromedp.CSS(`#webhook-form [data-field="name"] input`), "e2e-hook"),
+		chromedp.SetValue(chromedp.CSS(`#webhook-form [data-field="url"] input`), hookSrv.URL+"/in"),
+		chromedp.Click(chromedp.CSS(`#webhook-form button[type=submit]`)))
+	b2.poll("secret shown once", `document.querySelector('#webhook-secret').textContent.includes('whsec_')`, 10*time.Second)
+	b2.poll("webhook listed", `document.querySelector('#webhooks').innerText.includes('e2e-hook')`, 10*time.Second)
+	b2.do("send test event", chromedp.Click(chromedp.CSS(`#webhooks tr[data-webhook="e2e-hook"] button.secondary`)))
+	b2.poll("test delivered", `document.querySelector('#webhook-test-status').textContent.includes('delivered, HTTP 204')`, 10*time.Second)
+	for got := ""; got != "test"; { // the test event, among what live calls send it
+		select {
+		case got = <-hooked:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the webhook's endpoint got no test event")
+		}
+	}
+	b2.shot("webhooks")
+
+	// Traces: start one of a subscriber, see it running, stop it.
+	b2.do("open traces", chromedp.Click(chromedp.CSS("#nav-traces")), chromedp.WaitVisible(chromedp.CSS("#trace-form")),
+		chromedp.SetValue(chromedp.CSS(`#trace-form [data-field="supi"] input`), "234300000000001"),
+		chromedp.Click(chromedp.CSS(`#trace-form button[type=submit]`)))
+	b2.poll("trace running", `(() => { const r = document.querySelector('#traces tr[data-state="running"]'); return r && r.innerText.includes('imsi-234300000000001'); })()`, 10*time.Second)
+	b2.poll("trace live view", `document.querySelector('#trace-live').innerText.includes('Copies caught by')`, 10*time.Second)
+	b2.shot("traces")
+	b2.do("stop trace", chromedp.Click(chromedp.CSS(`#traces tr[data-state="running"] button.danger`)))
+	b2.poll("trace ended", `document.querySelector('#traces tr[data-state="ended"]') !== null`, 10*time.Second)
 	if code, b := apiDo(t, s, "POST", "/api/v1/policies/default/rules",
 		`{"priority":5,"enabled":true,"match":{"called":"7000"},"action":{"decision":"permit","modify":{"calling_name":"directory:e2e"}}}`); code != 201 {
 		t.Fatalf("rule naming from the directory: %d %s", code, b)
@@ -268,7 +316,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("xdr feed: %d %s", code, b)
 	}
 	b2.poll("xdr records panel", `(() => { const o = document.querySelector('select option[value="e2e-tx"]'); return o && document.body.textContent.includes('No records delivered yet'); })()`, 15*time.Second)
+	// NF traffic (3 % failures with ProblemDetails causes) fills the KPI
+	// tables: transactions by service, failures by cause.
+	produceCopies(t, context.Background(), s.KafkaAddrs(), "console", 2000, 4000)
+	b2.poll("service KPIs", `document.querySelector('#xdr-kpis').innerText.includes('nudm') || document.querySelector('#xdr-kpis').innerText.includes('nnrf')`, 20*time.Second)
+	b2.poll("failures by cause", `/USER_NOT_FOUND|NF_CONGESTION|SYSTEM_FAILURE|AUTHENTICATION_REJECTED|MANDATORY_IE_INCORRECT/.test(document.querySelector('#xdr-causes').innerText)`, 20*time.Second)
 	b2.shot("director")
+	// The xdr feed's records are stored: search them by service on the
+	// Traces page.
+	b2.do("open traces for the records", chromedp.Click(chromedp.CSS("#nav-traces")), chromedp.WaitVisible(chromedp.CSS("#xdr-search-form")),
+		chromedp.SetValue(chromedp.CSS(`#xdr-search-form [data-field="key"] select`), "service"),
+		chromedp.SetValue(chromedp.CSS("#xdr-search"), "nnrf-nfm"),
+		chromedp.Click(chromedp.CSS(`#xdr-search-form button[type=submit]`)))
+	b2.poll("records found", `document.querySelector('#xdr-results').innerText.includes('nnrf-nfm') && document.querySelectorAll('#xdr-results tbody tr').length > 0`, 10*time.Second)
+	b2.shot("xdr-search")
 
 	// Alarms, Settings (create a token: shown once), About.
 	b2.do("open alarms", chromedp.Click(chromedp.CSS("#nav-alarms")), chromedp.WaitVisible(chromedp.CSS("#page-alarms table")))

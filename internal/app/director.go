@@ -21,10 +21,13 @@ import (
 
 	"github.com/signalbox/signalbox/internal/api"
 	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/callstream"
 	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/director"
 	"github.com/signalbox/signalbox/internal/ingest"
 	"github.com/signalbox/signalbox/internal/store"
+	"github.com/signalbox/signalbox/internal/trace"
+	"github.com/signalbox/signalbox/internal/xdrstore"
 )
 
 // directorParts is the running data director: the embedded broker (unless an
@@ -42,6 +45,22 @@ type directorParts struct {
 	offsetsDone chan struct{}
 	ingestLn    net.Listener
 	ingest      *http.Server
+
+	// Subscriber traces: their files' directory, the NF topics they read,
+	// and the running ones last applied (ids, comma-joined).
+	traceDir      string
+	topics        []broker.TopicSpec
+	runningTraces string
+
+	// records keeps the xdr feeds' transaction records for search.
+	records     *xdrstore.Store
+	recordsStop context.CancelFunc
+	recordsDone chan struct{}
+
+	// stream produces the CURRI call records (nil with -calls-topic "").
+	stream     *callstream.Stream
+	streamStop context.CancelFunc
+	streamDone chan struct{}
 }
 
 func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error) {
@@ -54,7 +73,11 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	// The dead-letter topic is made with the NF topics: undecodable copies
 	// and copies a sink can never deliver go there.
 	withDLQ := append(slices.Clone(specs), broker.TopicSpec{Name: broker.DLQTopic, Partitions: 1})
-	d := &directorParts{s: s}
+	// And the call records' topic.
+	if cfg.CallsTopic != "" {
+		withDLQ = append(withDLQ, broker.TopicSpec{Name: cfg.CallsTopic, Partitions: 6})
+	}
+	d := &directorParts{s: s, traceDir: filepath.Join(cfg.DataDir, "traces"), topics: specs}
 	clientTLS, serverTLS, err := kafkaTLS(cfg)
 	if err != nil {
 		return nil, err
@@ -103,9 +126,20 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 		}
 	}
 
+	if d.records, err = xdrstore.Open(xdrstore.Config{Dir: filepath.Join(cfg.DataDir, "xdrs"), MaxAge: cfg.XDRStoreMaxAge,
+		MaxBytes: cfg.XDRStoreMaxBytes, Codec: cfg.XDRStoreCodec, Registerer: s.reg, Logger: s.log}); err != nil {
+		d.stop(ctx)
+		return nil, err
+	}
+	rctx, rstop := context.WithCancel(context.WithoutCancel(bgCtx))
+	d.recordsStop, d.recordsDone = rstop, make(chan struct{})
+	go func() { defer close(d.recordsDone); d.records.Run(rctx) }()
+
 	mgr, err := director.NewManager(director.Config{
+		RecordStore:    d.records,
 		Client:         d.client,
 		Topics:         specs,
+		CallsTopic:     cfg.CallsTopic,
 		CreateTopics:   cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
 		SoloReads:      cfg.FeedSoloReads,
 		SessionTimeout: cfg.KafkaSessionTimeout,
@@ -122,6 +156,18 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	d.mgrDone = make(chan error, 1)
 	go func() { d.mgrDone <- mgr.Run(mctx) }()
 	d.reconcile(ctx)
+
+	if cfg.CallsTopic != "" {
+		if d.stream, err = callstream.New(callstream.Config{Client: d.client, Topic: cfg.CallsTopic,
+			Registerer: s.reg, Logger: s.log}); err != nil {
+			d.stop(ctx)
+			return nil, err
+		}
+		sctx, sstop := context.WithCancel(context.WithoutCancel(bgCtx))
+		d.streamStop, d.streamDone = sstop, make(chan struct{})
+		go func() { defer close(d.streamDone); d.stream.Run(sctx, 5*time.Second) }()
+		s.log.Info("call decisions are streamed to Kafka", "topic", cfg.CallsTopic)
+	}
 
 	// Copies written to each NF topic, by any producer (Kafka clients and
 	// the HTTP/2 ingest alike), from the topics' end offsets.
@@ -185,6 +231,7 @@ func (d *directorParts) reconcile(ctx context.Context) {
 		}
 		specs = append(specs, sp)
 	}
+	specs = append(specs, d.traceFeeds(ctx)...)
 	if err := d.mgr.Apply(ctx, specs); err != nil {
 		d.s.log.Error("some stored feeds could not be applied", "err", err)
 	}
@@ -224,11 +271,92 @@ func (d *directorParts) reconcileLoop(ctx context.Context, st store.Store, kick 
 			check()
 		case <-tick.C:
 			check()
+			// Traces start and end by the clock too: apply again when
+			// the set of running ones changed, and drop the ended ones
+			// past their retention.
+			if d.tracesChanged(ctx) {
+				d.reconcile(ctx)
+			}
 		}
 	}
 }
 
+// traceFeeds are the file feeds of the running subscriber traces of this
+// node, over every NF topic.
+func (d *directorParts) traceFeeds(ctx context.Context) []director.FeedSpec {
+	ts := d.traces(ctx)
+	var sources []string
+	for _, t := range d.topics {
+		sources = append(sources, t.Name)
+	}
+	var out []director.FeedSpec
+	now := time.Now()
+	var running []string
+	for _, t := range ts {
+		if !t.Running(now) || !t.On(d.s.node) {
+			continue
+		}
+		// The feeds start where their groups committed; a new trace's
+		// groups have no commit, and the director positions them where
+		// the trace says (its look-back, else now) as it starts them. So
+		// a node restarted mid-trace goes on where it was, neither
+		// skipping what came meanwhile nor catching it all again.
+		out = append(out, t.Feeds(d.traceDir, sources)...)
+		running = append(running, t.ID)
+	}
+	d.runningTraces = strings.Join(running, ",")
+	return out
+}
+
+// tracesChanged reports whether the running traces differ from those last
+// applied, and deletes the traces (and files) past their retention.
+func (d *directorParts) tracesChanged(ctx context.Context) bool {
+	ts := d.traces(ctx)
+	now := time.Now()
+	var running []string
+	for _, t := range ts {
+		switch {
+		case !t.On(d.s.node):
+			// Another node's: its files, and so its removal, are there.
+		case t.Running(now):
+			running = append(running, t.ID)
+		case now.After(t.End.Add(d.s.cfg.TraceRetention)):
+			if err := os.RemoveAll(trace.Dir(d.traceDir, t.ID)); err == nil {
+				_ = d.s.store.DeleteTrace(ctx, t.ID)
+				d.s.log.Info("trace removed after its retention", "trace", t.ID)
+			}
+		}
+	}
+	return strings.Join(running, ",") != d.runningTraces
+}
+
+func (d *directorParts) traces(ctx context.Context) []trace.Trace {
+	recs, err := d.s.store.ListTraces(ctx)
+	if err != nil {
+		d.s.log.Warn("traces: read the store", "err", err)
+		return nil
+	}
+	out := make([]trace.Trace, 0, len(recs))
+	for _, r := range recs {
+		var t trace.Trace
+		if err := json.Unmarshal(r.Spec, &t); err != nil {
+			d.s.log.Error("stored trace is unreadable; skipped", "trace", r.Name, "err", err)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
 func (d *directorParts) stop(ctx context.Context) {
+	// The call records queued so far are flushed while the broker is up.
+	if d.streamStop != nil {
+		d.streamStop()
+		select {
+		case <-d.streamDone:
+		case <-ctx.Done():
+		}
+	}
 	if d.ingest != nil {
 		d.ingest.Shutdown(ctx)
 	}
@@ -250,6 +378,14 @@ func (d *directorParts) stop(ctx context.Context) {
 	}
 	if d.offsetsCl != nil {
 		d.offsetsCl.Close()
+	}
+	// What the feeds made last is written.
+	if d.recordsStop != nil {
+		d.recordsStop()
+		select {
+		case <-d.recordsDone:
+		case <-ctx.Done():
+		}
 	}
 	if d.broker != nil {
 		d.broker.Close()

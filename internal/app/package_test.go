@@ -59,7 +59,8 @@ func TestDebianPackage(t *testing.T) {
 
 	// What it installed, and as whom.
 	for _, f := range []string{"/usr/bin/signalbox", "/lib/systemd/system/signalbox.service", "/etc/signalbox/signalbox.yaml",
-		"/usr/share/signalbox/deploy/prometheus/signalbox.rules.yml", "/usr/share/signalbox/deploy/grafana/signalbox-curri.json"} {
+		"/usr/share/signalbox/deploy/prometheus/signalbox.rules.yml", "/usr/share/signalbox/deploy/grafana/signalbox-curri.json",
+		"/usr/share/signalbox/deploy/snmp/SIGNALBOX-MIB.txt", "/usr/share/snmp/mibs/SIGNALBOX-MIB.txt"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("installed: %v", err)
 		}

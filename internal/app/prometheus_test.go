@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,14 +68,20 @@ func TestPrometheusScrapesServe(t *testing.T) {
 	cfg.RateLimitSync = 100 * time.Millisecond
 	s := startServer(t, cfg)
 	defer s.Shutdown()
+	rep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"score":5}`)
+	}))
+	defer rep.Close()
 
 	// Traffic that makes the labelled series: a named call, an anonymous
 	// call, a malformed request, a path CURRI does not serve, list and
-	// directory changes.
+	// directory changes, reputation lookups.
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/api/v1/directories", `{"id":"corp","name":"Corp"}`},
 		{"POST", "/api/v1/directories/corp/entries", `{"number":"2001","name":"Alice"}`},
-		{"PUT", "/api/v1/policies/default", `{"name":"Default","default_action":{"decision":"permit","modify":{"calling_name":"directory:corp"}},"rate_limit":{"per_calling":{"calls":100,"window_seconds":60}}}`},
+		{"PUT", "/api/v1/policies/default", `{"name":"Default","default_action":{"decision":"permit","modify":{"calling_name":"directory:corp"}},"rate_limit":{"per_calling":{"calls":100,"window_seconds":60}},` +
+			`"reputation":{"url":"` + rep.URL + `/?n={number}","actions":[{"min_score":90,"action":{"decision":"deny"}}]}}`},
+		{"POST", "/api/v1/webhooks", `{"name":"noc","url":"` + rep.URL + `/hook","events":["alarm_raised"]}`},
 	} {
 		if code, body := apiDo(t, s, c.method, c.path, c.body); code/100 != 2 {
 			t.Fatalf("%s %s: %d %s", c.method, c.path, code, body)
@@ -84,40 +93,13 @@ func TestPrometheusScrapesServe(t *testing.T) {
 		return strings.Contains(body, "Alice")
 	})
 	cucm.do("POST", "/curri/default", xacmlRequest("", "5000"))
+	cucm.do("POST", "/curri/default", strings.Replace(xacmlRequest("2001", "5000"), "</Subject>",
+		`<Attribute AttributeId="urn:Cisco:uc:1.0:callingpartyname" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>Alice</AttributeValue></Attribute></Subject>`, 1))
 	cucm.do("POST", "/curri/default", "<Request><Subject>")
 	cucm.do("POST", "/not-curri", xacmlRequest("2001", "5000"))
 
 	query := startPrometheus(t, s.HTTPAddr())
-	// The metrics the README and the rules name, with their labels.
-	want := map[string][]string{
-		"signalbox_alarm_active":                          {"kind"},
-		"signalbox_alarms_active":                         {"severity"},
-		"signalbox_calllog_dropped_total":                 nil,
-		"signalbox_curri_anonymous_calls_total":           nil,
-		"signalbox_curri_errors_total":                    {"reason"},
-		"signalbox_curri_http_errors_total":               {"reason"},
-		"signalbox_callpolicy_directory_lookups_total":    {"directory", "result"},
-		"signalbox_policy_reloads_total":                  {"scope"},
-		"signalbox_ratelimit_syncs_total":                 {"result"},
-		"signalbox_ratelimit_cluster_sync_ok":             nil,
-		"signalbox_curri_request_duration_seconds_bucket": {"le"},
-	}
-	for name, labels := range want {
-		testkit.WaitFor(t, 20*time.Second, name+" in Prometheus", func() bool {
-			var r struct {
-				Data []map[string]string `json:"data"`
-			}
-			if query("/api/v1/series?match[]="+url.QueryEscape(name), &r) != nil || len(r.Data) == 0 {
-				return false
-			}
-			for _, l := range labels {
-				if _, ok := r.Data[0][l]; !ok {
-					t.Errorf("%s has no label %s: %v", name, l, r.Data[0])
-				}
-			}
-			return true
-		})
-	}
+	checkSeries(t, query, curriMetrics)
 	var alarmSeries struct {
 		Data []map[string]string `json:"data"`
 	}
@@ -162,6 +144,122 @@ func TestPrometheusScrapesServe(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// The metrics the README and deploy/README name, with their documented
+// labels, by the test that sees them in a real Prometheus scraping a
+// serve: TestPrometheusScrapesServe (CURRI, PostgreSQL rate-limit sync),
+// TestDashboardsQueryRealMetrics (director traffic). The SNMP counters
+// need a manager: TestAlarmsReachSNMPManager reads them from /metrics.
+var (
+	curriMetrics = map[string][]string{
+		"signalbox_alarm_active":                          {"kind"},
+		"signalbox_alarms_active":                         {"severity"},
+		"signalbox_build_info":                            {"version"},
+		"signalbox_calllog_dropped_total":                 nil,
+		"signalbox_curri_anonymous_calls_total":           nil,
+		"signalbox_curri_errors_total":                    {"reason"},
+		"signalbox_curri_http_errors_total":               {"reason"},
+		"signalbox_curri_unknown_attributes_total":        {"attribute"},
+		"signalbox_callpolicy_directory_lookups_total":    {"directory", "result"},
+		"signalbox_policy_reloads_total":                  {"scope"},
+		"signalbox_ratelimit_syncs_total":                 {"result"},
+		"signalbox_ratelimit_cluster_sync_ok":             nil,
+		"signalbox_curri_request_duration_seconds_bucket": {"le"},
+		"signalbox_reputation_lookups_total":              {"policy", "result"},
+		"signalbox_reputation_request_duration_seconds":   nil,
+		"signalbox_webhook_events_total":                  {"webhook", "result"},
+		"signalbox_webhook_queue_length":                  {"webhook"},
+	}
+	directorMetrics = map[string][]string{
+		"signalbox_copy_invalid_total":                 {"topic", "reason"},
+		"signalbox_feed_incomplete_copies_total":       {"feed", "reason", "action"},
+		"signalbox_feed_reordered_total":               {"feed"},
+		"signalbox_feed_shared_reader_drops_total":     {"feed"},
+		"signalbox_feed_tap_fenced_commits_total":      nil,
+		"signalbox_feed_tap_rebalances_total":          {"sources"},
+		"signalbox_feed_undeliverable_total":           {"feed"},
+		"signalbox_feed_xdr_replayed_copies_total":     nil,
+		"signalbox_feed_xdr_upstream_stalls_total":     nil,
+		"signalbox_xdr_handed_over_transactions_total": nil,
+		"signalbox_xdr_transactions_total":             {"nf_type", "service", "status_class"},
+		"signalbox_xdr_latency_seconds":                {"nf_type", "service"},
+		"signalbox_xdrstore_records_written_total":     nil,
+		"signalbox_xdrstore_records_dropped_total":     nil,
+		"signalbox_xdr_failures_total":                 {"nf_type", "service", "cause"},
+		"signalbox_xdr_producer_transactions_total":    {"service", "producer", "outcome"},
+		"signalbox_xdr_roaming_transactions_total":     {"plmn", "service", "outcome"},
+		"signalbox_xdr_label_overflow_total":           {"label"},
+		"signalbox_calls_stream_produced_total":        nil,
+		"signalbox_calls_stream_dropped_total":         nil,
+		"signalbox_calls_stream_failed_total":          nil,
+	}
+	snmpMetrics = map[string][]string{
+		"signalbox_snmp_notifications_total":         {"manager", "result"},
+		"signalbox_snmp_notifications_dropped_total": nil,
+	}
+)
+
+// Every metric the docs name is checked, with the labels they give it.
+func TestDocumentedMetricsAreChecked(t *testing.T) {
+	named := regexp.MustCompile(`(signalbox_[a-z0-9_]*[a-z0-9])(\{([a-z_,]+)\})?`)
+	for _, f := range []string{"../../README.md", "../../deploy/README.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range named.FindAllStringSubmatch(string(b), -1) {
+			name := m[1]
+			labels, ok := curriMetrics[name]
+			if !ok {
+				labels, ok = directorMetrics[name]
+			}
+			if !ok {
+				labels, ok = snmpMetrics[name]
+			}
+			if !ok {
+				t.Errorf("%s names %s, which no Prometheus test checks", f, name)
+				continue
+			}
+			if m[3] != "" {
+				for _, l := range strings.Split(m[3], ",") {
+					if !slices.Contains(labels, l) {
+						t.Errorf("%s names %s with label %s, which the test does not check", f, name, l)
+					}
+				}
+			}
+		}
+	}
+}
+
+// checkSeries waits until Prometheus has a series of each metric, with
+// each of its labels, and names every one still missing after 20 s.
+func checkSeries(t *testing.T, query func(path string, v any) error, want map[string][]string) {
+	t.Helper()
+	missing := maps.Clone(want)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(missing) > 0 && time.Now().Before(deadline) {
+		for name, labels := range missing {
+			var r struct {
+				Data []map[string]string `json:"data"`
+			}
+			// A histogram's series are its _bucket, _count and _sum.
+			sel := `{__name__=~"` + name + `(_bucket|_count|_sum)?"}`
+			if query("/api/v1/series?match[]="+url.QueryEscape(sel), &r) != nil || len(r.Data) == 0 {
+				continue
+			}
+			for _, l := range labels {
+				if _, ok := r.Data[0][l]; !ok {
+					t.Errorf("%s has no label %s: %v", name, l, r.Data[0])
+				}
+			}
+			delete(missing, name)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for name := range missing {
+		t.Errorf("no series of %s in Prometheus after 20 s", name)
+	}
 }
 
 // startPrometheus starts a real Prometheus scraping target every second
@@ -246,7 +344,9 @@ func TestDashboardsQueryRealMetrics(t *testing.T) {
 	testkit.Tool(t, "prometheus")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := startServer(t, testConfig(t, t.TempDir(), true))
+	cfg := testConfig(t, t.TempDir(), true)
+	cfg.CallsTopic = "CALLS"
+	s := startServer(t, cfg)
 	defer s.Shutdown()
 
 	// Calls: named from a directory, one caller past its rate limit, one
@@ -276,15 +376,22 @@ func TestDashboardsQueryRealMetrics(t *testing.T) {
 	synth := startProbe(t, ctx, probe.ModeSynthetic)
 	createFeed(t, s, `{"name":"probe-a","type":"synthetic","sources":["SCP","NRF","SEPP"],"endpoint":"`+synth.Addr()+`"}`)
 	createFeed(t, s, `{"name":"lake","type":"kafka","sources":["SCP","NRF","SEPP"],"topic":"COPIES-OUT"}`)
-	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"2s","linger":"100ms"}}`)
+	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"2s","linger":"100ms","rekey":true}}`)
 	produceCopies(t, ctx, s.KafkaAddrs(), "dash", 500, 300)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "SCP", Value: []byte("not a copy")}).FirstErr(); err != nil {
-		t.Fatal(err)
+	// A record that is not a copy, and a response copy without :status
+	// (incomplete: relayed by the kafka feed, skipped by the others).
+	noStatus := `{"version":"1.0.0","metadata-list":{"correlation-id":"nostatus","timestamp":"1678705695995010066",` +
+		`"message-direction":"RESPONSE_EGRESS","feed-source":{"nf-type":"SCP","nf-fqdn":"scp1.example"}},` +
+		`"header-list":{"content-type":["application/json"]},"5g-sbi-message":"{}"}`
+	for _, v := range []string{"not a copy", noStatus} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "SCP", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	query := startPrometheus(t, s.HTTPAddr())
@@ -315,6 +422,7 @@ func TestDashboardsQueryRealMetrics(t *testing.T) {
 			}
 		}
 	}
+	checkSeries(t, query, directorMetrics)
 	metricName := regexp.MustCompile(`signalbox_[a-z0-9_]+`)
 	for _, e := range exprs {
 		var r struct {

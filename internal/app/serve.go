@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,13 +25,18 @@ import (
 	"github.com/signalbox/signalbox/internal/api"
 	"github.com/signalbox/signalbox/internal/calllog"
 	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/callrecord"
 	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/curri"
 	"github.com/signalbox/signalbox/internal/livepolicy"
 	"github.com/signalbox/signalbox/internal/obs"
 	"github.com/signalbox/signalbox/internal/ratesync"
+	"github.com/signalbox/signalbox/internal/reputation"
+	"github.com/signalbox/signalbox/internal/snmpnotify"
 	"github.com/signalbox/signalbox/internal/store"
+	"github.com/signalbox/signalbox/internal/trace"
 	"github.com/signalbox/signalbox/internal/web"
+	"github.com/signalbox/signalbox/internal/webhook"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -71,15 +77,20 @@ type Server struct {
 
 	dir *directorParts // nil when the director is off
 
+	node       string // -node-name, else the host name: in call records and SNMP notifications
 	alarms     *obs.Alarms
+	webhooks   *webhook.Dispatcher
+	reputation *reputation.Client
+	snmp       *snmpnotify.Notifier // nil without -snmp-managers
 	curriWatch *curriWatch
 	policies   *livepolicy.Manager
 
-	cancel  context.CancelFunc // stops background loops
-	bg      sync.WaitGroup     // background loops
-	logDone chan error         // call log writer
-	feedsCh chan struct{}      // feed reconcile requests
-	closed  sync.Once
+	cancel     context.CancelFunc // stops background loops
+	bg         sync.WaitGroup     // background loops
+	logDone    chan error         // call log writer
+	feedsCh    chan struct{}      // feed reconcile requests
+	webhooksCh chan struct{}      // webhook reload requests
+	closed     sync.Once
 }
 
 // Start builds and starts everything; it returns once every listener is up.
@@ -93,15 +104,26 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 	// to nil, and the deferred abort and the goroutines started below must
 	// keep the server they belong to.
 	s := &Server{
-		cfg:     cfg,
-		log:     log,
-		reg:     obs.NewRegistry(Version),
-		health:  obs.NewHealth(),
-		feedsCh: make(chan struct{}, 1),
-		logDone: make(chan error, 1),
+		cfg:        cfg,
+		log:        log,
+		reg:        obs.NewRegistry(Version),
+		health:     obs.NewHealth(),
+		feedsCh:    make(chan struct{}, 1),
+		webhooksCh: make(chan struct{}, 1),
+		logDone:    make(chan error, 1),
+	}
+	if s.node = cfg.NodeName; s.node == "" {
+		s.node, _ = os.Hostname()
 	}
 	s.alarms = obs.NewAlarms(s.reg)
 	s.alarms.Declare(alarmKinds...)
+	if cfg.SNMPManagers != "" {
+		if s.snmp, err = newSNMPNotifier(cfg, s.node, s.reg, log); err != nil {
+			return nil, err
+		}
+		s.alarms.Subscribe(s.snmp.Notify)
+		s.snmp.Start()
+	}
 	s.curriWatch = newCURRIWatch()
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -129,6 +151,14 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 
 	// Call policy.
 	s.engine = callpolicy.NewEngine(s.reg)
+	if s.reputation, err = reputation.New(reputation.Config{Registerer: s.reg, Logger: log}); err != nil {
+		return nil, err
+	}
+	s.engine.SetReputer(s.reputation)
+	if s.webhooks, err = webhook.New(webhook.Config{Node: s.node, Registerer: s.reg, Logger: log}); err != nil {
+		return nil, err
+	}
+	s.alarms.Subscribe(s.webhooks.Alarm)
 	s.policies = livepolicy.New(livepolicy.Config{Engine: s.engine, Store: st, Registerer: s.reg, Logger: log})
 	if err := s.policies.Load(ctx); err != nil {
 		return nil, err
@@ -188,6 +218,13 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 		Alarms:           s.alarms,
 		Gatherer:         s.reg,
 		Exporter:         s.exporter(),
+		Webhooks:         s.webhooks,
+		CallStream:       s.callStream(),
+		TraceDir:         s.traceDir(),
+		Records:          s.recordSearcher(),
+		TraceLimits:      trace.Limits{MaxMinutes: cfg.TraceMaxMinutes, MaxBytes: cfg.TraceMaxBytes, Retention: cfg.TraceRetention},
+		MaxTraces:        cfg.TraceMax,
+		Node:             s.node,
 		Logger:           log,
 		Registerer:       s.reg,
 		Version:          VersionString(),
@@ -234,6 +271,8 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 	go s.alarmLoop(bgCtx)
 	go func() { defer s.bg.Done(); s.policies.Run(bgCtx) }()
 	go s.storeHealthLoop(bgCtx)
+	s.bg.Add(1)
+	go s.webhooksLoop(bgCtx)
 	if cfg.AuditMaxAge > 0 {
 		s.bg.Add(1)
 		go func() { defer s.bg.Done(); s.pruneAuditLoop(bgCtx, cfg.AuditMaxAge) }()
@@ -324,6 +363,9 @@ func (s *Server) Shutdown() error {
 			errs = append(errs, errors.New("call log flush timed out"))
 		}
 		s.bg.Wait()
+		if s.snmp != nil {
+			s.snmp.Stop(ctx)
+		}
 		if s.store != nil {
 			if err := s.store.Close(); err != nil {
 				errs = append(errs, err)
@@ -375,6 +417,11 @@ func (s *Server) abort() {
 		case <-time.After(5 * time.Second):
 		}
 	}
+	if s.snmp != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.snmp.Stop(ctx)
+		cancel()
+	}
 	if s.store != nil {
 		s.store.Close()
 	}
@@ -396,6 +443,19 @@ func (s *Server) recordDecision(ev *curri.Event) {
 	} else if len(errText) > maxLoggedError {
 		errText = errText[:maxLoggedError] + "…"
 	}
+	rec := callrecord.Record{
+		Version: callrecord.Version, Time: ev.Start, Node: s.node, Policy: ev.Policy,
+		Calling: ev.Call.Calling, Called: ev.Call.Called,
+		TransformedCalling: ev.Call.TransformedCalling, TransformedCalled: ev.Call.TransformedCalled,
+		TriggerPoint: ev.Call.TriggerPoint, DeviceName: ev.Call.DeviceName,
+		Decision: d, Step: string(ev.Decision.Step), RuleID: ev.Decision.RuleID, EntryID: ev.Decision.EntryID,
+		Form: ev.Decision.Form, Sent: sent, Error: errText,
+		LatencyMicros: ev.Latency.Microseconds(), Client: ev.Client,
+	}
+	if s.dir != nil && s.dir.stream != nil {
+		s.dir.stream.Record(&rec)
+	}
+	s.webhooks.Call(&rec)
 	s.calls.Record(store.CallRecord{
 		Time:               ev.Start,
 		Policy:             ev.Policy,
@@ -417,16 +477,93 @@ func (s *Server) recordDecision(ev *curri.Event) {
 	})
 }
 
+// recordSearcher searches the stored xDRs, nil without the director.
+func (s *Server) recordSearcher() api.RecordSearcher {
+	if s.dir == nil || s.dir.records == nil {
+		return nil
+	}
+	return s.dir.records
+}
+
+// traceDir is where subscriber traces write, empty without the director.
+func (s *Server) traceDir() string {
+	if s.dir == nil {
+		return ""
+	}
+	return s.dir.traceDir
+}
+
+// callStream is the API's reader of the CALLS topic, nil without one.
+func (s *Server) callStream() api.CallStreamReader {
+	if s.dir == nil || s.dir.stream == nil {
+		return nil
+	}
+	return s.dir.stream
+}
+
 // changed is called by the API after each committed config change.
 func (s *Server) changed(what string) {
-	if what == api.ChangedFeeds {
+	switch what {
+	case api.ChangedFeeds, api.ChangedTraces:
 		select {
 		case s.feedsCh <- struct{}{}:
 		default:
 		}
-		return
+	case api.ChangedWebhooks:
+		select {
+		case s.webhooksCh <- struct{}{}:
+		default:
+		}
+	default:
+		s.policies.Changed()
 	}
-	s.policies.Changed()
+}
+
+// webhooksLoop applies the stored webhooks to the dispatcher after API
+// changes (kick), after the store's change notifications (other nodes) and
+// whenever the periodic check finds a config version it has not applied.
+func (s *Server) webhooksLoop(ctx context.Context) {
+	defer s.bg.Done()
+	applied := int64(-1)
+	changes := s.store.Changes(ctx)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	apply := func(force bool) {
+		v, err := s.store.ConfigVersion(ctx)
+		if err != nil || (!force && v == applied) {
+			return
+		}
+		recs, err := s.store.ListWebhooks(ctx)
+		if err != nil {
+			s.log.Warn("webhooks: read the store", "err", err)
+			return
+		}
+		specs := make([]webhook.Spec, 0, len(recs))
+		for _, rec := range recs {
+			var spec webhook.Spec
+			if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+				s.log.Error("webhooks: stored spec", "webhook", rec.Name, "err", err)
+				continue
+			}
+			specs = append(specs, spec)
+		}
+		s.webhooks.Apply(specs)
+		applied = v
+	}
+	apply(true)
+	for {
+		select {
+		case <-ctx.Done():
+			s.webhooks.Close()
+			return
+		case <-s.webhooksCh:
+			apply(true)
+		case <-changes:
+			apply(true)
+		case <-tick.C:
+			apply(false)
+		}
+	}
 }
 
 // storeHealthLoop marks the store not ready while it is unreachable.

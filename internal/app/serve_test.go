@@ -137,8 +137,14 @@ func xacmlRequest(calling, called string) string {
 
 func apiDo(t *testing.T, s *Server, method, path, body string) (int, []byte) {
 	t.Helper()
+	return apiAs(t, s, s.AdminToken(), method, path, body)
+}
+
+// apiAs is apiDo with the bearer token given.
+func apiAs(t *testing.T, s *Server, token, method, path, body string) (int, []byte) {
+	t.Helper()
 	req, _ := http.NewRequest(method, "http://"+s.HTTPAddr()+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.AdminToken())
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

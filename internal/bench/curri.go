@@ -36,6 +36,8 @@ type curriConfig struct {
 	reloadEvery time.Duration
 	reloadWhat  string  // "rules" or "directory"
 	directory   int     // entries of the caller-name directory the default action reads (0: none)
+	callsStream bool    // the server streams every decision to Kafka (CALLS)
+	callsKafka  string  // -calls-stream into this external cluster instead of the server's embedded broker
 	changed     float64 // fraction of the directory each reload renames
 	timeout     time.Duration
 	pool        int
@@ -97,6 +99,8 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap beside a control window of the same length without one (0 = never)")
 	fs.StringVar(&c.reloadWhat, "reload", "rules", "what -reload-every replaces: rules (the whole rule set) or directory (the caller-name directory of -directory, as a CSV import)")
 	fs.IntVar(&c.directory, "directory", 0, "load a caller-name directory of this many exact numbers (and 1% as many prefixes) and have the policy's default action name callers from it; 90% of the calls no rule decides come from a number in it")
+	fs.BoolVar(&c.callsStream, "calls-stream", false, "run the server with its embedded Kafka and every decision produced into CALLS as a call record; the report counts the records produced and dropped")
+	fs.StringVar(&c.callsKafka, "calls-kafka", "", "with -calls-stream: produce into this Kafka cluster (host:port,...) instead of the server's embedded broker, so that the server's CPU is the producer's alone")
 	fs.Float64Var(&c.changed, "changed", 1, "the fraction of the rules (-reload rules) or directory entries (-reload directory) each reload changes; the rest are sent as before")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "per-call timeout; a call without an answer by then is a transport error")
 	fs.IntVar(&c.pool, "pool", 4096, "distinct pre-rendered requests, cycled")
@@ -184,6 +188,9 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	}
 	if c.clientCert && !c.tls {
 		return c, errors.New("bench curri: -client-cert needs -tls")
+	}
+	if c.callsKafka != "" && (!c.callsStream || c.target != "") {
+		return c, errors.New("bench curri: -calls-kafka goes with -calls-stream, on the server the bench starts (no -target)")
 	}
 	if c.target == "" && c.tlsDir != "" {
 		return c, errors.New("bench curri: -tls-dir goes with an https:// -target; without -target the bench writes its own")
@@ -285,7 +292,7 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return fmt.Errorf("bench curri: %w", err)
 			}
 		}
-		ch, err := startChild(ctx, cfg.serverBin, stderr, tlsOpt)
+		ch, err := startChild(ctx, cfg.serverBin, stderr, tlsOpt, cfg.callsStream, cfg.callsKafka)
 		if err != nil {
 			return fmt.Errorf("bench curri: %w", err)
 		}

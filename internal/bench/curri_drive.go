@@ -237,11 +237,14 @@ type driveResult struct {
 }
 
 type serverResult struct {
-	cpuSeconds   float64
-	rssStart     float64
-	rssPeak      float64
-	rssSamples   int
-	scrapeErrors int
+	// call records the server produced, dropped and failed over the
+	// measured window (-calls-stream; -1: not streaming)
+	callsProduced, callsDropped, callsFailed float64
+	cpuSeconds                               float64
+	rssStart                                 float64
+	rssPeak                                  float64
+	rssSamples                               int
+	scrapeErrors                             int
 	// the server's request-duration histogram at the start and end of the
 	// measured window
 	firstBuckets, lastBuckets []bucket
@@ -552,6 +555,12 @@ func sampleServer(ctx context.Context, api *apiClient, measureStart, end time.Ti
 	if last, ok := scrape(); ok {
 		out.lastBuckets = last.buckets
 		out.cpuSeconds = last.cpuSeconds - first.cpuSeconds
+		out.callsProduced, out.callsDropped, out.callsFailed = -1, -1, -1
+		if last.callsProduced >= 0 && first.callsProduced >= 0 {
+			out.callsProduced = last.callsProduced - first.callsProduced
+			out.callsDropped = last.callsDropped - first.callsDropped
+			out.callsFailed = last.callsFailed - first.callsFailed
+		}
 		out.rssPeak = max(out.rssPeak, last.rssBytes)
 		out.rssSamples++
 	}

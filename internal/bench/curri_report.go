@@ -90,6 +90,15 @@ type serverReport struct {
 	// (seconds; -1 if unknown; "+Inf" past the largest bucket).
 	RequestP99S bucketBound `json:"request_p99_s"`
 	RequestMaxS bucketBound `json:"request_max_s"`
+	// -calls-stream: call records produced into CALLS over the measured
+	// window, and those dropped or failed.
+	CallsStream *callsStreamReport `json:"calls_stream,omitempty"`
+}
+
+type callsStreamReport struct {
+	Produced int64 `json:"produced"`
+	Dropped  int64 `json:"dropped"`
+	Failed   int64 `json:"failed"`
 }
 
 // bucketBound is a histogram bucket bound in seconds. The last bucket's is
@@ -204,6 +213,9 @@ func (r *curriReport) fill(res *driveResult) {
 		if res.measured > 0 {
 			sr.CoresUsed = s.cpuSeconds / res.measured.Seconds()
 		}
+		if s.callsProduced >= 0 {
+			sr.CallsStream = &callsStreamReport{Produced: int64(s.callsProduced), Dropped: int64(s.callsDropped), Failed: int64(s.callsFailed)}
+		}
 		if s.cpuSeconds > 0 {
 			sr.CallsPerCoreSecond = float64(t.calls) / s.cpuSeconds
 		}
@@ -294,6 +306,9 @@ func (r *curriReport) writeTable(w io.Writer) error {
 			s.CPUSeconds, s.CoresUsed, s.CallsPerCoreSecond, s.RSSStartBytes/1e6, s.RSSPeakBytes/1e6, s.RSSSamples)
 		p("server time", "p99 %s, max %s (the server's own histogram: request read to response written)",
 			boundOf(float64(s.RequestP99S)), boundOf(float64(s.RequestMaxS)))
+		if c := s.CallsStream; c != nil {
+			p("calls stream", "%d call records produced into CALLS, %d dropped, %d failed (measured window)", c.Produced, c.Dropped, c.Failed)
+		}
 		if s.ScrapeError != "" {
 			p("", "metrics: %s", s.ScrapeError)
 		}

@@ -51,7 +51,7 @@ type childTLS struct {
 
 // startChild runs `bin serve` on free loopback ports with a random admin
 // token and waits until /readyz answers 200.
-func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *childTLS) (*child, error) {
+func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *childTLS, callsStream bool, callsKafka string) (*child, error) {
 	if bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -84,9 +84,25 @@ func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *child
 		"-data-dir", dir,
 		"-http-addr", "127.0.0.1:"+strconv.Itoa(httpPort),
 		"-curri-addr", c.curri,
-		"-director=false",
 		"-admin-token", c.token,
 		"-log-level", "warn")
+	switch {
+	case callsStream && callsKafka != "":
+		// An external cluster carries the call records: the server is a
+		// Kafka client only.
+		c.cmd.Args = append(c.cmd.Args, "-kafka-brokers", callsKafka, "-ingest-addr", "", "-calls-topic", "CALLS")
+	case callsStream:
+		// The embedded broker carries the call records; no NF copies, no
+		// HTTP/2 ingest.
+		kafkaPort, err := freePort()
+		if err != nil {
+			return nil, fmt.Errorf("pick a port: %w", err)
+		}
+		c.cmd.Args = append(c.cmd.Args, "-kafka-addr", "127.0.0.1:"+strconv.Itoa(kafkaPort), "-ingest-addr", "",
+			"-calls-topic", "CALLS")
+	default:
+		c.cmd.Args = append(c.cmd.Args, "-director=false")
+	}
 	if tlsOpt != nil {
 		c.cmd.Args = append(c.cmd.Args,
 			"-curri-tls-cert", filepath.Join(tlsOpt.dir, tlsServerCertFile),
@@ -330,7 +346,9 @@ func bucketOver(first, last []bucket, le float64) int64 {
 type procStats struct {
 	cpuSeconds float64
 	rssBytes   float64
-	buckets    []bucket // durationBucket, in exposition order (ascending le)
+	// calls stream counters (signalbox_calls_stream_*_total), -1 if absent
+	callsProduced, callsDropped, callsFailed float64
+	buckets                                  []bucket // durationBucket, in exposition order (ascending le)
 }
 
 // scrapeBy scrapes within 5 s even when ctx has ended: a run's last
@@ -360,7 +378,7 @@ func (a *apiClient) scrapeProc(ctx context.Context) (procStats, error) {
 }
 
 func parseProcMetrics(r io.Reader) (procStats, error) {
-	var ps procStats
+	ps := procStats{callsProduced: -1, callsDropped: -1, callsFailed: -1}
 	var gotCPU, gotRSS bool
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -376,6 +394,19 @@ func parseProcMetrics(r io.Reader) (procStats, error) {
 			v, err := strconv.ParseFloat(f[1], 64)
 			if err == nil {
 				ps.cpuSeconds, gotCPU = v, true
+			}
+		case "signalbox_calls_stream_produced_total", "signalbox_calls_stream_dropped_total", "signalbox_calls_stream_failed_total":
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				continue
+			}
+			switch f[0] {
+			case "signalbox_calls_stream_produced_total":
+				ps.callsProduced = v
+			case "signalbox_calls_stream_dropped_total":
+				ps.callsDropped = v
+			default:
+				ps.callsFailed = v
 			}
 		case "process_resident_memory_bytes":
 			v, err := strconv.ParseFloat(f[1], 64)

@@ -1,6 +1,7 @@
 package callpolicy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -93,6 +94,7 @@ type policy struct {
 	sharedAllow []*CompiledList // shared lists that apply, checked after the policy's own
 	sharedBlock []*CompiledList
 	limit       *rateLimit
+	rep         *reputation
 	hits        prometheus.Counter // set by Engine.Swap; nil before
 	limited     prometheus.Counter // likewise: calls a rate limit decided
 }
@@ -347,6 +349,10 @@ func compilePolicy(cfg *PolicyConfig, zones map[string]*time.Location, lib *Libr
 		}
 	}
 
+	if r := cfg.Policy.Reputation; r != nil {
+		p.rep = compileReputation(r)
+	}
+
 	idx := make([]int, 0, len(cfg.Rules))
 	seen := make(map[int64]bool, len(cfg.Rules))
 	for i := range cfg.Rules {
@@ -392,9 +398,9 @@ func compileLayer(cfg []Rule, idx []int, zones map[string]*time.Location, lib *L
 	slices.SortFunc(idx, func(a, b int) int {
 		ra, rb := &cfg[a], &cfg[b]
 		if ra.Priority != rb.Priority {
-			return cmpInt(ra.Priority, rb.Priority)
+			return cmp.Compare(ra.Priority, rb.Priority)
 		}
-		return cmpInt(ra.ID, rb.ID)
+		return cmp.Compare(ra.ID, rb.ID)
 	})
 	// The builder's conditions are one slice: sized to the rules' condition
 	// count, it is not regrown (a 100,000-rule replacement of two conditions
@@ -562,7 +568,7 @@ func compileList(kind ListKind, entries []ListEntry, listAction *Action, actions
 		}
 	}
 	// Several entries may match one call; the lowest id is reported.
-	slices.SortStableFunc(idx, func(a, b int) int { return cmpInt(entries[a].ID, entries[b].ID) })
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(entries[a].ID, entries[b].ID) })
 	b := match.NewBuilder(listFields(), match.Options{})
 	for _, i := range idx {
 		e := &entries[i]
@@ -589,16 +595,6 @@ func compileList(kind ListKind, entries []ListEntry, listAction *Action, actions
 	}
 	l.matcher = m
 	return l, nil
-}
-
-func cmpInt[T int | int64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // schedule is a compiled Schedule. A window with from > to spans midnight

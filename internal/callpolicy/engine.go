@@ -17,6 +17,7 @@ import (
 // Rate-limit state lives in the Engine and survives swaps.
 type Engine struct {
 	cur       atomic.Pointer[Snapshot]
+	reputer   atomic.Pointer[reputerBox]
 	lim       *limiter
 	swapMu    sync.Mutex
 	ruleHits  *prometheus.CounterVec
@@ -24,6 +25,12 @@ type Engine struct {
 	lookups   *prometheus.CounterVec
 	buildTime prometheus.Histogram
 }
+
+type reputerBox struct{ r Reputer }
+
+// SetReputer sets what looks numbers up for the policies with a
+// Reputation; without one such policies skip that step, as failing open.
+func (e *Engine) SetReputer(r Reputer) { e.reputer.Store(&reputerBox{r}) }
 
 // Hit is a rule's hit count since the last drain, and its latest hit.
 type Hit struct {
@@ -323,7 +330,33 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 		}
 	}
 
-	// 4. Rules, first match in (priority, id) order.
+	// 4. The reputation service, for a caller who presents a number.
+	var repNote string
+	if rp := p.rep; rp != nil {
+		number := call.TransformedCalling
+		if number == "" {
+			number = call.Calling
+		}
+		rb := e.reputer.Load()
+		switch {
+		case number == "":
+			repNote = "anonymous caller: not looked up"
+		case rb == nil:
+			repNote = "no reputation service on this node: not looked up"
+		default:
+			res := rb.r.Lookup(p.id, rp.spec, number, rp.budget, live)
+			d, ok, note := rp.decide(p.id, res, live)
+			if ok {
+				if !live {
+					d.Reputation = note
+				}
+				return d
+			}
+			repNote = note
+		}
+	}
+
+	// 5. Rules, first match in (priority, id) order.
 	vals := [6]string{call.Calling, call.Called, call.TransformedCalling, call.TransformedCalled, call.TriggerPoint, call.DeviceName}
 	var r *rule
 	if p.delta == nil {
@@ -349,11 +382,19 @@ func (e *Engine) decide(p *policy, call *Call, now time.Time, live bool) Decisio
 				p.hits.Inc()
 			}
 		}
-		return Decision{Policy: p.id, Action: *r.action, Step: StepRule, RuleID: r.id, Reason: r.reason}
+		d := Decision{Policy: p.id, Action: *r.action, Step: StepRule, RuleID: r.id, Reason: r.reason}
+		if !live {
+			d.Reputation = repNote
+		}
+		return d
 	}
 
-	// 5. Policy default.
-	return Decision{Policy: p.id, Action: p.def, Step: StepDefault, Reason: "no rule matched: policy default"}
+	// 6. Policy default.
+	d := Decision{Policy: p.id, Action: p.def, Step: StepDefault, Reason: "no rule matched: policy default"}
+	if !live {
+		d.Reputation = repNote
+	}
+	return d
 }
 
 // match returns the index of the first active rule of the layer matching

@@ -22,8 +22,11 @@ const (
 	StepAllowList Step = "allow_list"
 	StepBlockList Step = "block_list"
 	StepRateLimit Step = "rate_limit"
-	StepRule      Step = "rule"
-	StepDefault   Step = "default"
+	// StepReputation: the reputation service's answer (or its absence,
+	// failing closed) decided.
+	StepReputation Step = "reputation"
+	StepRule       Step = "rule"
+	StepDefault    Step = "default"
 )
 
 // ListKind is "allow" or "block" (a policy's lists and shared lists), or
@@ -101,10 +104,66 @@ type Policy struct {
 	// AllowAction and BlockAction are what an allow-list or block-list hit
 	// tells CUCM (an entry's own Action wins over them). Unset: continue
 	// for the allow list, reject with reason "blocked" for the block list.
-	AllowAction *Action   `json:"allow_action,omitempty"`
-	BlockAction *Action   `json:"block_action,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	AllowAction *Action `json:"allow_action,omitempty"`
+	BlockAction *Action `json:"block_action,omitempty"`
+	// Reputation, if set, has the policy ask an external reputation
+	// service about the calling number after its lists and rate limits
+	// and before its rules.
+	Reputation *Reputation `json:"reputation,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+	UpdatedAt  time.Time   `json:"updated_at"`
+}
+
+// Reputation is how a policy consults a reputation service: an HTTP GET
+// of URL, with {number} replaced by the calling number (transformed when
+// CUCM sends one), answered with JSON holding a score and optional labels.
+// Answers are cached. A call never waits for the service past BudgetMs: a
+// service slower than that, failing or down leaves the call to the rules
+// (Failure "open") or gives it FailureAction (Failure "closed"). Otherwise
+// the first of Actions the answer meets decides the call; none: the rules.
+type Reputation struct {
+	URL             string             `json:"url"`
+	ScoreField      string             `json:"score_field,omitempty"`       // dotted path; default "score"
+	LabelsField     string             `json:"labels_field,omitempty"`      // dotted path; default "labels"
+	BudgetMs        int                `json:"budget_ms,omitempty"`         // default 20
+	CacheTTLSeconds int                `json:"cache_ttl_seconds,omitempty"` // default 3600
+	CacheSize       int                `json:"cache_size,omitempty"`        // numbers cached; default 100000
+	Failure         string             `json:"failure,omitempty"`           // open (default) | closed
+	FailureAction   *Action            `json:"failure_action,omitempty"`    // closed: default reject reason=unavailable
+	Actions         []ReputationAction `json:"actions"`
+}
+
+// ReputationAction is what a reputation answer with at least MinScore (if
+// set) and the label Label (if set) does to the call.
+type ReputationAction struct {
+	MinScore *float64 `json:"min_score,omitempty"`
+	Label    string   `json:"label,omitempty"`
+	Action   Action   `json:"action"`
+}
+
+// Reputation defaults.
+const (
+	DefaultReputationBudgetMs = 20
+	MaxReputationBudgetMs     = 45 // CUCM gives up on the server at 50 ms
+	DefaultReputationTTL      = 3600
+	DefaultReputationCache    = 100_000
+)
+
+// ReputationResult is a reputation service's answer about a number, or
+// why there is none.
+type ReputationResult struct {
+	Found  bool // false: no answer within the budget (Err says why)
+	Score  float64
+	Labels []string
+	Cached bool   // answered from the cache
+	Err    string // why not Found: "no answer within 20 ms", "HTTP 500", ...
+}
+
+// Reputer looks numbers up for the policies that have a Reputation; the
+// app sets it (internal/reputation). Lookup returns within budget. live is
+// false for dry runs, which are not counted.
+type Reputer interface {
+	Lookup(policy string, r *Reputation, number string, budget time.Duration, live bool) ReputationResult
 }
 
 // RateLimit protects against toll fraud and TDoS: at most Calls calls in
@@ -241,6 +300,9 @@ type Decision struct {
 	// runs only): `name "Acme Corp" from directory corp, prefix +1972555
 	// (transformed_calling)`.
 	Name string `json:"name_lookup,omitempty"`
+	// Reputation says what the reputation service answered about the
+	// caller and whether from the cache (dry runs only).
+	Reputation string `json:"reputation,omitempty"`
 }
 
 // FieldError is a validation error naming the offending field.

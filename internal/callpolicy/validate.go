@@ -2,6 +2,7 @@ package callpolicy
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -163,6 +164,55 @@ func ValidatePolicy(p *Policy) error {
 			if err := validateAction("rate_limit.action.", rl.Action); err != nil {
 				return err
 			}
+		}
+	}
+	if r := p.Reputation; r != nil {
+		if err := validateReputation(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateReputation checks a policy's reputation settings.
+func validateReputation(r *Reputation) error {
+	u, err := url.Parse(r.URL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fieldErr("reputation.url", "%q: want an http:// or https:// URL", r.URL)
+	case !strings.Contains(r.URL, "{number}"):
+		return fieldErr("reputation.url", "%q has no {number} for the calling number", r.URL)
+	case r.BudgetMs < 0 || r.BudgetMs > MaxReputationBudgetMs:
+		return fieldErr("reputation.budget_ms", "%d out of range 1..%d (0 = %d; CUCM waits 50 ms for the whole answer)", r.BudgetMs, MaxReputationBudgetMs, DefaultReputationBudgetMs)
+	case r.CacheTTLSeconds < 0 || r.CacheTTLSeconds > 7*86400:
+		return fieldErr("reputation.cache_ttl_seconds", "%d out of range 1..604800 (0 = %d)", r.CacheTTLSeconds, DefaultReputationTTL)
+	case r.CacheSize < 0 || r.CacheSize > 10_000_000:
+		return fieldErr("reputation.cache_size", "%d out of range 1..10000000 (0 = %d)", r.CacheSize, DefaultReputationCache)
+	case r.Failure != "" && r.Failure != "open" && r.Failure != "closed":
+		return fieldErr("reputation.failure", "%q: want open or closed", r.Failure)
+	case r.FailureAction != nil && r.Failure != "closed":
+		return fieldErr("reputation.failure_action", "applies only with \"failure\":\"closed\"")
+	case len(r.Actions) > 32:
+		return fieldErr("reputation.actions", "%d actions; at most 32", len(r.Actions))
+	}
+	for _, f := range []struct{ name, v string }{{"score_field", r.ScoreField}, {"labels_field", r.LabelsField}} {
+		if len(f.v) > 128 || strings.HasPrefix(f.v, ".") || strings.HasSuffix(f.v, ".") || strings.Contains(f.v, "..") {
+			return fieldErr("reputation."+f.name, "%q: want a dotted path such as result.score", f.v)
+		}
+	}
+	if r.FailureAction != nil {
+		if err := validateAction("reputation.failure_action.", r.FailureAction); err != nil {
+			return err
+		}
+	}
+	for i := range r.Actions {
+		a := &r.Actions[i]
+		name := fmt.Sprintf("reputation.actions[%d]", i)
+		if a.MinScore == nil && a.Label == "" {
+			return fieldErr(name, "needs min_score, label or both")
+		}
+		if err := validateAction(name+".action.", &a.Action); err != nil {
+			return err
 		}
 	}
 	return nil

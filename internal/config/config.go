@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,6 +63,14 @@ type Serve struct {
 	KafkaTLSInsecure     bool
 
 	FeedSoloReads       bool
+	CallsTopic          string
+	TraceMax            int
+	TraceMaxMinutes     int
+	TraceMaxBytes       int64
+	TraceRetention      time.Duration
+	XDRStoreMaxAge      time.Duration
+	XDRStoreMaxBytes    int64
+	XDRStoreCodec       string
 	KafkaSessionTimeout time.Duration
 
 	IngestAddr    string
@@ -77,6 +86,19 @@ type Serve struct {
 	AlarmCURRIErrorRatio  float64
 	AlarmCURRILatency     time.Duration
 	AlarmKeepaliveTimeout time.Duration
+	AlarmXDRFailureRatio  float64
+	AlarmXDRLatency       time.Duration
+	AlarmKPIWindow        time.Duration
+
+	SNMPManagers     string
+	SNMPVersion      string
+	SNMPCommunity    string
+	SNMPUser         string
+	SNMPAuthProtocol string
+	SNMPAuthPassword string
+	SNMPPrivProtocol string
+	SNMPPrivPassword string
+	SNMPEngineID     string
 }
 
 // NewServeFlags registers every serve flag on fs, bound to cfg, with its
@@ -121,6 +143,14 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.BoolVar(&c.KafkaTLSInsecure, "kafka-tls-insecure", false, "do not verify the external cluster's certificate (testing only)")
 
 	fs.DurationVar(&c.KafkaSessionTimeout, "kafka-session-timeout", 45*time.Second, "how long the feeds' consumer groups keep a node's partitions after it stops heartbeating (paused, cut off, killed) before giving them to the other nodes; within the cluster's group.min/max.session.timeout.ms (embedded broker: 6s to 5m)")
+	fs.StringVar(&c.CallsTopic, "calls-topic", "CALLS", "Kafka topic every CURRI decision is produced into as a call record (needs the director's Kafka: embedded or -kafka-brokers); feeds take it as a source; empty: no call records")
+	fs.IntVar(&c.TraceMax, "trace-max", 5, "subscriber traces running at once on this node")
+	fs.IntVar(&c.TraceMaxMinutes, "trace-max-minutes", 240, "longest subscriber trace, minutes")
+	fs.Int64Var(&c.TraceMaxBytes, "trace-max-bytes", 256<<20, "largest capture of a subscriber trace (pcap, and JSON lines, each)")
+	fs.DurationVar(&c.TraceRetention, "trace-retention", 24*time.Hour, "a subscriber trace's files are kept this long after it ends, then deleted")
+	fs.DurationVar(&c.XDRStoreMaxAge, "xdr-store-max-age", 7*24*time.Hour, "the transaction records the xdr feeds make are kept (data-dir/xdrs, searchable at /api/v1/xdrs) this long")
+	fs.Int64Var(&c.XDRStoreMaxBytes, "xdr-store-max-bytes", 10<<30, "and up to this many bytes of compressed segments, oldest out first")
+	fs.StringVar(&c.XDRStoreCodec, "xdr-store-codec", "s2", "compression of new xDR segments: s2 (less CPU per record) or zstd (fewer bytes: longer retention in -xdr-store-max-bytes); segments of either are read")
 	fs.BoolVar(&c.FeedSoloReads, "feed-solo-reads", false, "give every feed its own Kafka consumer; by default the copy feeds of the same source topics share one reader (each copy fetched and decoded once), each keeping its own sink, pace and consumer-group offsets")
 
 	fs.StringVar(&c.IngestAddr, "ingest-addr", ":8090", "listen address of the HTTP/2 copy ingest (POST /v1/copies; h2c, or h2 with TLS); empty disables it")
@@ -136,7 +166,22 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.Float64Var(&c.AlarmCURRIErrorRatio, "alarm-curri-error-ratio", 0.05, "alarm when this fraction of CURRI requests in a minute are answered Indeterminate")
 	fs.DurationVar(&c.AlarmCURRILatency, "alarm-curri-latency", 50*time.Millisecond, "alarm when the slowest CURRI answers in a minute exceed this (Cisco: >50 ms costs CUCM 15% of its call rate)")
 	fs.DurationVar(&c.AlarmKeepaliveTimeout, "alarm-keepalive-timeout", 5*time.Minute, "alarm when a policy with traffic has had no CUCM HEAD keepalive for this long")
+	fs.Float64Var(&c.AlarmXDRFailureRatio, "alarm-xdr-failure-ratio", 0.1, "alarm when this fraction of a service's transactions (xdr feeds) fail (4xx, 5xx, no response) over -alarm-kpi-window, with at least 20 of them")
+	fs.DurationVar(&c.AlarmXDRLatency, "alarm-xdr-latency", time.Second, "alarm when a service's p99 transaction latency (xdr feeds) passes this over -alarm-kpi-window")
+	fs.DurationVar(&c.AlarmKPIWindow, "alarm-kpi-window", time.Minute, "window of the service KPI alarms (xdr failure ratio and latency)")
+
+	fs.StringVar(&c.SNMPManagers, "snmp-managers", "", "send alarms raised and cleared as SNMP notifications (SIGNALBOX-MIB) to these managers: host[:port],... (port 162 by default); off when empty")
+	fs.StringVar(&c.SNMPVersion, "snmp-version", "2c", "SNMP version of the notifications: 2c or 3")
+	fs.StringVar(&c.SNMPCommunity, "snmp-community", "public", "SNMPv2c community")
+	fs.StringVar(&c.SNMPUser, "snmp-user", "", "SNMPv3 USM user name")
+	fs.StringVar(&c.SNMPAuthProtocol, "snmp-auth-protocol", "SHA-256", "SNMPv3 authentication: MD5, SHA, SHA-224, SHA-256, SHA-384 or SHA-512 (used when -snmp-auth-password is set)")
+	fs.StringVar(&c.SNMPAuthPassword, "snmp-auth-password", "", "SNMPv3 authentication password (at least 8 characters); unset: noAuthNoPriv")
+	fs.StringVar(&c.SNMPPrivProtocol, "snmp-priv-protocol", "AES", "SNMPv3 privacy: DES, AES, AES-192 or AES-256 (used when -snmp-priv-password is set)")
+	fs.StringVar(&c.SNMPPrivPassword, "snmp-priv-password", "", "SNMPv3 privacy password (at least 8 characters); set: authPriv")
+	fs.StringVar(&c.SNMPEngineID, "snmp-engine-id", "", "SNMPv3 engine ID of this node in hex, as the manager's createUser -e names it (default: 80007ed904 followed by the node name in hex)")
 }
+
+var validTopic = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 
 // EnvName is the environment variable for a flag: SIGNALBOX_HTTP_ADDR for
 // http-addr.
@@ -272,8 +317,17 @@ func (c *Serve) Validate() error {
 	if _, err := ParseAliases(c.CURRIAliases); err != nil {
 		errs = append(errs, fmt.Errorf("-curri-aliases: %w", err))
 	}
-	if _, err := ParseTopics(c.KafkaTopics); err != nil {
+	if topics, err := ParseTopics(c.KafkaTopics); err != nil {
 		errs = append(errs, fmt.Errorf("-kafka-topics: %w", err))
+	} else if c.CallsTopic != "" {
+		for _, t := range topics {
+			if t.Name == c.CallsTopic {
+				errs = append(errs, fmt.Errorf("-calls-topic %q is also an NF topic of -kafka-topics; call records need a topic of their own", c.CallsTopic))
+			}
+		}
+		if c.CallsTopic == "signalbox.dlq" || !validTopic.MatchString(c.CallsTopic) {
+			errs = append(errs, fmt.Errorf("-calls-topic %q: want a Kafka topic name (letters, digits, . _ -), not the dead-letter topic", c.CallsTopic))
+		}
 	}
 	switch c.KafkaSASLMechanism {
 	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":

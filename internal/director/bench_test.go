@@ -1,8 +1,17 @@
 package director
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,8 +20,27 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/nfsim"
+	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/testkit/fixture"
+	"github.com/signalbox/signalbox/internal/xdr"
+	"github.com/signalbox/signalbox/internal/xdrstore"
 )
+
+// runManager starts a manager of cfg, and returns it and what stops it
+// (also when the test or benchmark ends).
+func runManager(b testing.TB, cfg Config) (*Manager, func()) {
+	m, err := NewManager(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = m.Run(ctx); close(done) }()
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	b.Cleanup(stop)
+	return m, stop
+}
 
 // countSink confirms every batch at once: the benchmark measures the feed
 // runtime (fetch, decode, filter, commit), not a consumer.
@@ -50,15 +78,8 @@ func BenchmarkFeed(b *testing.B) {
 		b.Fatal(err)
 	}
 	sink := &countSink{}
-	m, err := NewManager(Config{Client: br.ClientConfig(), Topics: testTopics[:3],
+	m, _ := runManager(b, Config{Client: br.ClientConfig(), Topics: testTopics[:3],
 		NewSink: func(*FeedSpec) (Sink, error) { return sink, nil }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = m.Run(rctx); close(done) }()
-	defer func() { cancel(); <-done }()
 	spec := FeedSpec{Name: "bench", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "127.0.0.1:9", Start: "earliest"}
 	if err := m.Prepare(ctx, &spec); err != nil {
 		b.Fatal(err)
@@ -91,15 +112,8 @@ func BenchmarkFeedLatency(b *testing.B) {
 	}
 	defer pcl.Close()
 	sink := &countSink{}
-	m, err := NewManager(Config{Client: br.ClientConfig(), Topics: testTopics[:3],
+	m, _ := runManager(b, Config{Client: br.ClientConfig(), Topics: testTopics[:3],
 		NewSink: func(*FeedSpec) (Sink, error) { return sink, nil }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = m.Run(rctx); close(done) }()
-	defer func() { cancel(); <-done }()
 	spec := FeedSpec{Name: "lat", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "127.0.0.1:9"}
 	if err := m.Prepare(ctx, &spec); err != nil {
 		b.Fatal(err)
@@ -149,4 +163,126 @@ func BenchmarkFeedLatency(b *testing.B) {
 	b.ReportMetric(st.LatencyP50*1e3, "p50-ms")
 	b.ReportMetric(st.LatencyP99*1e3, "p99-ms")
 	b.ReportMetric(st.LatencyMax*1e3, "max-ms")
+}
+
+// BenchmarkXDRFeedStore is what keeping every transaction record searchable
+// (xdrstore) adds to an xdr feed. An xdr feed reads b.N copies of nfsim's
+// default mix, 3 KB, already in Kafka, from earliest into JSONL files, and
+// its CPU is measured (the in-process broker's fetches included); then the
+// records it wrote are stored as the feed hands them to the store (with
+// their JSON), and that CPU is measured on its own. Storing them from the
+// feed instead of afterwards differs only in where the queue is filled.
+// Run with -benchtime=100000x.
+func BenchmarkXDRFeedStore(b *testing.B) {
+	ctx := context.Background()
+	topics := append(slices.Clone(testTopics[:3]), broker.TopicSpec{Name: "SEPP", Partitions: 2})
+	br, err := broker.Start(ctx, broker.Config{Addr: "127.0.0.1:0", Topics: topics}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	st, err := nfsim.Run(ctx, nfsim.Config{Brokers: br.ClientConfig().Brokers, Count: int64(b.N), Size: 3000,
+		Progress: time.Hour}, io.Discard)
+	if err != nil || st.Total() != int64(b.N) {
+		b.Fatalf("nfsim: %v, sent %d of %d", err, st.Total(), b.N)
+	}
+	var m *Manager
+	m, stop := runManager(b, Config{Client: br.ClientConfig(), Topics: topics, Logger: slog.New(slog.DiscardHandler),
+		NewSink: func(spec *FeedSpec) (Sink, error) { return m.defaultSink(spec) }})
+	out := b.TempDir()
+	spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF", "SEPP"}, Start: "earliest",
+		File: &FileSpec{Dir: out, Format: "jsonl", RotateSeconds: 1}, XDR: &XDRSpec{Timeout: "500ms"}}
+	if err := m.Prepare(ctx, &spec); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	cpu0, start := testkit.CPUTime(), time.Now()
+	if err := m.Apply(ctx, []FeedSpec{spec}); err != nil {
+		b.Fatal(err)
+	}
+	// Until every copy is read and no record was made for a second (the
+	// correlator's last transactions time out after 500 ms); the CPU up to
+	// the last record.
+	var records uint64
+	cpu := time.Duration(0)
+	for quiet := time.Now(); time.Since(quiet) < time.Second; time.Sleep(20 * time.Millisecond) {
+		s, _ := m.Status("tx")
+		if s.Records != records || s.Lag != 0 {
+			records, quiet, cpu = s.Records, time.Now(), testkit.CPUTime()-cpu0
+		}
+		if time.Since(start) > 5*time.Minute {
+			b.Fatalf("records stopped at %d, lag %d", s.Records, s.Lag)
+		}
+	}
+	b.StopTimer()
+	stop() // the last file closed
+	recs, raws := readRecords(b, out)
+	if len(recs) == 0 || uint64(len(recs)) != records {
+		b.Fatalf("%d records in the files, the feed made %d", len(recs), records)
+	}
+	storeCPU, stored := storeRecords(b, recs, raws)
+	var size int
+	for _, r := range raws {
+		size += len(r)
+	}
+	feed := float64(cpu.Nanoseconds()) / 1e3 / float64(len(recs))
+	store := float64(storeCPU.Nanoseconds()) / 1e3 / float64(len(recs))
+	b.ReportMetric(float64(b.N)/float64(len(recs)), "copies/record")
+	b.ReportMetric(float64(size)/float64(len(recs)), "B/record")
+	b.ReportMetric(feed, "feed-cpu-µs/record")
+	b.ReportMetric(store, "store-cpu-µs/record")
+	b.ReportMetric(100*store/feed, "store-%")
+	b.ReportMetric(float64(stored)/float64(len(recs)), "stored-B/record")
+}
+
+// readRecords reads the records of an xdr feed's JSONL files in dir.
+func readRecords(b *testing.B, dir string) (recs []xdr.Record, raws [][]byte) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range bytes.Lines(data) {
+			line = bytes.TrimSuffix(line, []byte("\n"))
+			var r xdr.Record
+			if err := json.Unmarshal(line, &r); err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+			recs, raws = append(recs, r), append(raws, line)
+		}
+	}
+	return recs, raws
+}
+
+// storeRecords stores recs, with their JSON, in batches as an xdr feed hands
+// them over, and returns the CPU it took (the last segment flushed) and the
+// bytes on disk.
+func storeRecords(b *testing.B, recs []xdr.Record, raws [][]byte) (time.Duration, int64) {
+	dir := b.TempDir()
+	s, err := xdrstore.Open(xdrstore.Config{Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	runtime.GC()
+	cpu0 := testkit.CPUTime()
+	go func() { s.Run(ctx); close(done) }()
+	const batch = 256
+	for i := 0; i < len(recs); i += batch {
+		j := min(i+batch, len(recs))
+		s.Append(recs[i:j], raws[i:j])
+	}
+	stop()
+	<-done
+	cpu := testkit.CPUTime() - cpu0
+	var stored int64
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			stored += fi.Size()
+		}
+	}
+	return cpu, stored
 }

@@ -13,7 +13,11 @@ import (
 // partitions and groups move to the others; librdkafka's mock: for three
 // seconds, its partitions unavailable meanwhile). Every copy is delivered,
 // the feed's commits never move backwards, and what is delivered twice is
-// bounded.
+// at most what the consumer had past the commits when the partitions moved
+// (the most it ever had: on the mock the group's coordinator is down with
+// the broker, so nothing commits for those seconds and every member is
+// dropped), plus an eighth of the copies for what was in flight between two
+// looks at the commits.
 func TestBrokerDownMidStream(t *testing.T) {
 	onEachCluster(t, 3, func(t *testing.T, c *testCluster) {
 		r := newReceiver(t)
@@ -22,8 +26,8 @@ func TestBrokerDownMidStream(t *testing.T) {
 		na, nb := newHarness(t, c, session), newHarness(t, c, session)
 		na.apply(spec)
 		nb.run(spec)
-		waitTapsSplit(t, []*harness{na, nb}, 6) // waits up to 20 s
-		watch := watchCommits(na.m, "signalbox-feed-steady")
+		waitTapsSplit(t, []*harness{na, nb}, 6)
+		watch := watchDelivery(na.m, "signalbox-feed-steady", func() int { d, _ := r.counts(); return d })
 
 		const n = 8000
 		pcl := producer(t, c)
@@ -45,9 +49,10 @@ func TestBrokerDownMidStream(t *testing.T) {
 			t.Errorf("committed offsets moved backwards %d times: %v", len(back), back)
 		}
 		d, total := r.counts()
-		t.Logf("%d copies, %d delivered, %d duplicates", d, total, total-d)
-		if total-d > n/4 {
-			t.Errorf("%d duplicates of %d copies", total-d, n)
+		window := watch.maxWindow()
+		t.Logf("%d copies, %d delivered, %d duplicates; at most %d delivered past the commits", d, total, total-d, window)
+		if limit := window + n/8; total-d > limit {
+			t.Errorf("%d duplicates of %d copies: more than %d, the most delivered past the commits and an eighth", total-d, n, limit)
 		}
 	})
 }

@@ -75,7 +75,7 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 	var flt *filter.Filter
 	if q.Filter != "" {
 		var err error
-		if flt, _, err = compileFilter(&FeedSpec{Filter: q.Filter}); err != nil {
+		if flt, _, _, err = compileFilter(&FeedSpec{Filter: q.Filter}, false); err != nil {
 			return st, err
 		}
 	}

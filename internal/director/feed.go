@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/signalbox/signalbox/internal/callrecord"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
@@ -23,6 +24,10 @@ type feed struct {
 	group string
 	log   *slog.Logger
 	dirs  [8]bool // by nfcopy.Direction; all true when the spec names none
+	// calls: the feed carries call records (its source is the calls
+	// topic), read on its own reader and decoded into callRec.
+	calls   bool
+	callRec callrecord.Record
 
 	delivered, bytes, failed, retries, lost, redelivered, invalid, undelivered, skipped, reordered atomic.Uint64
 	seq                                                                                            *sequencer // with Sequencing; used by the feed's decoding goroutine only
@@ -81,6 +86,7 @@ func (m *Manager) newFeed(s FeedSpec) *feed {
 	f.mFailed, f.mRetries = mt.failures.With(l), mt.retries.With(l)
 	f.mLost, f.mRedelivered = mt.lost.With(l), mt.duplicates.With(l)
 	f.mLag, f.mConnected, f.mLatency = mt.lag.With(l), mt.connected.With(l), mt.latency.With(l)
+	f.calls = m.isCallsFeed(&s)
 	f.initFilter()
 	return f
 }
@@ -228,7 +234,7 @@ func (f *feed) run(ctx context.Context) {
 	// copy feeds of the same sources (tap.go), unless sharing is off. When
 	// the tap detaches it for falling behind, it reads this node's
 	// partitions on its own until it has caught up and is attached again.
-	if pooled && !f.m.cfg.SoloReads {
+	if pooled && !f.m.cfg.SoloReads && !f.calls {
 		mem := f.m.joinTap(f, p)
 		for ctx.Err() == nil {
 			f.setReader(ReaderShared)
@@ -252,7 +258,7 @@ func (f *feed) run(ctx context.Context) {
 		mem.t.leave(mem)
 		return
 	}
-	f.setReader(ReaderOwn) // xdr feeds and sharing off
+	f.setReader(ReaderOwn) // xdr feeds, call records, and sharing off
 	f.runSolo(ctx, p, pooled)
 }
 

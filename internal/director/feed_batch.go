@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/signalbox/signalbox/internal/callrecord"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 )
 
@@ -22,6 +23,7 @@ type pollBatch struct {
 	arena       []*nfcopy.Copy // decoded copies, reused across polls
 	used        int            // arena entries decoded by this poll
 	batch       []*nfcopy.Copy // those that passed direction and filter
+	held        []*nfcopy.Copy // decoded, not in batch yet: feed.pass held them
 	marks       []*kgo.Record  // the last record of each partition
 	epochs      []uint64       // the ledger epoch each mark was handed in
 	srcs        []copyFrom     // xdr feeds: where each copy in batch was read
@@ -45,6 +47,8 @@ type copyFrom struct {
 func (b *pollBatch) reset() {
 	b.batch, b.marks, b.epochs, b.dlq, b.redelivered = b.batch[:0], b.marks[:0], b.epochs[:0], b.dlq[:0], 0
 	b.srcs = b.srcs[:0]
+	clear(b.held)
+	b.held = b.held[:0]
 }
 
 // mark notes r as its partition's last record in b, handed in epoch.
@@ -86,12 +90,19 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 			}
 			c := b.arena[n]
 			b.used = max(b.used, n+1)
+			if f.calls {
+				if f.admitCall(b, r, c, r.Offset <= h.high) {
+					n++
+				}
+				continue
+			}
 			if f.admit(b, r, c, nfcopy.Decode(r.Value, c), r.Offset <= h.high) {
 				n++ // c is in the batch: the next record takes a fresh copy
 			}
 		}
 		b.mark(last, h.epoch)
 	})
+	f.followHeld(b)
 	f.sequence(b)
 	return len(b.marks) > 0
 }
@@ -105,6 +116,25 @@ func (f *feed) sequence(b *pollBatch) {
 		f.reordered.Add(uint64(n))
 		f.m.m.reordered.WithLabelValues(f.spec.Name).Add(float64(n))
 	}
+}
+
+// admitCall adds the call record r to b, as a copy c that carries it as
+// it is (Raw), keyed by the calling number, if it is a call record and
+// passes the feed's filter; anything else goes to b's dead letters.
+func (f *feed) admitCall(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, redelivered bool) bool {
+	if redelivered {
+		b.redelivered++
+	}
+	if err := callrecord.Decode(r.Value, &f.callRec); err != nil {
+		b.dlq = f.deadLetter(b.dlq, r, err)
+		return false
+	}
+	if !f.passCall(&f.callRec) {
+		return false
+	}
+	*c = nfcopy.Copy{Raw: r.Value, Timestamp: f.callRec.Time.UnixNano(), CorrelationID: f.callRec.Calling}
+	b.batch = append(b.batch, c)
+	return true
 }
 
 // admit adds the copy c decoded from r to b if it decoded (decodeErr nil)
@@ -129,7 +159,15 @@ func (f *feed) admit(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, decodeErr erro
 		}
 		f.m.m.incomplete.WithLabelValues(f.spec.Name, de.Reason, "relayed").Inc()
 	}
-	if !f.dirs[c.Direction] || !f.pass(c) {
+	if !f.dirs[c.Direction] {
+		return false
+	}
+	ok, held := f.pass(c)
+	if held {
+		b.held = append(b.held, c) // its arena slot is kept: the next record takes a fresh copy
+		return true
+	}
+	if !ok {
 		return false
 	}
 	b.batch = append(b.batch, c)

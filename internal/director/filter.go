@@ -3,9 +3,13 @@ package director
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/signalbox/signalbox/internal/callrecord"
 	"github.com/signalbox/signalbox/internal/filter"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/xdr"
@@ -16,60 +20,158 @@ import (
 type feedFilter struct {
 	copies  *filter.Filter       // copy feeds
 	records *filter.RecordFilter // xdr feeds
+	calls   *filter.CallFilter   // feeds of call records
+	// follow (spec Transactions) passes the copies of the transactions
+	// of the copies the filter passed: a response without the
+	// subscriber's identity belongs to the trace of its request.
+	follow *txnSet
 
 	mMatched, mDropped prometheus.Counter
 }
 
-// compileFilter compiles spec's filter for its feed type: records for an
-// xdr feed, copies otherwise. Errors are *FieldError on "filter" with the
-// expression's line and column.
-func compileFilter(spec *FeedSpec) (*filter.Filter, *filter.RecordFilter, error) {
+// txnSet remembers correlation ids for a while, at most max of them.
+type txnSet struct {
+	mu   sync.Mutex
+	ids  map[string]int64 // correlation id -> expiry, unix ns
+	ttl  time.Duration
+	max  int
+	next int64 // when to sweep the expired
+}
+
+func newTxnSet() *txnSet {
+	return &txnSet{ids: map[string]int64{}, ttl: 5 * time.Minute, max: 100_000}
+}
+
+func (s *txnSet) add(id string, now int64) {
+	if id == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) >= s.max || now >= s.next {
+		for k, exp := range s.ids {
+			if exp <= now {
+				delete(s.ids, k)
+			}
+		}
+		if len(s.ids) >= s.max {
+			clear(s.ids) // a burst past the bound: start over
+		}
+		s.next = now + int64(s.ttl)
+	}
+	s.ids[strings.Clone(id)] = now + int64(s.ttl)
+}
+
+func (s *txnSet) has(id string, now int64) bool {
+	if id == "" {
+		return false
+	}
+	s.mu.Lock()
+	exp, ok := s.ids[id]
+	s.mu.Unlock()
+	return ok && exp > now
+}
+
+// compileFilter compiles spec's filter for its feed: records for an xdr
+// feed, call records for a feed of the calls topic, copies otherwise.
+// Errors are *FieldError on "filter" with the expression's line and column.
+func compileFilter(spec *FeedSpec, calls bool) (*filter.Filter, *filter.RecordFilter, *filter.CallFilter, error) {
 	if spec.Filter == "" {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	var (
-		cf  *filter.Filter
-		rf  *filter.RecordFilter
-		err error
+		cf    *filter.Filter
+		rf    *filter.RecordFilter
+		callf *filter.CallFilter
+		err   error
 	)
-	if spec.Type == TypeXDR {
+	switch {
+	case calls:
+		callf, err = filter.CompileCall(spec.Filter)
+	case spec.Type == TypeXDR:
 		rf, err = filter.CompileRecord(spec.Filter)
-	} else {
+	default:
 		cf, err = filter.Compile(spec.Filter)
 	}
 	if err != nil {
 		var fe *filter.Error
 		if errors.As(err, &fe) {
 			if fe.Line > 0 {
-				return nil, nil, &FieldError{Field: "filter", Msg: fmt.Sprintf("line %d, column %d: %s", fe.Line, fe.Column, fe.Msg)}
+				return nil, nil, nil, &FieldError{Field: "filter", Msg: fmt.Sprintf("line %d, column %d: %s", fe.Line, fe.Column, fe.Msg)}
 			}
-			return nil, nil, &FieldError{Field: "filter", Msg: fe.Msg}
+			return nil, nil, nil, &FieldError{Field: "filter", Msg: fe.Msg}
 		}
-		return nil, nil, &FieldError{Field: "filter", Msg: err.Error()}
+		return nil, nil, nil, &FieldError{Field: "filter", Msg: err.Error()}
 	}
-	return cf, rf, nil
+	return cf, rf, callf, nil
 }
 
 // initFilter compiles the feed's filter (the spec was or will be
 // validated; an invalid filter leaves the feed in error before it runs, so
 // nil here is harmless).
 func (f *feed) initFilter() {
-	cf, rf, err := compileFilter(&f.spec)
-	if err != nil || (cf == nil && rf == nil) {
+	cf, rf, callf, err := compileFilter(&f.spec, f.calls)
+	if err != nil || (cf == nil && rf == nil && callf == nil) {
 		return
 	}
 	l := prometheus.Labels{"feed": f.spec.Name}
-	f.filt = &feedFilter{copies: cf, records: rf,
+	f.filt = &feedFilter{copies: cf, records: rf, calls: callf,
 		mMatched: f.m.m.filterMatched.With(l), mDropped: f.m.m.filterDropped.With(l)}
+	if f.spec.Transactions && cf != nil {
+		f.filt.follow = newTxnSet()
+	}
+}
+
+// passCall applies a call-record feed's filter to r, counting.
+func (f *feed) passCall(r *callrecord.Record) bool {
+	if f.filt == nil || f.filt.calls == nil {
+		return true
+	}
+	return f.countFiltered(f.filt.calls.Match(r))
 }
 
 // pass applies a copy feed's filter to c, counting. xdr feeds filter
-// records, not copies, so their copies all pass here.
-func (f *feed) pass(c *nfcopy.Copy) bool {
+// records, not copies, so their copies all pass here. With Transactions, a
+// copy the filter does not pass but that has a correlation id not seen yet
+// is held, uncounted: a copy read after it in the same poll (its request,
+// from another partition or written after its response) may still start
+// its transaction, which followHeld settles once the poll is decoded.
+func (f *feed) pass(c *nfcopy.Copy) (ok, held bool) {
 	if f.filt == nil || f.filt.copies == nil {
-		return true
+		return true, false
 	}
-	return f.countFiltered(f.filt.copies.Match(c))
+	if fw := f.filt.follow; fw != nil {
+		now := time.Now().UnixNano()
+		if f.filt.copies.Match(c) {
+			fw.add(c.CorrelationID, now)
+			return f.countFiltered(true), false
+		}
+		if fw.has(c.CorrelationID, now) {
+			return f.countFiltered(true), false
+		}
+		if c.CorrelationID != "" {
+			return false, true
+		}
+		return f.countFiltered(false), false
+	}
+	return f.countFiltered(f.filt.copies.Match(c)), false
+}
+
+// followHeld adds to b's batch the copies pass held whose transaction a
+// copy of the same poll started, after that copy; the rest are filtered
+// out.
+func (f *feed) followHeld(b *pollBatch) {
+	if len(b.held) == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	for _, c := range b.held {
+		if f.countFiltered(f.filt.follow.has(c.CorrelationID, now)) {
+			b.batch = append(b.batch, c)
+		}
+	}
+	clear(b.held)
+	b.held = b.held[:0]
 }
 
 // passRecord applies an xdr feed's filter to r, counting.

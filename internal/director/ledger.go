@@ -33,6 +33,7 @@ import (
 //	confirm(k, e, last)   high = max(high, last); if owned in epoch e: done = max(done, last+1)
 //	pending()             done of the owned partitions where done > committed
 //	committedUpTo(offs)   committed = offs[k], for partitions still owned in the same epoch
+//	current(offs)         offs less the partitions no longer owned in the epoch they were taken in
 //	revoke(k)             returns done if uncommitted (the reader commits it while it
 //	                      still may); forgets all but high
 //	lose(k)               forgets all but high: another node may have committed past
@@ -196,6 +197,20 @@ func (l *ledger) committedUpTo(offs map[tp]pendingCommit) {
 			s.committed = c.at
 		}
 	}
+}
+
+// current is what of offs (a pending() taken earlier) is still owned in
+// the epoch it was taken in: a commit proven by a membership of a later
+// generation must not carry what an earlier one confirmed.
+func (l *ledger) current(offs map[tp]pendingCommit) map[tp]pendingCommit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, c := range offs {
+		if s := l.parts[k]; s == nil || !s.owned || s.epoch != c.epoch {
+			delete(offs, k)
+		}
+	}
+	return offs
 }
 
 // revoke ends k's epoch: the reader gives it up in an orderly rebalance and

@@ -19,6 +19,7 @@ func TestLedgerTransitions(t *testing.T) {
 		owned, gap bool
 		high       int64
 		revoked    int64
+		current    map[tp]int64 // current-snapshot: what of the snapshot is still current
 	}
 	for _, tc := range []struct {
 		name  string
@@ -91,6 +92,20 @@ func TestLedgerTransitions(t *testing.T) {
 			{op: "confirm", k: p0, a: 19, epoch: 2, pending: map[tp]int64{p0: 20}},
 			{op: "commit-snapshot", pending: map[tp]int64{p0: 20}},
 		}},
+		{"lost and assigned back while a commit waited: its snapshot is void", []step{
+			// A paused node's commit round took pending(), then waited
+			// for the group's rejoin to prove its membership: proven in
+			// the new generation, it must not write what the old epoch
+			// confirmed (another node has committed past it).
+			{op: "assign", k: p0, a: 0},
+			{op: "assign", k: p1, a: 0},
+			{op: "confirm", k: p0, a: 52, epoch: 1},
+			{op: "confirm", k: p1, a: 9, epoch: 1, pending: map[tp]int64{p0: 53, p1: 10}},
+			{op: "snapshot"},
+			{op: "lose", k: p0},
+			{op: "assign", k: p0, a: 1747},
+			{op: "current-snapshot", current: map[tp]int64{p1: 10}},
+		}},
 		{"a new incarnation keeps only what was delivered", []step{
 			{op: "assign", k: p0, a: 0},
 			{op: "hand", k: p0, a: 0, b: 100, owned: true, high: -1},
@@ -132,6 +147,14 @@ func TestLedgerTransitions(t *testing.T) {
 					snap = l.pending()
 				case "commit-snapshot":
 					l.committedUpTo(snap)
+				case "current-snapshot":
+					got := map[tp]int64{}
+					for k, c := range l.current(maps.Clone(snap)) {
+						got[k] = c.at
+					}
+					if !maps.Equal(got, s.current) {
+						t.Fatalf("step %d current(%v) = %v, want %v", i, snap, got, s.current)
+					}
 				case "reset":
 					l.reset()
 				}

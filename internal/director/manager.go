@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,13 +17,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/xdr"
 )
 
 // Config configures a Manager.
 type Config struct {
-	Client      broker.ClientConfig
-	Topics      []broker.TopicSpec // source topics (NF types); the DLQ topic may be listed too
-	DLQTopic    string             // default broker.DLQTopic
+	Client   broker.ClientConfig
+	Topics   []broker.TopicSpec // source topics (NF types); the DLQ topic may be listed too
+	DLQTopic string             // default broker.DLQTopic
+	// RecordStore, if set, keeps every transaction record the xdr feeds
+	// make (xdrstore), for search: the records and their JSON.
+	RecordStore interface {
+		Append(recs []xdr.Record, raws [][]byte)
+	}
+	// CallsTopic is the topic of the CURRI call records (callstream); a
+	// feed whose one source it is carries call records instead of copies
+	// (http2, kafka and JSON-lines file feeds). Empty: no such feeds.
+	CallsTopic  string
 	Registerer  prometheus.Registerer
 	Logger      *slog.Logger
 	GroupPrefix string // default "signalbox-feed-"
@@ -136,6 +147,10 @@ type Manager struct {
 	// feed loops join and leave while Apply holds mu.
 	tmu  sync.Mutex
 	taps map[string]*tap
+
+	// storers is, by NF type, the xdr feed whose records of transactions
+	// that type saw first go to Config.RecordStore (recordStorers).
+	storers atomic.Pointer[map[string]string]
 }
 
 type tp struct {
@@ -292,6 +307,10 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.cfg.RecordStore != nil {
+		st := m.recordStorers(specs)
+		m.storers.Store(&st)
+	}
 	var errs []error
 	for name, f := range m.feeds {
 		s, ok := want[name]
@@ -326,6 +345,7 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 			errs = append(errs, fmt.Errorf("feed %q: %w", s.Name, err))
 			continue
 		}
+		m.m.declare(&f.spec)
 		if s.Enabled != nil && !*s.Enabled {
 			f.setState(StateStopped)
 			continue
@@ -339,6 +359,56 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 		m.log.Info("feed started", "feed", s.Name, "type", s.Type, "sources", s.Sources)
 	}
 	return errors.Join(errs...)
+}
+
+// recordStorers picks, for each NF type, the one xdr feed of specs (those
+// that run) that stores the records of the transactions that type saw
+// first: of the feeds reading it, the one with the most sources (its
+// records join the most hops), then the first by name. Two xdr feeds over
+// the same sources, say one to an analytics topic and one filtered to a
+// probe, would otherwise store every transaction twice. Every node picks
+// the same from the same specs.
+func (m *Manager) recordStorers(specs []FeedSpec) map[string]string {
+	best := map[string]*FeedSpec{}
+	for i := range specs {
+		s := &specs[i]
+		if s.Type != TypeXDR || (s.Enabled != nil && !*s.Enabled) {
+			continue
+		}
+		if c := *s; m.Validate(&c) != nil {
+			continue
+		}
+		srcs := s.sources()
+		for _, nf := range srcs {
+			b := best[nf]
+			if b == nil || len(srcs) > len(b.sources()) || len(srcs) == len(b.sources()) && s.Name < b.Name {
+				best[nf] = s
+			}
+		}
+	}
+	out := make(map[string]string, len(best))
+	for nf, s := range best {
+		out[nf] = s.Name
+	}
+	return out
+}
+
+// sources is what an xdr feed correlates: its re-key stage's sources for a
+// correlating stage, else its own.
+func (s *FeedSpec) sources() []string {
+	if s.upstream != nil {
+		return s.upstream
+	}
+	return s.Sources
+}
+
+// stores reports whether the xdr feed named feed stores r (recordStorers).
+func (m *Manager) stores(feed string, r *xdr.Record) bool {
+	st := m.storers.Load()
+	if st == nil || len(r.Hops) == 0 {
+		return false
+	}
+	return (*st)[r.Hops[0].NFType] == feed
 }
 
 // ledger is the named feed's ledger, reset for a new incarnation of the

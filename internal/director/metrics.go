@@ -106,6 +106,32 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// declare makes a running feed's counters exist at 0, so that rate() and
+// the dashboards see them before the first event (a first undeliverable
+// copy shows as an increase, not as a new series).
+func (m *metrics) declare(spec *FeedSpec) {
+	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
+		m.undeliverable, m.tapDrops, m.filterMatched, m.filterDropped} {
+		v.WithLabelValues(spec.Name)
+	}
+	if spec.Type == TypeXDR {
+		m.records.WithLabelValues(spec.Name)
+		if spec.XDR != nil && spec.XDR.Rekey {
+			m.replayed.WithLabelValues(spec.Name)
+			m.upstreamStalls.WithLabelValues(spec.Name)
+		}
+	} else {
+		m.reordered.WithLabelValues(spec.Name)
+	}
+}
+
+// declareTap makes a shared reader's counters exist at 0.
+func (m *metrics) declareTap(key string) {
+	for _, v := range []*prometheus.CounterVec{m.fencedCommits, m.tapRewinds, m.tapRebalances} {
+		v.WithLabelValues(key)
+	}
+}
+
 func (m *metrics) forget(feed string) {
 	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
 		m.undeliverable, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed} {

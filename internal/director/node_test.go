@@ -31,6 +31,7 @@ type nodeConfig struct {
 	Kafka          broker.ClientConfig
 	Feeds          []FeedSpec
 	SessionTimeout time.Duration
+	Solo           bool // Config.SoloReads: every feed reads on its own
 }
 
 func TestMain(m *testing.M) {
@@ -52,7 +53,7 @@ func runNode(c string) int {
 	var m *Manager
 	m, err := NewManager(Config{
 		Client: nc.Kafka, Topics: testTopics[:3], Registerer: prometheus.NewRegistry(),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: nodeLogLevel()})), SessionTimeout: nc.SessionTimeout, CreateTopics: true,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: nodeLogLevel()})), SessionTimeout: nc.SessionTimeout, CreateTopics: true, SoloReads: nc.Solo,
 		BackoffMin: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
 		NewSink: func(spec *FeedSpec) (Sink, error) {
 			if spec.Type == TypeSynthetic {
@@ -200,34 +201,53 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // commitWatch polls a group's committed offsets and records every time one
-// moved backwards.
+// moved backwards, and, given what the consumers have, the most copies ever
+// delivered past the commits: what a hand-over may deliver again.
 type commitWatch struct {
 	mu        sync.Mutex
 	last      map[tp]int64
 	backwards []string
+	window    int
 	stop      context.CancelFunc
 	done      chan struct{}
 }
 
-func watchCommits(m *Manager, group string) *commitWatch {
+func watchCommits(m *Manager, group string) *commitWatch { return watchDelivery(m, group, nil) }
+
+// watchDelivery is watchCommits that also tracks the window: delivered()
+// (distinct copies the consumers have, all from the group's sources) less
+// the copies below the commits, at each poll that read them all.
+func watchDelivery(m *Manager, group string, delivered func() int) *commitWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &commitWatch{last: map[tp]int64{}, stop: cancel, done: make(chan struct{})}
+	parts := map[string][]int32{"SCP": {0, 1, 2, 3}, "NRF": {0, 1}}
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
-			offs, err := m.committed(ctx, group, map[string][]int32{"SCP": {0, 1, 2, 3}, "NRF": {0, 1}})
+			offs, err := m.committed(ctx, group, parts)
 			if err == nil {
 				w.mu.Lock()
+				below, errs := 0, 0
 				offs.Each(func(o kadm.OffsetResponse) {
-					if o.Err != nil || o.At < 0 {
+					if o.Err != nil {
+						errs++
 						return
 					}
+					if o.At < 0 {
+						return
+					}
+					below += int(o.At)
 					k := tp{o.Topic, o.Partition}
 					if prev, ok := w.last[k]; ok && o.At < prev {
 						w.backwards = append(w.backwards, fmt.Sprintf("%s/%d: %d after %d", o.Topic, o.Partition, o.At, prev))
 					}
 					w.last[k] = o.At
 				})
+				if delivered != nil && errs == 0 {
+					// After the commits were read: a copy counts as
+					// delivered past them rather than not at all.
+					w.window = max(w.window, delivered()-below)
+				}
 				w.mu.Unlock()
 			}
 			sleepCtx(ctx, 20*time.Millisecond)
@@ -242,6 +262,13 @@ func (w *commitWatch) finish() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.backwards
+}
+
+// maxWindow is the most copies the consumers had past the commits.
+func (w *commitWatch) maxWindow() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.window
 }
 
 func nodeLogLevel() slog.Level {

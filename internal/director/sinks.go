@@ -66,12 +66,12 @@ func (m *Manager) defaultSink(spec *FeedSpec) (Sink, error) {
 }
 
 // fileFormat is the spec's format with its default: pcap for copies, jsonl
-// for records.
-func fileFormat(spec *FeedSpec) string {
+// for transaction and call records.
+func (m *Manager) fileFormat(spec *FeedSpec) string {
 	if spec.File.Format != "" {
 		return spec.File.Format
 	}
-	if spec.Type == TypeXDR {
+	if spec.Type == TypeXDR || m.isCallsFeed(spec) {
 		return filesink.FormatJSONL
 	}
 	return filesink.FormatPCAP
@@ -81,7 +81,7 @@ func fileFormat(spec *FeedSpec) string {
 func (m *Manager) fileSink(spec *FeedSpec) (Sink, error) {
 	fs := spec.File
 	return filesink.New(filesink.Config{
-		Dir: fs.Dir, Prefix: spec.Name, Format: fileFormat(spec),
+		Dir: fs.Dir, Prefix: spec.Name, Format: m.fileFormat(spec),
 		RotateBytes: fs.RotateBytes, RotateInterval: time.Duration(fs.RotateSeconds) * time.Second, Keep: fs.Keep,
 		Logger: m.log.With("feed", spec.Name),
 	})

@@ -33,6 +33,12 @@ type FeedSpec struct {
 	Enabled    *bool    `json:"enabled,omitempty"`    // default true
 	Start      string   `json:"start,omitempty"`      // "latest" (default) or "earliest"
 	Filter     string   `json:"filter,omitempty"`     // filter expression (see issue: filters)
+	// Transactions (with a filter, on a copy feed) also passes the other
+	// copies of each transaction a copy the filter passed belongs to (same
+	// correlation id), read after it within 5 minutes or before it in the
+	// same poll: a response that does not name the subscriber goes with
+	// its request.
+	Transactions bool `json:"transactions,omitempty"`
 	// Sequencing "transaction" writes each transaction's request before its
 	// responses fetched with it (sequencer); "" leaves the copies in
 	// partition order.

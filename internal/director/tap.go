@@ -59,6 +59,7 @@ type tap struct {
 	parts   map[tp]bool        // the partitions the running reader holds on this node
 	partsCh chan struct{}      // closed (and replaced) when parts change
 	pos     map[tp]int64       // where the reader continues in each partition it holds
+	member  string             // the group member id the partitions were assigned to
 	rewind  bool               // a member joined or was attached: position it before the next poll
 	wake    context.CancelFunc // ends the reader's poll in progress
 	kick    chan struct{}      // wakes a reader with no attached member
@@ -108,6 +109,7 @@ func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
 			kick: make(chan struct{}, 1), joined: time.Now(),
 		}
 		m.taps[key] = t
+		m.m.declareTap(key)
 		go t.run()
 	}
 	mem := &tapMember{t: t, f: f, p: p, evicted: make(chan struct{}), gone: make(chan struct{})}
@@ -227,13 +229,32 @@ func (t *tap) assignment() (map[tp]bool, <-chan struct{}) {
 
 // addParts notes partitions assigned to the tap and tells the detached
 // members' readers.
-func (t *tap) addParts(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+func (t *tap) addParts(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
 	t.m.m.tapRebalances.WithLabelValues(t.key).Inc()
-	for _, mem := range t.snapshot() {
+	mems := t.snapshot()
+	for _, mem := range mems {
 		t.m.upstreamRebalance(mem.f.spec.Name, true)
 	}
+	member, _ := cl.GroupMetadata()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.member != "" && member != t.member && len(t.parts) > 0 {
+		// A new member id with partitions kept: the old member was
+		// dropped by the group (a join answered UNKNOWN_MEMBER_ID, and
+		// franz-go joined again as a new member without calling
+		// OnPartitionsLost), so another node may have read and committed
+		// them meanwhile. What the members confirmed of them is from the
+		// old membership: forget it, and position them again from their
+		// groups' commits before the next poll.
+		t.log.Warn("feed tap: rejoined as a new group member; positioning its partitions again", "partitions", len(t.parts))
+		for k := range t.parts {
+			for _, mem := range mems {
+				mem.f.led.lose(k)
+			}
+		}
+		t.poke()
+	}
+	t.member = member
 	for topic, ps := range parts {
 		for _, p := range ps {
 			t.parts[tp{topic, p}] = true

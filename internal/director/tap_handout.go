@@ -189,6 +189,7 @@ func (mem *tapMember) fill(ctx context.Context, sb *sharedBatch, b *pollBatch) b
 	if len(b.marks) == 0 {
 		return false
 	}
+	f.followHeld(b)
 	f.sequence(b)
 	b.mem, b.shared = mem, sb
 	sb.refs.Add(1)

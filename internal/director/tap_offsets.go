@@ -60,10 +60,19 @@ func (t *tap) position(ctx context.Context, mems []*tapMember, offs map[string]m
 // start notes where mem resumes in each partition of offs (where the tap
 // last left it, else its group's commit, else the log start), counting
 // copies retention deleted before it read them, and lowers low to it.
+// Partitions the tap no longer holds are left alone: the group took them
+// while their commits were fetched, and starting one would make the ledger
+// own (and commit) a partition another node reads.
 func (mem *tapMember) start(offs map[string]map[int32]kgo.Offset, committed kadm.OffsetResponses, starts kadm.ListedOffsets, low map[tp]int64) {
+	t := mem.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for topic, ps := range offs {
 		for p := range ps {
 			k := tp{topic, p}
+			if !t.parts[k] {
+				continue
+			}
 			at, owned := mem.f.led.next(k)
 			if !owned || at < 0 {
 				at = mem.f.startAt(k, committed, starts)
@@ -217,7 +226,11 @@ func (t *tap) fencedCommit(ctx context.Context, mems []*tapMember) error {
 	defer cancel()
 	var errs []error
 	for i, mem := range mems {
-		if err := mem.commitOffsets(lctx, pend[i]); err != nil {
+		// franz-go holds a commit while the client joins the group, so
+		// after a pause the fence may pass as the member of a generation
+		// joined since pending() was taken: what an earlier epoch
+		// confirmed is not this membership's to commit.
+		if err := mem.commitOffsets(lctx, mem.f.led.current(pend[i])); err != nil {
 			errs = append(errs, fmt.Errorf("feed %q: %w", mem.f.spec.Name, err))
 		}
 	}

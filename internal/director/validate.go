@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/signalbox/signalbox/internal/broker"
@@ -46,13 +47,18 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	}
 	seen := map[string]bool{}
 	for i, s := range spec.Sources {
-		if !m.sources[s] && !spec.internal {
+		if !m.sources[s] && !spec.internal && !(s == m.cfg.CallsTopic && s != "") {
 			return &FieldError{Field: "sources[" + strconv.Itoa(i) + "]", Msg: fmt.Sprintf("%q is not a known NF type (topics: %v)", s, m.sourceNames)}
 		}
 		if seen[s] {
 			return &FieldError{Field: "sources[" + strconv.Itoa(i) + "]", Msg: fmt.Sprintf("%q listed twice", s)}
 		}
 		seen[s] = true
+	}
+	if m.isCallsFeed(spec) {
+		if err := m.validateCallsFeed(spec); err != nil {
+			return err
+		}
 	}
 	for i, d := range spec.Directions {
 		if nfcopy.ParseDirection(d) == nfcopy.DirUnknown {
@@ -64,6 +70,9 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	case "", "latest", "earliest":
 	default:
 		return &FieldError{Field: "start", Msg: fmt.Sprintf("%q: want latest or earliest", spec.Start)}
+	}
+	if spec.Transactions && (spec.Filter == "" || spec.Type == TypeXDR || m.isCallsFeed(spec)) {
+		return &FieldError{Field: "transactions", Msg: "follows the transactions of the copies a filter passes: needs a filter, on a feed of NF copies"}
 	}
 	if spec.Sequencing != "" && spec.Sequencing != SequencingTransaction {
 		return &FieldError{Field: "sequencing", Msg: fmt.Sprintf("%q: want transaction, or leave it out", spec.Sequencing)}
@@ -105,7 +114,7 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 		if err := broker.ValidateTopicName(spec.Topic); err != nil {
 			return &FieldError{Field: "topic", Msg: err.Error()}
 		}
-		if spec.Kafka == nil && (m.sources[spec.Topic] || spec.Topic == m.cfg.DLQTopic) {
+		if spec.Kafka == nil && (m.sources[spec.Topic] || spec.Topic == m.cfg.DLQTopic || (spec.Topic == m.cfg.CallsTopic && spec.Topic != "")) {
 			return &FieldError{Field: "topic", Msg: fmt.Sprintf("%q is a director topic; feeding it would loop", spec.Topic)}
 		}
 		if k := spec.Kafka; k != nil {
@@ -192,7 +201,7 @@ func tlsConfig(t *TLSSpec, field string) (*tls.Config, error) {
 // validateOutputs checks the filter, and the outputs of the xdr and file
 // feed types.
 func (m *Manager) validateOutputs(spec *FeedSpec) error {
-	if _, _, err := compileFilter(spec); err != nil {
+	if _, _, _, err := compileFilter(spec, m.isCallsFeed(spec)); err != nil {
 		return err
 	}
 	switch spec.Type {
@@ -222,7 +231,7 @@ func (m *Manager) validateOutputs(spec *FeedSpec) error {
 			if err := broker.ValidateTopicName(spec.Topic); err != nil {
 				return &FieldError{Field: "topic", Msg: err.Error()}
 			}
-			if spec.Kafka == nil && (m.sources[spec.Topic] || spec.Topic == m.cfg.DLQTopic) {
+			if spec.Kafka == nil && (m.sources[spec.Topic] || spec.Topic == m.cfg.DLQTopic || (spec.Topic == m.cfg.CallsTopic && spec.Topic != "")) {
 				return &FieldError{Field: "topic", Msg: fmt.Sprintf("%q is a director topic; feeding it would loop", spec.Topic)}
 			}
 		}
@@ -269,6 +278,36 @@ func validateFile(fs *FileSpec, records bool) error {
 	}
 	if fs.Keep < 0 {
 		return &FieldError{Field: "file.keep", Msg: "must not be negative"}
+	}
+	return nil
+}
+
+// isCallsFeed reports whether spec reads the call records' topic.
+func (m *Manager) isCallsFeed(spec *FeedSpec) bool {
+	return m.cfg.CallsTopic != "" && slices.Contains(spec.Sources, m.cfg.CallsTopic)
+}
+
+// validateCallsFeed checks what a feed of call records may be: the records
+// are JSON, relayed as they are, so http2, kafka and JSON-lines files carry
+// them; packets, transactions and trigger points are copies' notions.
+func (m *Manager) validateCallsFeed(spec *FeedSpec) error {
+	if len(spec.Sources) != 1 {
+		return &FieldError{Field: "sources", Msg: fmt.Sprintf("%q carries call records, not NF copies: a feed of it has no other source", m.cfg.CallsTopic)}
+	}
+	switch spec.Type {
+	case TypeHTTP2, TypeKafka:
+	case TypeFile:
+		if spec.File != nil && spec.File.Format != "" && spec.File.Format != filesink.FormatJSONL {
+			return &FieldError{Field: "file.format", Msg: fmt.Sprintf("%q: call records are written as jsonl", spec.File.Format)}
+		}
+	default:
+		return &FieldError{Field: "type", Msg: fmt.Sprintf("%q: a feed of call records is http2, kafka or file (jsonl)", spec.Type)}
+	}
+	if len(spec.Directions) > 0 {
+		return &FieldError{Field: "directions", Msg: "call records have no trigger points; filter on their fields instead"}
+	}
+	if spec.Sequencing != "" {
+		return &FieldError{Field: "sequencing", Msg: "call records are not transactions of copies"}
 	}
 	return nil
 }

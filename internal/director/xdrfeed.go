@@ -123,15 +123,17 @@ type xdrSink struct {
 	inner Sink
 	tick  time.Duration
 
-	mu     sync.Mutex // one delivery to inner at a time
-	recs   []xdr.Record
-	out    []*nfcopy.Copy
-	outBuf []nfcopy.Copy
-	srcIdx map[tp]uint32  // the correlator's source number of each partition (under mu)
-	read   map[tp]readPos // under mu
-	owned  map[tp]bool    // scratch of sendFrom
-	low    map[uint32]int64
-	spans  map[uint32][][2]int64 // scratch of markLowWater
+	mu       sync.Mutex // one delivery to inner at a time
+	recs     []xdr.Record
+	out      []*nfcopy.Copy
+	outBuf   []nfcopy.Copy
+	keep     []xdr.Record   // scratch of deliver: the records this feed stores
+	keepRaws [][]byte       // and their JSON
+	srcIdx   map[tp]uint32  // the correlator's source number of each partition (under mu)
+	read     map[tp]readPos // under mu
+	owned    map[tp]bool    // scratch of sendFrom
+	low      map[uint32]int64
+	spans    map[uint32][][2]int64 // scratch of markLowWater
 
 	// clock is the correlator's: it stands still while the re-key stage
 	// upstream is stalled (watchUpstream), and is held back to the re-key
@@ -237,6 +239,10 @@ func (s *xdrSink) sendFrom(ctx context.Context, b *pollBatch) error {
 // confirms or ctx ends. s.mu is held.
 func (s *xdrSink) deliver(ctx context.Context) error {
 	f := s.f
+	// With a record store, every record the correlator made is kept,
+	// whatever the feed's filter, by one of the xdr feeds that make it
+	// (Manager.recordStorers): each is encoded once, for both.
+	st := f.m.cfg.RecordStore
 	s.out = s.out[:0]
 	if cap(s.outBuf) < len(s.recs) {
 		s.outBuf = make([]nfcopy.Copy, len(s.recs))
@@ -244,7 +250,9 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 	s.outBuf = s.outBuf[:len(s.recs)]
 	for i := range s.recs {
 		r := &s.recs[i]
-		if !f.passRecord(r) {
+		pass := f.passRecord(r)
+		store := st != nil && f.m.stores(f.spec.Name, r)
+		if !pass && !store {
 			continue
 		}
 		b, err := json.Marshal(r)
@@ -252,9 +260,21 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 			f.log.Error("xdr feed: encode record", "err", err)
 			continue
 		}
+		if store {
+			s.keep, s.keepRaws = append(s.keep, *r), append(s.keepRaws, b)
+		}
+		if !pass {
+			continue
+		}
 		c := &s.outBuf[len(s.out)]
 		*c = nfcopy.Copy{CorrelationID: r.CorrelationID, Timestamp: r.End, Raw: b}
 		s.out = append(s.out, c)
+	}
+	if len(s.keep) > 0 {
+		st.Append(s.keep, s.keepRaws) // copies what it keeps
+		clear(s.keep)
+		clear(s.keepRaws)
+		s.keep, s.keepRaws = s.keep[:0], s.keepRaws[:0]
 	}
 	if len(s.out) == 0 {
 		return nil

@@ -13,12 +13,7 @@ import (
 
 // recordFields are the fields of record filter expressions, with a sample
 // value of their type.
-var recordFields = []struct {
-	name string
-	zero any
-	doc  string
-	get  func(r *xdr.Record) any
-}{
+var recordFields = []structField[xdr.Record]{
 	{"correlation_id", "", "correlation-id of the transaction", func(r *xdr.Record) any { return r.CorrelationID }},
 	{"service", "", "SBI service, e.g. nudm-ueau", func(r *xdr.Record) any { return r.Service }},
 	{"api_version", "", "API version, e.g. v1", func(r *xdr.Record) any { return r.APIVersion }},
@@ -27,6 +22,9 @@ var recordFields = []struct {
 	{"status", 0, "HTTP status of the final response; 0 without a response", func(r *xdr.Record) any { return r.Status }},
 	{"status_class", "", "1xx..5xx, timeout (response_timeout) or other", func(r *xdr.Record) any { return r.StatusClass() }},
 	{"result", "", "complete, partial, response_timeout or orphan_response", func(r *xdr.Record) any { return r.Result }},
+	{"cause", "", "ProblemDetails cause of a failed response, e.g. USER_NOT_FOUND", func(r *xdr.Record) any { return r.Cause }},
+	{"producer", "", "the producer NF instance (id, else FQDN)", func(r *xdr.Record) any { return r.Producer }},
+	{"plmn", "", "a SEPP transaction's roaming partner PLMN, MCC-MNC", func(r *xdr.Record) any { return r.PLMN }},
 	{"nf_types", []string{}, "distinct NF types that copied the transaction, in hop order", func(r *xdr.Record) any { return r.NFTypes() }},
 	{"nf_type", "", "NF type that first saw the request (the first hop)", func(r *xdr.Record) any {
 		if len(r.HopLatencies) > 0 {
@@ -50,56 +48,31 @@ var recordFields = []struct {
 }
 
 // RecordFields lists the fields of record filter expressions.
-func RecordFields() []FieldDoc {
-	out := make([]FieldDoc, 0, len(recordFields))
-	for _, f := range recordFields {
-		out = append(out, FieldDoc{Name: f.name, Type: fmt.Sprintf("%T", f.zero), Description: f.doc})
-	}
-	return out
-}
+func RecordFields() []FieldDoc { return fieldDocs(recordFields) }
 
 // RecordFilter is a compiled filter over transaction records (xdr feeds). It
 // is immutable and safe for concurrent use. Records are far fewer than
 // copies, so it builds the environment of the fields used per record rather
 // than rewriting comparisons.
-type RecordFilter struct {
-	src  string
-	prog *vm.Program
-	used []int // indexes into recordFields
-}
-
-// String returns the expression's source.
-func (f *RecordFilter) String() string { return f.src }
+type RecordFilter struct{ structFilter[xdr.Record] }
 
 // CompileRecord compiles a record filter expression, refusing what Compile
 // refuses.
 func CompileRecord(src string) (*RecordFilter, error) {
-	if strings.TrimSpace(src) == "" {
-		return nil, &Error{Expr: src, Msg: "empty expression"}
-	}
-	if len(src) > MaxExprLen {
-		return nil, &Error{Expr: src, Msg: fmt.Sprintf("expression longer than %d bytes", MaxExprLen)}
-	}
-	tree, err := parser.Parse(src)
+	f, err := compileStruct(src, recordFields)
 	if err != nil {
-		return nil, toError(src, err)
+		return nil, err
 	}
-	idents := identSet{}
-	walkIdents(&tree.Node, idents)
-	env := make(map[string]any, len(recordFields))
-	f := &RecordFilter{src: src}
-	for i, rf := range recordFields {
-		env[rf.name] = rf.zero
-		if idents[rf.name] || idents["$env"] {
-			f.used = append(f.used, i)
-		}
-	}
-	prog, err := expr.Compile(src, expr.Env(env), expr.AsBool(), expr.MaxNodes(maxNodes))
+	return &RecordFilter{f}, nil
+}
+
+// Eval evaluates the filter on r.
+func (f *RecordFilter) Eval(r *xdr.Record) (bool, error) {
+	ok, err := f.eval(r)
 	if err != nil {
-		return nil, toError(src, err)
+		return false, fmt.Errorf("record filter %q: %w", f.src, err)
 	}
-	f.prog = prog
-	return f, nil
+	return ok, nil
 }
 
 // Match reports whether r passes the filter; a run-time error does not match.
@@ -108,15 +81,70 @@ func (f *RecordFilter) Match(r *xdr.Record) bool {
 	return ok
 }
 
-// Eval evaluates the filter on r.
-func (f *RecordFilter) Eval(r *xdr.Record) (bool, error) {
+// structField is a field of filter expressions over records of type T,
+// with a sample value of its type.
+type structField[T any] struct {
+	name string
+	zero any
+	doc  string
+	get  func(r *T) any
+}
+
+func fieldDocs[T any](fields []structField[T]) []FieldDoc {
+	out := make([]FieldDoc, 0, len(fields))
+	for _, f := range fields {
+		out = append(out, FieldDoc{Name: f.name, Type: fmt.Sprintf("%T", f.zero), Description: f.doc})
+	}
+	return out
+}
+
+// structFilter is a filter expression over records of type T whose fields
+// are listed: the environment holds only the fields the expression uses.
+type structFilter[T any] struct {
+	src    string
+	prog   *vm.Program
+	fields []structField[T]
+	used   []int // indexes into fields
+}
+
+// String returns the expression's source.
+func (f *structFilter[T]) String() string { return f.src }
+
+func compileStruct[T any](src string, fields []structField[T]) (structFilter[T], error) {
+	f := structFilter[T]{src: src, fields: fields}
+	if strings.TrimSpace(src) == "" {
+		return f, &Error{Expr: src, Msg: "empty expression"}
+	}
+	if len(src) > MaxExprLen {
+		return f, &Error{Expr: src, Msg: fmt.Sprintf("expression longer than %d bytes", MaxExprLen)}
+	}
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return f, toError(src, err)
+	}
+	idents := identSet{}
+	walkIdents(&tree.Node, idents)
+	env := make(map[string]any, len(fields))
+	for i, sf := range fields {
+		env[sf.name] = sf.zero
+		if idents[sf.name] || idents["$env"] {
+			f.used = append(f.used, i)
+		}
+	}
+	if f.prog, err = expr.Compile(src, expr.Env(env), expr.AsBool(), expr.MaxNodes(maxNodes)); err != nil {
+		return f, toError(src, err)
+	}
+	return f, nil
+}
+
+func (f *structFilter[T]) eval(r *T) (bool, error) {
 	env := make(map[string]any, len(f.used))
 	for _, i := range f.used {
-		env[recordFields[i].name] = recordFields[i].get(r)
+		env[f.fields[i].name] = f.fields[i].get(r)
 	}
 	out, err := expr.Run(f.prog, env)
 	if err != nil {
-		return false, fmt.Errorf("record filter %q: %w", f.src, err)
+		return false, err
 	}
 	ok, _ := out.(bool)
 	return ok, nil

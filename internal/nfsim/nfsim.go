@@ -208,7 +208,7 @@ type nfState struct {
 	name  string
 	topic string
 	rate  float64 // copies per second
-	quota int64   // copies to send in total (0 = unlimited)
+	quota int64   // copies to send in total (-1: unlimited)
 	gen   *gen
 	made  int64        // generated
 	sent  atomic.Int64 // acknowledged
@@ -381,11 +381,18 @@ func newNFStates(cfg *Config, runID string, quotas map[string]int64, seed func(i
 		if topic == "" {
 			topic = name
 		}
+		quota := int64(-1)
+		if quotas != nil {
+			quota = quotas[name] // 0 when the count is smaller than the mix
+		}
 		nfs = append(nfs, &nfState{name: name, topic: topic, rate: cfg.Rate * cfg.Mix[name] / sum,
-			quota: quotas[name], gen: newGen(name, runID, seed(i))})
+			quota: quota, gen: newGen(name, runID, seed(i))})
 	}
 	return nfs
 }
+
+// more reports whether nf has copies left to make.
+func (nf *nfState) more() bool { return nf.quota < 0 || nf.made < nf.quota }
 
 // runner is what the phases of a run share: the sender, the record buffers,
 // and the tallies of acknowledged copies.
@@ -438,7 +445,7 @@ func (r *runner) connect(ctx context.Context, nfs []*nfState) error {
 		return nil
 	}
 	for _, nf := range nfs {
-		if nf.quota == 0 || nf.made < nf.quota {
+		if nf.more() {
 			r.produce(ctx, nf)
 		}
 	}
@@ -497,7 +504,7 @@ func (r *runner) measure(ctx context.Context, nfs []*nfState, start time.Time, o
 			} else {
 				due = nf.made + 256 // unpaced: a batch per NF per round
 			}
-			if nf.quota > 0 && due > nf.quota {
+			if nf.quota >= 0 && due > nf.quota {
 				due = nf.quota
 			}
 			for nf.made < due {
@@ -508,7 +515,7 @@ func (r *runner) measure(ctx context.Context, nfs []*nfState, start time.Time, o
 				// deadline still go.
 				r.produce(ctx, nf)
 			}
-			if nf.quota == 0 || nf.made < nf.quota {
+			if nf.more() {
 				finished = false
 			}
 		}

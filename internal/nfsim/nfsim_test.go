@@ -201,9 +201,9 @@ func testRunKafka(t *testing.T, key string) {
 	k.verify(want, key != "")
 }
 
-func TestRunHTTPIngest(t *testing.T) {
-	var mu sync.Mutex
-	var bodies [][]byte
+// ingestServer is an HTTP/2 (h2c) copy ingest, as signalbox's: it calls
+// line with each NDJSON line of a POST, and is closed when t ends.
+func ingestServer(t *testing.T, line func([]byte)) *httptest.Server {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 2 {
 			http.Error(w, "want HTTP/2", http.StatusHTTPVersionNotSupported)
@@ -215,17 +215,26 @@ func TestRunHTTPIngest(t *testing.T) {
 		}
 		sc := bufio.NewScanner(r.Body)
 		sc.Buffer(make([]byte, 1<<16), 1<<20)
-		mu.Lock()
 		for sc.Scan() {
-			bodies = append(bodies, append([]byte(nil), sc.Bytes()...))
+			line(sc.Bytes())
 		}
-		mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestRunHTTPIngest(t *testing.T) {
+	var mu sync.Mutex
+	var bodies [][]byte
+	srv := ingestServer(t, func(line []byte) {
+		mu.Lock()
+		bodies = append(bodies, append([]byte(nil), line...))
+		mu.Unlock()
+	})
 
 	cfg := Config{Ingest: srv.URL, Rate: 5000, Count: 300, Size: 2000, RunID: "h1",
 		Mix: map[string]float64{"SCP": 1, "NRF": 1, "PCF": 1}}
@@ -245,6 +254,30 @@ func TestRunHTTPIngest(t *testing.T) {
 		if st.Sent[nf] != w || k.count[nf] != w {
 			t.Errorf("%s: stats %d, received %d, want %d", nf, st.Sent[nf], k.count[nf], w)
 		}
+	}
+}
+
+// A count smaller than the mix leaves some NF types without a copy to send:
+// the run ends once the others have sent theirs (a quota of 0 had meant no
+// limit, and the run went on for ever).
+func TestRunCountSmallerThanMix(t *testing.T) {
+	var mu sync.Mutex
+	lines := 0
+	srv := ingestServer(t, func([]byte) {
+		mu.Lock()
+		lines++
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := Run(ctx, Config{Ingest: srv.URL, Count: 1, Size: 1000}, io.Discard) // three NF types in the default mix
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("run: %v (ctx: %v)", err, ctx.Err())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if st.Total() != 1 || lines != 1 {
+		t.Fatalf("sent %d, received %d; want 1", st.Total(), lines)
 	}
 }
 

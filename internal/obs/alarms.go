@@ -44,7 +44,7 @@ type Alarms struct {
 	gauge    *prometheus.GaugeVec
 	byKind   *prometheus.GaugeVec
 	now      func() time.Time
-	onChange func(a Alarm)
+	onChange []func(a Alarm)
 }
 
 // NewAlarms registers signalbox_alarms_active{severity} and
@@ -80,6 +80,15 @@ func (a *Alarms) Declare(kinds ...string) {
 	}
 }
 
+// Subscribe calls fn, outside the lock, each time an alarm is raised (not
+// when an active one is raised again) and each time one clears. fn must not
+// block: the SNMP notifier queues and returns.
+func (a *Alarms) Subscribe(fn func(Alarm)) {
+	a.mu.Lock()
+	a.onChange = append(a.onChange, fn)
+	a.mu.Unlock()
+}
+
 // Raise raises (or refreshes) the alarm kind on source.
 func (a *Alarms) Raise(kind, source string, sev Severity, description string) {
 	now := a.now()
@@ -102,8 +111,10 @@ func (a *Alarms) Raise(kind, source string, sev Severity, description string) {
 	snap := *al
 	cb := a.onChange
 	a.mu.Unlock()
-	if cb != nil && !ok {
-		cb(snap)
+	if !ok {
+		for _, fn := range cb {
+			fn(snap)
+		}
 	}
 }
 
@@ -129,8 +140,8 @@ func (a *Alarms) Clear(kind, source string) {
 	snap := *al
 	cb := a.onChange
 	a.mu.Unlock()
-	if cb != nil {
-		cb(snap)
+	for _, fn := range cb {
+		fn(snap)
 	}
 }
 

@@ -32,6 +32,8 @@ func testStore(t *testing.T, h backendHarness) {
 		{"Prune", testPrune},
 		{"CallSegments", testCallSegments},
 		{"Feeds", testFeeds},
+		{"Webhooks", testWebhooks},
+		{"Traces", testTraces},
 		{"Tokens", testTokens},
 		{"Changes", testChanges},
 		{"BulkRules", testBulkRules},
@@ -618,40 +620,75 @@ func testPrune(t *testing.T, h backendHarness) {
 	}
 }
 
-func testFeeds(t *testing.T, h backendHarness) {
+// specOps are the CRUD methods of one table of named JSON specs.
+type specOps struct {
+	kind   string
+	create func(Store, *SpecRecord) error
+	get    func(Store, string) (SpecRecord, error)
+	update func(Store, *SpecRecord) error
+	list   func(Store) ([]SpecRecord, error)
+	delete func(Store, string) error
+}
+
+var (
+	feedOps = specOps{"feed",
+		func(s Store, r *SpecRecord) error { return s.CreateFeed(ctx, r) },
+		func(s Store, n string) (SpecRecord, error) { return s.GetFeed(ctx, n) },
+		func(s Store, r *SpecRecord) error { return s.UpdateFeed(ctx, r) },
+		func(s Store) ([]SpecRecord, error) { return s.ListFeeds(ctx) },
+		func(s Store, n string) error { return s.DeleteFeed(ctx, n) }}
+	webhookOps = specOps{"webhook",
+		func(s Store, r *SpecRecord) error { return s.CreateWebhook(ctx, r) },
+		func(s Store, n string) (SpecRecord, error) { return s.GetWebhook(ctx, n) },
+		func(s Store, r *SpecRecord) error { return s.UpdateWebhook(ctx, r) },
+		func(s Store) ([]SpecRecord, error) { return s.ListWebhooks(ctx) },
+		func(s Store, n string) error { return s.DeleteWebhook(ctx, n) }}
+	traceOps = specOps{"trace",
+		func(s Store, r *SpecRecord) error { return s.CreateTrace(ctx, r) },
+		func(s Store, n string) (SpecRecord, error) { return s.GetTrace(ctx, n) },
+		func(s Store, r *SpecRecord) error { return s.UpdateTrace(ctx, r) },
+		func(s Store) ([]SpecRecord, error) { return s.ListTraces(ctx) },
+		func(s Store, n string) error { return s.DeleteTrace(ctx, n) }}
+)
+
+func testFeeds(t *testing.T, h backendHarness)    { testSpecs(t, h, feedOps) }
+func testWebhooks(t *testing.T, h backendHarness) { testSpecs(t, h, webhookOps) }
+func testTraces(t *testing.T, h backendHarness)   { testSpecs(t, h, traceOps) }
+
+func testSpecs(t *testing.T, h backendHarness, o specOps) {
 	s := openT(t, h.fresh(t))
 	spec := json.RawMessage(`{"source": {"topic": "scp"}, "sink": {"type": "pcap", "addr": "127.0.0.1:9000"}}`)
-	f := FeedRecord{Name: "probe1", Spec: spec}
-	bumps(t, s, 1, "create feed", func() error { return s.CreateFeed(ctx, &f) })
-	wantErr(t, s.CreateFeed(ctx, &FeedRecord{Name: "probe1", Spec: json.RawMessage(`{}`)}), ErrConflict, "duplicate feed")
-	if err := s.CreateFeed(ctx, &FeedRecord{Name: "bad", Spec: json.RawMessage(`{"x":`)}); err == nil {
+	f := SpecRecord{Name: "probe1", Spec: spec}
+	bumps(t, s, 1, "create "+o.kind, func() error { return o.create(s, &f) })
+	wantErr(t, o.create(s, &SpecRecord{Name: "probe1", Spec: json.RawMessage(`{}`)}), ErrConflict, "duplicate "+o.kind)
+	if err := o.create(s, &SpecRecord{Name: "bad", Spec: json.RawMessage(`{"x":`)}); err == nil {
 		t.Error("invalid JSON spec accepted")
 	}
-	if err := s.CreateFeed(ctx, &FeedRecord{Spec: spec}); err == nil {
+	if err := o.create(s, &SpecRecord{Spec: spec}); err == nil {
 		t.Error("empty name accepted")
 	}
-	got, err := s.GetFeed(ctx, "probe1")
+	got, err := o.get(s, "probe1")
 	if err != nil || !reflect.DeepEqual(got, f) {
-		t.Errorf("get feed = %+v, %v; want %+v", got, err, f)
+		t.Errorf("get %s = %+v, %v; want %+v", o.kind, got, err, f)
 	}
 	f.Spec = json.RawMessage(`{"v":2}`)
-	bumps(t, s, 1, "update feed", func() error { return s.UpdateFeed(ctx, &f) })
-	got, _ = s.GetFeed(ctx, "probe1")
+	bumps(t, s, 1, "update "+o.kind, func() error { return o.update(s, &f) })
+	got, _ = o.get(s, "probe1")
 	if string(got.Spec) != `{"v":2}` || !got.CreatedAt.Equal(f.CreatedAt) {
 		t.Errorf("after update: %+v", got)
 	}
-	wantErr(t, s.UpdateFeed(ctx, &FeedRecord{Name: "nope", Spec: spec}), ErrNotFound, "update missing feed")
-	if err := s.CreateFeed(ctx, &FeedRecord{Name: "a", Spec: spec}); err != nil {
+	wantErr(t, o.update(s, &SpecRecord{Name: "nope", Spec: spec}), ErrNotFound, "update missing "+o.kind)
+	if err := o.create(s, &SpecRecord{Name: "a", Spec: spec}); err != nil {
 		t.Fatal(err)
 	}
-	list, _ := s.ListFeeds(ctx)
+	list, _ := o.list(s)
 	if len(list) != 2 || list[0].Name != "a" || list[1].Name != "probe1" {
-		t.Errorf("list feeds: %+v", list)
+		t.Errorf("list %ss: %+v", o.kind, list)
 	}
-	bumps(t, s, 1, "delete feed", func() error { return s.DeleteFeed(ctx, "a") })
-	wantErr(t, s.DeleteFeed(ctx, "a"), ErrNotFound, "delete feed again")
-	_, err = s.GetFeed(ctx, "a")
-	wantErr(t, err, ErrNotFound, "get deleted feed")
+	bumps(t, s, 1, "delete "+o.kind, func() error { return o.delete(s, "a") })
+	wantErr(t, o.delete(s, "a"), ErrNotFound, "delete "+o.kind+" again")
+	_, err = o.get(s, "a")
+	wantErr(t, err, ErrNotFound, "get deleted "+o.kind)
 }
 
 func testTokens(t *testing.T, h backendHarness) {

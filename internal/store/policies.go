@@ -9,14 +9,20 @@ import (
 	"github.com/signalbox/signalbox/internal/callpolicy"
 )
 
-const policyCols = `id, name, description, default_action, rate_limit, created_at, updated_at, allow_action, block_action`
+const policyCols = `id, name, description, default_action, rate_limit, created_at, updated_at, allow_action, block_action, reputation`
 
 func scanPolicy(r row) (callpolicy.Policy, error) {
 	var p callpolicy.Policy
-	var action, limit, allow, block []byte
+	var action, limit, allow, block, rep []byte
 	var created, updated int64
-	if err := r.Scan(&p.ID, &p.Name, &p.Description, &action, &limit, &created, &updated, &allow, &block); err != nil {
+	if err := r.Scan(&p.ID, &p.Name, &p.Description, &action, &limit, &created, &updated, &allow, &block, &rep); err != nil {
 		return p, err
+	}
+	if len(rep) > 0 {
+		p.Reputation = new(callpolicy.Reputation)
+		if err := json.Unmarshal(rep, p.Reputation); err != nil {
+			return p, fmt.Errorf("policy %q: reputation: %w", p.ID, err)
+		}
 	}
 	var err error
 	if p.AllowAction, err = decodeAction(allow); err != nil {
@@ -62,15 +68,23 @@ func encodeAction(a *callpolicy.Action) (any, error) {
 	return string(b), nil
 }
 
-// listActions encodes a policy's allow_action and block_action.
-func listActions(p *callpolicy.Policy) (allow, block any, err error) {
+// listActions encodes a policy's allow_action and block_action, and its
+// reputation settings.
+func listActions(p *callpolicy.Policy) (allow, block, rep any, err error) {
 	if allow, err = encodeAction(p.AllowAction); err != nil {
-		return nil, nil, fmt.Errorf("policy %q: allow_action: %w", p.ID, err)
+		return nil, nil, nil, fmt.Errorf("policy %q: allow_action: %w", p.ID, err)
 	}
 	if block, err = encodeAction(p.BlockAction); err != nil {
-		return nil, nil, fmt.Errorf("policy %q: block_action: %w", p.ID, err)
+		return nil, nil, nil, fmt.Errorf("policy %q: block_action: %w", p.ID, err)
 	}
-	return allow, block, nil
+	if p.Reputation != nil {
+		b, err := json.Marshal(p.Reputation)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("policy %q: reputation: %w", p.ID, err)
+		}
+		rep = string(b)
+	}
+	return allow, block, rep, nil
 }
 
 func encodePolicy(p *callpolicy.Policy) (action string, limit any, err error) {
@@ -127,14 +141,14 @@ func (s *sqlStore) CreatePolicy(ctx context.Context, p *callpolicy.Policy) error
 	if err != nil {
 		return err
 	}
-	allow, block, err := listActions(p)
+	allow, block, rep, err := listActions(p)
 	if err != nil {
 		return err
 	}
 	ts := now()
 	err = s.write(ctx, true, func(t tx) error {
-		_, err := t.exec(ctx, `INSERT INTO policies (`+policyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.ID, p.Name, p.Description, action, limit, ts.UnixMicro(), ts.UnixMicro(), allow, block)
+		_, err := t.exec(ctx, `INSERT INTO policies (`+policyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.ID, p.Name, p.Description, action, limit, ts.UnixMicro(), ts.UnixMicro(), allow, block, rep)
 		return err
 	})
 	if s.b.isUniqueViolation(err) {
@@ -152,7 +166,7 @@ func (s *sqlStore) UpdatePolicy(ctx context.Context, p *callpolicy.Policy) error
 	if err != nil {
 		return err
 	}
-	allow, block, err := listActions(p)
+	allow, block, rep, err := listActions(p)
 	if err != nil {
 		return err
 	}
@@ -160,9 +174,9 @@ func (s *sqlStore) UpdatePolicy(ctx context.Context, p *callpolicy.Policy) error
 	var created int64
 	err = s.write(ctx, true, func(t tx) error {
 		return t.queryRow(ctx, `UPDATE policies SET name = ?, description = ?, default_action = ?, rate_limit = ?, updated_at = ?,
-			allow_action = ?, block_action = ?
+			allow_action = ?, block_action = ?, reputation = ?
 			WHERE id = ? RETURNING created_at`,
-			p.Name, p.Description, action, limit, ts.UnixMicro(), allow, block, p.ID).Scan(&created)
+			p.Name, p.Description, action, limit, ts.UnixMicro(), allow, block, rep, p.ID).Scan(&created)
 	})
 	if isNoRows(err) {
 		return fmt.Errorf("policy %q: %w", p.ID, ErrNotFound)

@@ -131,6 +131,20 @@ type Store interface {
 	UpdateFeed(ctx context.Context, f *FeedRecord) error
 	DeleteFeed(ctx context.Context, name string) error
 
+	// Webhooks, by name.
+	ListWebhooks(ctx context.Context) ([]WebhookRecord, error)
+	GetWebhook(ctx context.Context, name string) (WebhookRecord, error)
+	CreateWebhook(ctx context.Context, w *WebhookRecord) error // ErrConflict if the name exists
+	UpdateWebhook(ctx context.Context, w *WebhookRecord) error
+	DeleteWebhook(ctx context.Context, name string) error
+
+	// Subscriber traces, by id.
+	ListTraces(ctx context.Context) ([]TraceRecord, error)
+	GetTrace(ctx context.Context, id string) (TraceRecord, error)
+	CreateTrace(ctx context.Context, t *TraceRecord) error
+	UpdateTrace(ctx context.Context, t *TraceRecord) error
+	DeleteTrace(ctx context.Context, id string) error
+
 	// The audit log: every change made through the API, append-only.
 	AppendAudit(ctx context.Context, a *AuditRecord) error
 	SearchAudit(ctx context.Context, q AuditQuery) ([]AuditRecord, error)
@@ -163,13 +177,22 @@ type CallQuery struct {
 	Limit    int // default 100, max 10000
 }
 
-// FeedRecord is a stored director feed.
-type FeedRecord struct {
+// SpecRecord is a named JSON spec as stored: a director feed, a webhook.
+type SpecRecord struct {
 	Name      string          `json:"name"`
 	Spec      json.RawMessage `json:"spec"`
 	CreatedAt time.Time       `json:"created_at"`
 	UpdatedAt time.Time       `json:"updated_at"`
 }
+
+// FeedRecord is a stored director feed (director.FeedSpec).
+type FeedRecord = SpecRecord
+
+// WebhookRecord is a stored webhook (webhook.Spec).
+type WebhookRecord = SpecRecord
+
+// TraceRecord is a stored subscriber trace (trace.Trace).
+type TraceRecord = SpecRecord
 
 // Token is an API token. Hash is hex SHA-256 of the secret.
 type Token struct {

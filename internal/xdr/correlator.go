@@ -528,6 +528,8 @@ type txn struct {
 
 	method, path             string
 	producerID, producerFQDN string
+	consumerFQDN             string
+	cause                    string
 	reqs, resps              int
 	firstReq, lastResp       int64 // timestamps
 	status                   int
@@ -621,6 +623,9 @@ func (t *txn) add(c *nfcopy.Copy, s *shard) bool {
 	if t.producerFQDN == "" && c.ProducerFQDN != "" {
 		t.producerFQDN = s.str(c.ProducerFQDN)
 	}
+	if t.consumerFQDN == "" && c.ConsumerFQDN != "" {
+		t.consumerFQDN = s.str(c.ConsumerFQDN)
+	}
 	if c.Direction.IsRequest() {
 		if t.reqs == 0 {
 			t.method = s.str(c.Header(":method"))
@@ -640,6 +645,10 @@ func (t *txn) add(c *nfcopy.Copy, s *shard) bool {
 		h.Status = st
 		if t.resps == 0 || c.Timestamp >= t.lastResp {
 			t.lastResp, t.status, t.respSize = c.Timestamp, st, len(c.Body)
+			t.cause = ""
+			if st >= 400 {
+				t.cause = s.str(ProblemCause(c.Body))
+			}
 		}
 		t.resps++
 		if !t.respScanned {
@@ -695,7 +704,19 @@ func (t *txn) record() Record {
 		CorrelationID: t.key, Service: svc, APIVersion: ver, Method: t.method, Path: t.path, Status: t.status,
 		SUPI: t.ids.SUPI, SUCI: t.ids.SUCI, GPSI: t.ids.GPSI, PEI: t.ids.PEI, DNN: t.ids.DNN, SNSSAI: t.ids.SNSSAI,
 		Hops: t.hops, RequestSize: t.reqSize, ResponseSize: t.respSize, Start: t.start, End: t.end,
-		Copies: len(t.hops), Duplicates: t.dups, Retries: t.retries,
+		Copies: len(t.hops), Duplicates: t.dups, Retries: t.retries, Cause: t.cause,
+	}
+	r.Producer = t.producerID
+	if r.Producer == "" {
+		r.Producer = t.producerFQDN
+	}
+	for i := range t.nfs {
+		if t.nfs[i].nfType == "SEPP" {
+			if r.PLMN = PLMNOf(t.producerFQDN); r.PLMN == "" {
+				r.PLMN = PLMNOf(t.consumerFQDN)
+			}
+			break
+		}
 	}
 	if t.reqs > 0 && t.resps > 0 {
 		r.LatencyNs = t.lastResp - t.firstReq

@@ -2,6 +2,8 @@ package xdr
 
 import (
 	"fmt"
+	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -49,7 +51,49 @@ func NFTypeLabel(t string) string {
 	return "other"
 }
 
+// labelSet admits the first max distinct values of a label and folds the
+// rest into "other", so that what a misbehaving network sends (a new cause
+// per error, a producer per pod restart) cannot grow the series without
+// bound. The values admitted are those first seen since the process
+// started: the busiest values of a steady network.
+type labelSet struct {
+	mu       sync.Mutex
+	max      int
+	seen     map[string]struct{}
+	overflow prometheus.Counter
+}
+
+func newLabelSet(max int, overflow prometheus.Counter) *labelSet {
+	return &labelSet{max: max, seen: map[string]struct{}{}, overflow: overflow}
+}
+
+func (l *labelSet) label(v string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[v]; ok {
+		return v
+	}
+	if len(l.seen) < l.max {
+		l.seen[v] = struct{}{}
+		return v
+	}
+	l.overflow.Inc()
+	return "other"
+}
+
+// Bounds of the KPI labels.
+const (
+	maxCauses    = 100
+	maxProducers = 200
+	maxPLMNs     = 200
+)
+
 type metrics struct {
+	failures                   *prometheus.CounterVec // by nf_type, service, cause
+	producers                  *prometheus.CounterVec // by service, producer, outcome
+	roaming                    *prometheus.CounterVec // by plmn, service, outcome
+	causes, producerSet, plmns *labelSet
+
 	transactions *prometheus.CounterVec
 	latency      *prometheus.HistogramVec
 	evictions    prometheus.Counter
@@ -93,11 +137,31 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		dropped:    dropped.WithLabelValues("no_correlation_id"),
 		droppedDir: dropped.WithLabelValues("no_direction"),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "signalbox_xdr_failures_total",
+			Help: "Failed transactions (status 400 and above, or no response) by the NF type that first saw the request, service and cause: the ProblemDetails cause of the response, http_<status> without one, timeout without a response. At most 100 causes, then other.",
+		}, []string{"nf_type", "service", "cause"}),
+		producers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "signalbox_xdr_producer_transactions_total",
+			Help: "Transactions by service, producer NF instance (id, else FQDN; at most 200, then other) and outcome: success (status below 400), failure, timeout.",
+		}, []string{"service", "producer", "outcome"}),
+		roaming: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "signalbox_xdr_roaming_transactions_total",
+			Help: "Transactions a SEPP copied, by roaming partner PLMN (MCC-MNC; at most 200, then other), service and outcome.",
+		}, []string{"plmn", "service", "outcome"}),
 	}
+	overflow := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "signalbox_xdr_label_overflow_total",
+		Help: "KPI label values folded into other because the label had its maximum of distinct values (cause, producer, plmn).",
+	}, []string{"label"})
+	m.causes = newLabelSet(maxCauses, overflow.WithLabelValues("cause"))
+	m.producerSet = newLabelSet(maxProducers, overflow.WithLabelValues("producer"))
+	m.plmns = newLabelSet(maxPLMNs, overflow.WithLabelValues("plmn"))
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.transactions, m.latency, m.evictions, m.duplicates, m.late, m.handedOver, dropped} {
+	for _, c := range []prometheus.Collector{m.transactions, m.latency, m.evictions, m.duplicates, m.late, m.handedOver, dropped,
+		m.failures, m.producers, m.roaming, overflow} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("xdr: register metrics: %w", err)
 		}
@@ -112,6 +176,27 @@ func (m *metrics) observe(r *Record) {
 		nf = NFTypeLabel(r.HopLatencies[0].NFType)
 	}
 	m.transactions.WithLabelValues(nf, svc, r.StatusClass()).Inc()
+	outcome := "success"
+	switch {
+	case r.Result == ResultResponseTimeout:
+		outcome = "timeout"
+		m.failures.WithLabelValues(nf, svc, "timeout").Inc()
+	case r.Status >= 400:
+		outcome = "failure"
+		cause := r.Cause
+		if cause == "" {
+			cause = "http_" + strconv.Itoa(r.Status)
+		}
+		m.failures.WithLabelValues(nf, svc, m.causes.label(cause)).Inc()
+	case r.Status == 0:
+		outcome = "unknown" // an orphan response without a status
+	}
+	if r.Producer != "" {
+		m.producers.WithLabelValues(svc, m.producerSet.label(r.Producer), outcome).Inc()
+	}
+	if r.PLMN != "" {
+		m.roaming.WithLabelValues(m.plmns.label(r.PLMN), svc, outcome).Inc()
+	}
 	for i := range r.HopLatencies {
 		if d := r.HopLatencies[i].TotalNs; d >= 0 {
 			m.latency.WithLabelValues(NFTypeLabel(r.HopLatencies[i].NFType), svc).Observe(float64(d) / 1e9)

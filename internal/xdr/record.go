@@ -33,12 +33,22 @@ type Record struct {
 	Method        string `json:"method"`
 	Path          string `json:"path"`
 	Status        int    `json:"status"` // of the latest response copy; 0 without one
-	SUPI          string `json:"supi,omitempty"`
-	SUCI          string `json:"suci,omitempty"`
-	GPSI          string `json:"gpsi,omitempty"`
-	PEI           string `json:"pei,omitempty"`
-	DNN           string `json:"dnn,omitempty"`
-	SNSSAI        string `json:"snssai,omitempty"`
+	// Cause is the 3GPP ProblemDetails cause (TS 29.571) of the latest
+	// response when it failed (status 400 and above), e.g. USER_NOT_FOUND.
+	Cause string `json:"cause,omitempty"`
+	// Producer is the NF instance that served the request (its NF
+	// instance id, else its FQDN, from the copies' metadata).
+	Producer string `json:"producer,omitempty"`
+	// PLMN is, for a transaction a SEPP copied, the roaming partner's
+	// PLMN as MCC-MNC, from the 3GPP FQDN (mncXXX.mccYYY.3gppnetwork.org)
+	// of the producer, else the consumer.
+	PLMN   string `json:"plmn,omitempty"`
+	SUPI   string `json:"supi,omitempty"`
+	SUCI   string `json:"suci,omitempty"`
+	GPSI   string `json:"gpsi,omitempty"`
+	PEI    string `json:"pei,omitempty"`
+	DNN    string `json:"dnn,omitempty"`
+	SNSSAI string `json:"snssai,omitempty"`
 	// Hops are the distinct copies in timestamp order.
 	Hops []Hop `json:"hops"`
 	// HopLatencies has one entry per NF that copied the transaction, in the

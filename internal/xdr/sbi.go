@@ -2,6 +2,7 @@ package xdr
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"unsafe"
 )
@@ -256,4 +257,56 @@ func (ids *Identities) snssai(body []byte) string {
 		return unsafe.String(&ids.buf[0], len(ids.buf))
 	}
 	return ""
+}
+
+// ProblemCause returns the "cause" of a ProblemDetails body (TS 29.571
+// §5.2.4.1): the top-level string member, as NFs answer failures with
+// application/problem+json; "" when there is none.
+func ProblemCause(body []byte) string {
+	if len(body) == 0 || len(body) > 64<<10 {
+		return ""
+	}
+	var pd struct {
+		Cause string `json:"cause"`
+	}
+	if json.Unmarshal(body, &pd) != nil || len(pd.Cause) > 64 {
+		return ""
+	}
+	return pd.Cause
+}
+
+// PLMNOf returns the PLMN of a 3GPP FQDN (TS 23.003 §28:
+// <...>.5gc.mnc<MNC>.mcc<MCC>.3gppnetwork.org) as MCC-MNC with the MNC's
+// digits as written less a leading pad zero of a 3-digit form ("234-30"
+// for mnc030.mcc234); "" for any other name.
+func PLMNOf(fqdn string) string {
+	i := strings.Index(fqdn, ".mnc")
+	if i < 0 {
+		i = strings.Index(fqdn, "mnc")
+		if i != 0 {
+			return ""
+		}
+		i = -1
+	}
+	rest := fqdn[i+4:]
+	mnc, rest, ok := strings.Cut(rest, ".mcc")
+	if !ok || len(mnc) != 3 || len(rest) < 3 || !digits(mnc) || !digits(rest[:3]) {
+		return ""
+	}
+	if len(rest) > 3 && rest[3] != '.' {
+		return ""
+	}
+	if mnc[0] == '0' {
+		mnc = mnc[1:]
+	}
+	return rest[:3] + "-" + mnc
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

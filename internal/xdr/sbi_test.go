@@ -96,3 +96,34 @@ func FuzzFind(f *testing.F) {
 		SplitPath(path)
 	})
 }
+
+func TestProblemCause(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"title":"User not found","status":404,"cause":"USER_NOT_FOUND"}`: "USER_NOT_FOUND",
+		`{"status":503,"detail":"overload"}`:                               "",
+		`not json`:                                                         "",
+		`{"cause":42}`:                                                     "",
+		``:                                                                 "",
+	} {
+		if got := ProblemCause([]byte(body)); got != want {
+			t.Errorf("ProblemCause(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+func TestPLMNOf(t *testing.T) {
+	for fqdn, want := range map[string]string{
+		"sepp1.5gc.mnc030.mcc234.3gppnetwork.org":    "234-30",
+		"udm.5gc.mnc310.mcc311.3gppnetwork.org":      "311-310",
+		"mnc001.mcc001.3gppnetwork.org":              "001-01",
+		"sepp.example.com":                           "",
+		"x.mnc30.mcc234.3gppnetwork.org":             "",
+		"x.mnc030.mcc23.3gppnetwork.org":             "",
+		"x.mnc030.mcc2345":                           "",
+		"nrf.5gc.mnc030.mcc234.3gppnetwork.org:8443": "234-30",
+	} {
+		if got := PLMNOf(fqdn); got != want {
+			t.Errorf("PLMNOf(%q) = %q, want %q", fqdn, got, want)
+		}
+	}
+}

@@ -88,7 +88,7 @@ func TestCompleteSCP(t *testing.T) {
 	want := Record{CorrelationID: "c1", Service: "nudm-ueau", APIVersion: "v1", Method: "POST", Path: path, Status: 200,
 		SUPI: supi, GPSI: "msisdn-447700900123", PEI: "imeisv-3512345678901234", DNN: "internet", SNSSAI: "1-000001",
 		RequestSize: len(mk("", "", "", nfcopy.RequestIngress, 0, 0).Body), ResponseSize: len(mk("", "", "", nfcopy.ResponseEgress, 0, 200).Body),
-		Start: 1000, End: 9500, LatencyNs: 8500, Result: ResultComplete, Copies: 4}
+		Start: 1000, End: 9500, LatencyNs: 8500, Result: ResultComplete, Copies: 4, Producer: "nrf-1"}
 	got := r
 	got.Hops, got.HopLatencies = nil, nil
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -658,5 +658,54 @@ func TestEmittedSpans(t *testing.T) {
 	x.Emitted(func(src uint32, lo, hi int64) { got = append(got, [3]int64{int64(src), lo, hi}) })
 	if len(got) != 0 {
 		t.Fatalf("spans after the tombstone aged: %v", got)
+	}
+}
+
+// A failed transaction through a SEPP keeps the ProblemDetails cause of its
+// final response, its producer, and the roaming partner's PLMN.
+func TestFailureCauseProducerPLMN(t *testing.T) {
+	x, _, reg := newTest(t, Config{})
+	var out []Record
+	for _, c := range []*nfcopy.Copy{
+		mk("f1", "SEPP", "sepp-1", nfcopy.RequestIngress, 1000, 0),
+		mk("f1", "SEPP", "sepp-1", nfcopy.ResponseEgress, 5000, 404),
+	} {
+		c.ProducerID = ""
+		c.ProducerFQDN = "udm1.5gc.mnc030.mcc234.3gppnetwork.org"
+		if !c.Direction.IsRequest() {
+			c.Body = []byte(`{"title":"Not Found","status":404,"cause":"USER_NOT_FOUND"}`)
+		}
+		out = x.Add(c, out)
+	}
+	if len(out) != 1 {
+		t.Fatalf("%d records", len(out))
+	}
+	r := out[0]
+	if r.Status != 404 || r.Cause != "USER_NOT_FOUND" || r.Producer != "udm1.5gc.mnc030.mcc234.3gppnetwork.org" || r.PLMN != "234-30" {
+		t.Errorf("record: status %d cause %q producer %q plmn %q", r.Status, r.Cause, r.Producer, r.PLMN)
+	}
+	if got := testutil.ToFloat64(x.m.failures.WithLabelValues("SEPP", "nudm-ueau", "USER_NOT_FOUND")); got != 1 {
+		t.Errorf("failures{cause=USER_NOT_FOUND} = %v", got)
+	}
+	if got := testutil.ToFloat64(x.m.roaming.WithLabelValues("234-30", "nudm-ueau", "failure")); got != 1 {
+		t.Errorf("roaming{plmn=234-30,outcome=failure} = %v", got)
+	}
+	if got := testutil.ToFloat64(x.m.producers.WithLabelValues("nudm-ueau", "udm1.5gc.mnc030.mcc234.3gppnetwork.org", "failure")); got != 1 {
+		t.Errorf("producer failures = %v", got)
+	}
+	_ = reg
+}
+
+// Causes past the bound fold into other, counted.
+func TestKPILabelsBounded(t *testing.T) {
+	x, _, _ := newTest(t, Config{})
+	for i := range maxCauses + 10 {
+		x.m.observe(&Record{Service: "nudm-sdm", Status: 500, Cause: fmt.Sprintf("CAUSE_%d", i), Result: ResultComplete})
+	}
+	if got := testutil.ToFloat64(x.m.failures.WithLabelValues("other", "nudm-sdm", "other")); got != 10 {
+		t.Errorf("folded causes = %v, want 10", got)
+	}
+	if got := testutil.CollectAndCount(x.m.failures); got != maxCauses+1 {
+		t.Errorf("%d failure series, want %d", got, maxCauses+1)
 	}
 }

@@ -9,6 +9,8 @@ import * as directories from './pages/directories.js';
 import * as lists from './pages/lists.js';
 import * as director from './pages/director.js';
 import * as alarms from './pages/alarms.js';
+import * as webhooks from './pages/webhooks.js';
+import * as traces from './pages/traces.js';
 import * as settings from './pages/settings.js';
 import * as about from './pages/about.js';
 
@@ -18,7 +20,9 @@ const PAGES = [
   ['lists', 'Shared lists', lists],
   ['directories', 'Directories', directories],
   ['director', 'Director', director],
+  ['traces', 'Traces', traces],
   ['alarms', 'Alarms', alarms],
+  ['webhooks', 'Webhooks', webhooks],
   ['settings', 'Settings', settings],
   ['about', 'About', about],
 ];
@@ -30,14 +34,21 @@ const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const who = document.getElementById('who');
 
-// roleOf finds the token's role: only admins may list tokens.
+// roleOf finds the token's role: only admins may list tokens, and only
+// admins and tracers traces.
 async function roleOf(token) {
   await api('GET', '/version', undefined, { token });
   try {
     await api('GET', '/tokens', undefined, { token });
     return 'admin';
   } catch (e) {
-    if (e instanceof ApiError && e.status === 403) return 'viewer';
+    if (!(e instanceof ApiError && e.status === 403)) throw e;
+  }
+  try {
+    await api('GET', '/traces', undefined, { token });
+    return 'tracer';
+  } catch (e) {
+    if (e instanceof ApiError && (e.status === 403 || e.status === 503)) return 'viewer';
     throw e;
   }
 }
@@ -104,7 +115,7 @@ function route() {
   const section = h('section', { class: 'page', id: 'page-' + page[0], 'aria-labelledby': 'h-' + page[0] });
   replace(main, section);
   section.append(h('h1', { id: 'h-' + page[0], tabindex: '-1' }, page[1]));
-  if (ctx.role === 'viewer' && ['policy', 'lists', 'directories', 'director', 'settings'].includes(page[0])) {
+  if ((ctx.role === 'viewer' || ctx.role === 'tracer') && ['policy', 'lists', 'directories', 'director', 'webhooks', 'settings'].includes(page[0])) {
     section.append(h('p', { class: 'readonly-note', role: 'note' }, 'You are signed in with a viewer token: you can look, but the server refuses changes.'));
   }
   cleanup = page[2].render(section, ctx) || null;

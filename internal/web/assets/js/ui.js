@@ -60,7 +60,7 @@ export async function api(method, path, body, opts = {}) {
   }
   if (resp.status === 204) return null;
   if (opts.blob) return resp.blob();
-  return ct.includes('json') ? resp.json() : resp.text();
+  return ct.startsWith('application/json') ? resp.json() : resp.text(); // x-ndjson is text
 }
 
 // errorText says what went wrong, with the status for 403 so a viewer sees why.

@@ -159,16 +159,32 @@ export function render(root, ctx) {
   };
   recFeed.addEventListener('change', loadRecords);
 
+  // KPIs of the xdr feeds: per service, and the failures by ProblemDetails cause.
+  const kpiBox = h('div', { id: 'xdr-kpis', 'aria-live': 'off' }), causeBox = h('div', { id: 'xdr-causes', 'aria-live': 'off' });
+  function drawKPIs(s) {
+    const x = s.xdr || { services: [], causes: {} };
+    replace(kpiBox, table('Transactions by service', ['Service', 'Transactions', 'Failed', 'Success'], x.services.slice(0, 20).map(k => h('tr', {},
+      h('td', { class: 'mono' }, k.service), h('td', { class: 'num' }, fmtNum(k.transactions)), h('td', { class: 'num' }, fmtNum(k.failed)),
+      h('td', { class: 'num' }, fmtNum(100 * k.success_ratio, 2) + ' %'))), 'No transaction records yet: an xdr feed makes them.'));
+    const causes = Object.entries(x.causes).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).slice(0, 15);
+    replace(causeBox, table('Failed transactions by cause', ['Cause', 'Transactions'], causes.map(([c, n]) =>
+      h('tr', {}, h('td', { class: 'mono' }, c), h('td', { class: 'num' }, fmtNum(n)))), 'No failures.'));
+  }
+
   root.append(h('div', { class: 'card' }, h('h2', {}, 'Feeds'), feedsStatus, h('div', { class: 'scroll' }, feedsBox)),
     h('div', { class: 'grid' }, h('div', { class: 'card' }, form),
       h('div', { class: 'card' }, h('h2', {}, 'NF ingest'), ingestBox, ingestChart.el)),
     h('div', { class: 'card' }, h('h2', {}, 'Recent transaction records (xDR)'),
-      field('xdr feed', 'xdr-feed', recFeed), h('div', { class: 'scroll' }, recBox)));
+      field('xdr feed', 'xdr-feed', recFeed), h('div', { class: 'scroll' }, recBox)),
+    h('div', { class: 'grid' },
+      h('div', { class: 'card' }, h('h2', {}, 'Service KPIs (xdr feeds, since start)'), kpiBox),
+      h('div', { class: 'card' }, h('h2', {}, 'Failures by cause'), causeBox)));
   const unsub = ctx.stats.subscribe(p => {
     const r = p.rates(x => x.ingest.copies);
     ingestChart.update(r);
     const s = p.latest();
     if (!s) return;
+    drawKPIs(s);
     const nfs = Object.keys(s.ingest.copies).sort();
     replace(ingestBox, table('Copies written to NF topics (Kafka producers and HTTP/2 ingest)', ['NF type', 'Copies/s', 'Total'], nfs.map(k =>
       h('tr', {}, h('td', {}, k), h('td', { class: 'num' }, fmtNum((r.cols[k] || []).slice(-1)[0], 1)), h('td', { class: 'num' }, fmtNum(s.ingest.copies[k])))),

@@ -372,14 +372,17 @@ export function render(root, ctx) {
   const cDecision = h('select', {}, h('option', { value: '' }, 'any'), ['permit', 'deny', 'divert', 'indeterminate'].map(d => h('option', { value: d }, d)));
   const cSince = h('select', {}, [['-15m', 'last 15 minutes'], ['-1h', 'last hour'], ['-24h', 'last 24 hours'], ['', 'all kept']].map(([v, l]) => h('option', { value: v }, l)));
   const cPolicyOnly = h('input', { type: 'checkbox' });
+  const cSource = h('select', { id: 'calls-source' }, h('option', { value: 'log' }, 'Call log (this store)'),
+    h('option', { value: 'stream' }, 'CALLS stream (every node, from Kafka)'));
   const tail = h('input', { type: 'checkbox', id: 'tail' });
   const callsBox = h('div', { id: 'calls', 'aria-live': 'off' });
   const callsForm = h('form', { id: 'calls-form' }, h('div', { class: 'toolbar' },
-    field('Number', 'number', cNumber), field('Decision', 'decision', cDecision), field('Since', 'since', cSince),
+    field('Source', 'source', cSource), field('Number', 'number', cNumber), field('Decision', 'decision', cDecision), field('Since', 'since', cSince),
     h('div', { class: 'field check' }, cPolicyOnly, h('label', { for: 'calls-policy-only' }, 'This policy only')),
     h('button', { type: 'submit' }, 'Search'),
     h('div', { class: 'field check' }, tail, h('label', { for: 'tail' }, 'Live tail (every 2 s)'))), statusLine(), callsBox);
   cPolicyOnly.id = 'calls-policy-only';
+  cSource.id = 'calls-source';
   callsForm.addEventListener('submit', ev => { ev.preventDefault(); loadCalls(); });
   let stopTail = null;
   tail.addEventListener('change', () => {
@@ -393,8 +396,10 @@ export function render(root, ctx) {
     if (!c.calling && !c.transformed_calling) return h('td', { class: 'muted' }, 'anonymous');
     return h('td', { class: 'mono', title: c.transformed_calling || '' }, c.calling || c.transformed_calling);
   }
+  cSource.addEventListener('change', () => { cSince.disabled = cSource.value === 'stream'; loadCalls(); });
   async function loadCalls() {
     clearErrors(callsForm);
+    if (cSource.value === 'stream') return loadStream();
     const q = new URLSearchParams({ limit: '100' });
     if (cNumber.value.trim()) q.set('number', cNumber.value.trim());
     if (cDecision.value) q.set('decision', cDecision.value);
@@ -409,6 +414,23 @@ export function render(root, ctx) {
           h('td', { title: c.matched_form ? 'matched on ' + c.matched_form.replaceAll('_', ' ') : '' }, c.step), h('td', {}, c.rule_id ? String(c.rule_id) : ''),
           h('td', { class: c.error ? 'muted' : 'mono' }, c.sent || c.error || ''),
           h('td', { class: 'num' }, c.latency_us + ' µs'))), 'No calls match.')));
+    } catch (e) { showError(callsForm, e); }
+  }
+  // The newest records on the CALLS topic, as a SIEM reading it gets them,
+  // filtered here by number, decision and policy.
+  async function loadStream() {
+    try {
+      const num = cNumber.value.trim();
+      const recs = (await api('GET', '/calls/stream?limit=200')).records.filter(c =>
+        (!num || [c.calling, c.called, c.transformed_calling, c.transformed_called].some(x => x && x.includes(num))) &&
+        (!cDecision.value || c.decision === cDecision.value) && (!cPolicyOnly.checked || c.policy === pid));
+      replace(callsBox, h('div', { class: 'scroll' }, table(`CALLS stream, newest first (${recs.length})`,
+        ['Time', 'Node', 'Policy', 'Calling', 'Called', 'Decision', 'Step', 'Rule', 'Sent to CUCM', 'Latency'], recs.map(c => h('tr', {},
+          h('td', {}, fmtTime(c.time)), h('td', { class: 'mono' }, c.node), h('td', {}, c.policy), callingCell(c),
+          h('td', { class: 'mono', title: c.transformed_called || '' }, c.called),
+          h('td', {}, h('span', { class: 'badge b-' + c.decision }, c.decision)), h('td', {}, c.step),
+          h('td', {}, c.rule_id ? String(c.rule_id) : ''), h('td', { class: c.error ? 'muted' : 'mono' }, c.sent || c.error || ''),
+          h('td', { class: 'num' }, c.latency_us + ' µs'))), 'No call records on the stream yet.')));
     } catch (e) { showError(callsForm, e); }
   }
 
