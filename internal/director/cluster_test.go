@@ -50,6 +50,7 @@ type testCluster struct {
 	session    time.Duration             // the session timeout the tests' nodes use
 	down       func(t *testing.T, i int) // takes broker i (from 0) down
 	up         func(t *testing.T, i int) // and back; nil where down is for good
+	kfake      *kfake.Cluster            // the kfake cluster, for its request controls; nil on the mock
 }
 
 func (c *testCluster) ClientConfig() broker.ClientConfig {
@@ -80,7 +81,7 @@ func startCluster(t *testing.T, kind string, n int) *testCluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(kc.Close)
-		return &testCluster{kind: kind, brokers: kc.ListenAddrs(), session: 6 * time.Second, down: func(t *testing.T, i int) {
+		return &testCluster{kind: kind, brokers: kc.ListenAddrs(), session: 6 * time.Second, kfake: kc, down: func(t *testing.T, i int) {
 			if err := kc.RemoveNode(int32(i)); err != nil {
 				t.Fatalf("kfake: remove broker %d: %v", i, err)
 			}

@@ -366,7 +366,7 @@ func (t *tap) consume(ctx context.Context) {
 	}()
 	stall := time.NewTimer(time.Hour)
 	defer stall.Stop()
-	var lastFetchErr time.Time
+	var lastFetchErr, lastUnproven time.Time
 	var turn uint // which attached member is handed the next poll first
 	for ctx.Err() == nil {
 		if t.takeRewind() {
@@ -418,10 +418,18 @@ func (t *tap) consume(ctx context.Context) {
 			// away meanwhile, fetched before the pause: hand it out only
 			// once membership is proven again. Otherwise the group's
 			// callbacks follow, and the new owner delivers it.
+			// A poll not handed out is read again: the group may still
+			// have this member (its coordinator was unreachable, or busy
+			// rebalancing), and then no callback repositions the reader.
 			if t.stale() {
 				if err := t.prove(ctx, cl); err != nil {
-					t.log.Warn("feed tap: poll after a pause dropped", "err", err)
+					if time.Since(lastUnproven) > 10*time.Second {
+						lastUnproven = time.Now()
+						t.log.Warn("feed tap: membership not proven after a pause; the poll is read again", "err", err)
+					}
+					t.unread(cl, sb)
 					sb.unref()
+					sleepCtx(ctx, heartbeat(t.m.cfg.SessionTimeout))
 					continue
 				}
 			}
@@ -478,6 +486,30 @@ func (t *tap) rewindReader(ctx context.Context, cl *kgo.Client) error {
 		t.m.m.tapRewinds.WithLabelValues(t.key).Inc()
 	}
 	return nil
+}
+
+// unread moves the reader back to the start of sb in the partitions it
+// still holds, so the next polls fetch sb's copies again.
+func (t *tap) unread(cl *kgo.Client, sb *sharedBatch) {
+	set := map[string]map[int32]kgo.EpochOffset{}
+	t.mu.Lock()
+	for _, sp := range sb.parts {
+		k := tp{sp.topic, sp.partition}
+		if !t.parts[k] {
+			continue
+		}
+		first := sp.recs[0].Offset
+		if set[k.topic] == nil {
+			set[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		set[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: first}
+		t.pos[k] = first
+	}
+	t.mu.Unlock()
+	if len(set) > 0 {
+		cl.SetOffsets(set)
+		t.m.m.tapRewinds.WithLabelValues(t.key).Inc()
+	}
 }
 
 // decode decodes one poll once; nil when it held no records.
