@@ -53,6 +53,12 @@ type feed struct {
 	cl   *kgo.Client
 	sink Sink
 	led  *ledger // the feed's offsets on this node, kept across its incarnations
+	// the feed's own reader: its group member id (the group callbacks'),
+	// and partitions it kept across a new membership, to move to their
+	// commits before the next poll (feed.assigned)
+	member  string
+	resetMu sync.Mutex
+	resetTo map[tp]int64
 
 	// filters and xdr (filtering.go, xdrfeed.go)
 	filt                          *feedFilter

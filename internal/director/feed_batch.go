@@ -1,8 +1,10 @@
 package director
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -81,7 +83,16 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 			return
 		}
 		f.checkGap(ctx, k, h, first.Offset)
-		for _, r := range p.Records {
+		recs := p.Records
+		if h.expected > first.Offset {
+			// Handed already: a poll fetched before the reader moved to
+			// where the ledger starts the partition (feed.assigned).
+			i, _ := slices.BinarySearchFunc(recs, h.expected, func(r *kgo.Record, o int64) int { return cmp.Compare(r.Offset, o) })
+			if recs = recs[i:]; len(recs) == 0 {
+				return
+			}
+		}
+		for _, r := range recs {
 			if wm != nil && wm.skip(k, r) {
 				continue
 			}

@@ -57,6 +57,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		case <-ctx.Done():
 			continue
 		}
+		f.repositionKept(cl)
 		fs := cl.PollRecords(ctx, f.m.cfg.MaxBatch)
 		if ctx.Err() != nil {
 			p.free <- b
@@ -111,8 +112,36 @@ func (f *feed) fetchErrors(fs kgo.Fetches, last *time.Time) {
 // assigned (kgo.OnPartitionsAssigned) starts each new partition's epoch in
 // the ledger where consumption resumes; a commit below the log start means
 // copies were deleted by retention unread.
-func (f *feed) assigned(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
+//
+// A new member id with partitions kept from the old one: the group dropped
+// the old member (a node paused or cut off past its session timeout), and
+// franz-go joined again as a new one without calling OnPartitionsLost,
+// keeping the partitions the new assignment gives it back, and its cursor
+// in them. Another node may have read and committed them meanwhile: they
+// are lost from the old membership, and start again from their commits,
+// like new ones (the cursor moves there before the next poll). Without
+// this, the reader would deliver again everything the other node delivered
+// meanwhile, and move the group's commits back.
+func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
 	defer f.m.upstreamRebalance(f.spec.Name, true)
+	member, _ := cl.GroupMetadata()
+	var kept map[string][]int32
+	if f.member != "" && member != f.member {
+		kept = f.led.owned()
+		eachPart(parts, func(k tp) {
+			kept[k.topic] = slices.DeleteFunc(kept[k.topic], func(p int32) bool { return p == k.partition })
+		})
+		maps.DeleteFunc(kept, func(_ string, ps []int32) bool { return len(ps) == 0 })
+		if len(kept) > 0 {
+			f.log.Warn("feed: rejoined as a new group member; positioning the partitions it kept again", "partitions", len(kept))
+			f.forgetParts(kept, true)
+			parts = maps.Clone(parts)
+			for t, ps := range kept {
+				parts[t] = append(slices.Clone(parts[t]), ps...)
+			}
+		}
+	}
+	f.member = member
 	committed, err := f.m.committed(ctx, f.group, parts)
 	if err != nil {
 		f.log.Warn("feed: fetch committed offsets", "err", err)
@@ -132,7 +161,38 @@ func (f *feed) assigned(ctx context.Context, _ *kgo.Client, parts map[string][]i
 				}
 			}
 			f.led.assign(k, at)
+			if slices.Contains(kept[t], p) {
+				f.resetMu.Lock()
+				if f.resetTo == nil {
+					f.resetTo = map[tp]int64{}
+				}
+				f.resetTo[k] = at
+				f.resetMu.Unlock()
+			}
 		}
+	}
+}
+
+// repositionKept moves the reader to where assigned started the partitions
+// it kept across a new membership (their commits; the log start without
+// one). Called by the polling goroutine, between two polls.
+func (f *feed) repositionKept(cl *kgo.Client) {
+	f.resetMu.Lock()
+	reset := f.resetTo
+	f.resetTo = nil
+	f.resetMu.Unlock()
+	set := map[string]map[int32]kgo.EpochOffset{}
+	for k, at := range reset {
+		if at < 0 {
+			continue // no commit and no log start known: the cursor stays
+		}
+		if set[k.topic] == nil {
+			set[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		set[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
+	}
+	if len(set) > 0 {
+		cl.SetOffsets(set)
 	}
 }
 

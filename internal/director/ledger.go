@@ -236,6 +236,19 @@ func (l *ledger) lose(k tp) {
 	}
 }
 
+// owned is the partitions owned now.
+func (l *ledger) owned() map[string][]int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string][]int32{}
+	for k, s := range l.parts {
+		if s.owned {
+			out[k.topic] = append(out[k.topic], k.partition)
+		}
+	}
+	return out
+}
+
 // owns reports whether k is owned in epoch.
 func (l *ledger) owns(k tp, epoch uint64) bool {
 	l.mu.Lock()
