@@ -181,18 +181,9 @@ func (f *feed) repositionKept(cl *kgo.Client) {
 	reset := f.resetTo
 	f.resetTo = nil
 	f.resetMu.Unlock()
-	set := map[string]map[int32]kgo.EpochOffset{}
-	for k, at := range reset {
-		if at < 0 {
-			continue // no commit and no log start known: the cursor stays
-		}
-		if set[k.topic] == nil {
-			set[k.topic] = map[int32]kgo.EpochOffset{}
-		}
-		set[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
-	}
-	if len(set) > 0 {
-		cl.SetOffsets(set)
+	maps.DeleteFunc(reset, func(_ tp, at int64) bool { return at < 0 }) // no commit and no log start known: the cursor stays
+	if len(reset) > 0 {
+		cl.SetOffsets(epochOffsets(reset))
 	}
 }
 

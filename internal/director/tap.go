@@ -468,48 +468,49 @@ func (t *tap) rewindReader(ctx context.Context, cl *kgo.Client) error {
 	if err != nil {
 		return err
 	}
-	set := map[string]map[int32]kgo.EpochOffset{}
+	t.moveBack(cl, low)
+	return nil
+}
+
+// moveBack moves the reader back to the offsets of to in the partitions it
+// holds and is past them (franz-go drops what it buffered of those and
+// fetches again), counting a rewind.
+func (t *tap) moveBack(cl *kgo.Client, to map[tp]int64) {
 	t.mu.Lock()
-	for k, at := range low {
+	for k, at := range to {
 		if p, ok := t.pos[k]; ok && at >= p || !t.parts[k] {
+			delete(to, k)
 			continue
 		}
+		t.pos[k] = at
+	}
+	t.mu.Unlock()
+	if len(to) > 0 {
+		cl.SetOffsets(epochOffsets(to))
+		t.m.m.tapRewinds.WithLabelValues(t.key).Inc()
+	}
+}
+
+// epochOffsets is to as SetOffsets takes it.
+func epochOffsets(to map[tp]int64) map[string]map[int32]kgo.EpochOffset {
+	set := map[string]map[int32]kgo.EpochOffset{}
+	for k, at := range to {
 		if set[k.topic] == nil {
 			set[k.topic] = map[int32]kgo.EpochOffset{}
 		}
 		set[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
-		t.pos[k] = at
 	}
-	t.mu.Unlock()
-	if len(set) > 0 {
-		cl.SetOffsets(set)
-		t.m.m.tapRewinds.WithLabelValues(t.key).Inc()
-	}
-	return nil
+	return set
 }
 
 // unread moves the reader back to the start of sb in the partitions it
 // still holds, so the next polls fetch sb's copies again.
 func (t *tap) unread(cl *kgo.Client, sb *sharedBatch) {
-	set := map[string]map[int32]kgo.EpochOffset{}
-	t.mu.Lock()
+	to := make(map[tp]int64, len(sb.parts))
 	for _, sp := range sb.parts {
-		k := tp{sp.topic, sp.partition}
-		if !t.parts[k] {
-			continue
-		}
-		first := sp.recs[0].Offset
-		if set[k.topic] == nil {
-			set[k.topic] = map[int32]kgo.EpochOffset{}
-		}
-		set[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: first}
-		t.pos[k] = first
+		to[tp{sp.topic, sp.partition}] = sp.recs[0].Offset
 	}
-	t.mu.Unlock()
-	if len(set) > 0 {
-		cl.SetOffsets(set)
-		t.m.m.tapRewinds.WithLabelValues(t.key).Inc()
-	}
+	t.moveBack(cl, to)
 }
 
 // decode decodes one poll once; nil when it held no records.
