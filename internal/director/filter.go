@@ -24,9 +24,101 @@ type feedFilter struct {
 	// follow (spec Transactions) passes the copies of the transactions
 	// of the copies the filter passed: a response without the
 	// subscriber's identity belongs to the trace of its request.
-	follow *txnSet
+	follow  *txnSet
+	orphans *orphans // with follow
 
 	mMatched, mDropped prometheus.Counter
+}
+
+// orphans keeps, for a feed with Transactions reading behind live traffic
+// (a trace's look-back over a backlog), the copies the filter did not pass
+// and no copy of their poll followed, for a later poll that reads the copy
+// starting their transaction: a backlog spread over partitions is read
+// unevenly, so a response can come polls before its request. Live, polls
+// carry every partition's newest copies and the poll's own hold suffices,
+// so nothing is kept (keeping is a clone of each copy). Bounded in number
+// and in how long a copy is kept.
+type orphans struct {
+	mu    sync.Mutex
+	byID  map[string][]*nfcopy.Copy
+	queue []orphan // in the order kept, for eviction
+}
+
+type orphan struct {
+	id   string
+	kept int64 // unix ns
+}
+
+const (
+	orphanMax    = 4096             // copies kept at most
+	orphanAge    = 10 * time.Second // kept at most this long
+	orphanBehind = time.Second      // a copy older than this (its timestamp) is read behind live traffic
+)
+
+func newOrphans() *orphans { return &orphans{byID: map[string][]*nfcopy.Copy{}} }
+
+// keep keeps a clone of c if it was read behind live traffic; false if not
+// kept. evicted is how many copies left unadopted to make room or by age.
+func (o *orphans) keep(c *nfcopy.Copy, now int64) (kept bool, evicted int) {
+	if o == nil {
+		return false, 0
+	}
+	if c.Timestamp == 0 || now-c.Timestamp < int64(orphanBehind) {
+		return false, o.expire(now)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	evicted = o.expireLocked(now)
+	for len(o.queue) >= orphanMax {
+		evicted += o.dropOldest()
+	}
+	cc := c.Clone()
+	o.byID[cc.CorrelationID] = append(o.byID[cc.CorrelationID], cc)
+	o.queue = append(o.queue, orphan{cc.CorrelationID, now})
+	return true, evicted
+}
+
+// take returns and forgets the copies kept of transaction id.
+func (o *orphans) take(id string) []*nfcopy.Copy {
+	if id == "" {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cs := o.byID[id]
+	delete(o.byID, id) // its queue entries find nothing when they expire
+	return cs
+}
+
+// expire drops the copies kept longer than orphanAge and returns how many.
+func (o *orphans) expire(now int64) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.expireLocked(now)
+}
+
+func (o *orphans) expireLocked(now int64) (n int) {
+	for len(o.queue) > 0 && now-o.queue[0].kept > int64(orphanAge) {
+		n += o.dropOldest()
+	}
+	return n
+}
+
+// dropOldest forgets the oldest kept copy (none if its transaction was
+// taken) and returns how many copies it dropped; o.mu is held.
+func (o *orphans) dropOldest() int {
+	id := o.queue[0].id
+	o.queue = o.queue[1:]
+	cs := o.byID[id]
+	if len(cs) == 0 {
+		return 0
+	}
+	if len(cs) == 1 {
+		delete(o.byID, id)
+	} else {
+		o.byID[id] = cs[1:]
+	}
+	return 1
 }
 
 // txnSet remembers correlation ids for a while, at most max of them.
@@ -118,7 +210,7 @@ func (f *feed) initFilter() {
 	f.filt = &feedFilter{copies: cf, records: rf, calls: callf,
 		mMatched: f.m.m.filterMatched.With(l), mDropped: f.m.m.filterDropped.With(l)}
 	if f.spec.Transactions && cf != nil {
-		f.filt.follow = newTxnSet()
+		f.filt.follow, f.filt.orphans = newTxnSet(), newOrphans()
 	}
 }
 
@@ -158,20 +250,48 @@ func (f *feed) pass(c *nfcopy.Copy) (ok, held bool) {
 }
 
 // followHeld adds to b's batch the copies pass held whose transaction a
-// copy of the same poll started, after that copy; the rest are filtered
+// copy of the same poll started, after that copy, and the orphans an
+// earlier poll kept of the transactions the batch's copies are of; the
+// rest are kept as orphans when read behind live traffic, else filtered
 // out.
 func (f *feed) followHeld(b *pollBatch) {
-	if len(b.held) == 0 {
+	o := f.filt.orphansOf()
+	if len(b.held) == 0 && (o == nil || len(b.batch) == 0) {
 		return
 	}
 	now := time.Now().UnixNano()
+	if o != nil {
+		for _, c := range b.batch {
+			for _, oc := range o.take(c.CorrelationID) {
+				b.batch = append(b.batch, oc)
+				f.countFiltered(true)
+			}
+		}
+	}
 	for _, c := range b.held {
-		if f.countFiltered(f.filt.follow.has(c.CorrelationID, now)) {
+		if f.filt.follow.has(c.CorrelationID, now) {
+			f.countFiltered(true)
 			b.batch = append(b.batch, c)
+			continue
+		}
+		kept, evicted := o.keep(c, now)
+		for range evicted {
+			f.countFiltered(false)
+		}
+		if !kept {
+			f.countFiltered(false)
 		}
 	}
 	clear(b.held)
 	b.held = b.held[:0]
+}
+
+// orphansOf is ff's orphans; nil without Transactions (or a filter).
+func (ff *feedFilter) orphansOf() *orphans {
+	if ff == nil {
+		return nil
+	}
+	return ff.orphans
 }
 
 // passRecord applies an xdr feed's filter to r, counting.

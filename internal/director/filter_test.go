@@ -423,3 +423,70 @@ func TestExport(t *testing.T) {
 		t.Errorf("after deletion, window 1-2: %d", len(got))
 	}
 }
+
+// With Transactions, a copy read a poll (or more) before the copy that
+// starts its transaction goes with it when the feed reads behind live
+// traffic (a trace's look-back over a backlog, whose partitions are read
+// unevenly); live, only the poll's own copies are followed, and nothing is
+// kept. Kept copies are bounded: filtered out once evicted.
+func TestTransactionsFollowAcrossPolls(t *testing.T) {
+	m := offlineManager(t)
+	f := m.newFeed(FeedSpec{Name: "tr", Type: TypeSynthetic, Filter: `direction == "REQUEST_INGRESS"`, Transactions: true})
+	copyOf := func(id string, dir nfcopy.Direction, age time.Duration) *nfcopy.Copy {
+		c := new(nfcopy.Copy)
+		if err := nfcopy.Decode(fixture.Record(id, "SCP", dir), c); err != nil {
+			t.Fatal(err)
+		}
+		c.Timestamp = time.Now().Add(-age).UnixNano()
+		return c
+	}
+	req := func(id string, age time.Duration) *nfcopy.Copy { return copyOf(id, nfcopy.RequestIngress, age) }
+	resp := func(id string, age time.Duration) *nfcopy.Copy { return copyOf(id, nfcopy.ResponseEgress, age) }
+	// poll runs one poll's copies through the filter as decode does and
+	// returns what the feed is handed.
+	poll := func(cs ...*nfcopy.Copy) string {
+		b := &pollBatch{}
+		for _, c := range cs {
+			ok, held := f.pass(c)
+			switch {
+			case held:
+				b.held = append(b.held, c)
+			case ok:
+				b.batch = append(b.batch, c)
+			}
+		}
+		f.followHeld(b)
+		var out []string
+		for _, c := range b.batch {
+			out = append(out, c.CorrelationID+"/"+c.Direction.String())
+		}
+		return strings.Join(out, " ")
+	}
+	behind := time.Minute
+	for i, c := range []struct{ got, want string }{
+		{poll(resp("a", behind), req("x", behind)), "x/REQUEST_INGRESS"},
+		{poll(resp("b", behind)), ""},
+		{poll(req("a", behind), req("b", behind)), "a/REQUEST_INGRESS b/REQUEST_INGRESS a/RESPONSE_EGRESS b/RESPONSE_EGRESS"},
+		{poll(resp("c", 0)), ""}, // live: not kept
+		{poll(req("c", 0)), "c/REQUEST_INGRESS"},
+		{poll(resp("d", 0), req("d", 0)), "d/REQUEST_INGRESS d/RESPONSE_EGRESS"}, // the same poll, live or not
+	} {
+		if c.got != c.want {
+			t.Errorf("poll %d: handed %q, want %q", i, c.got, c.want)
+		}
+	}
+	if st := f.status(); st.Matched != 8 || st.FilteredOut != 1 {
+		t.Errorf("matched %d, filtered out %d; want 8 and 1 (the live response read before its request)", st.Matched, st.FilteredOut)
+	}
+
+	// Bounded: past orphanMax the oldest kept copies are filtered out.
+	for i := range orphanMax + 10 {
+		poll(resp(fmt.Sprintf("o%d", i), behind))
+	}
+	if got := poll(req("o0", behind), req(fmt.Sprintf("o%d", orphanMax+9), behind)); !strings.HasSuffix(got, "/RESPONSE_EGRESS") || strings.Contains(got, "o0/RESPONSE") {
+		t.Errorf("after %d kept: handed %q, want the newest response followed and the evicted oldest not", orphanMax+10, got)
+	}
+	if st := f.status(); st.FilteredOut != 1+10 {
+		t.Errorf("filtered out %d, want 11: the 10 evicted", st.FilteredOut)
+	}
+}
