@@ -105,7 +105,7 @@ func reloads(t *testing.T, s *Server) map[string]int {
 	t.Helper()
 	_, body := get(t, "http://"+s.HTTPAddr()+"/metrics")
 	out := map[string]int{}
-	for _, scope := range []string{"all", "policy"} {
+	for _, scope := range []string{"all", "policy", "policy_changes"} {
 		prefix := `signalbox_policy_reloads_total{scope="` + scope + `"} `
 		for _, line := range strings.Split(body, "\n") {
 			if v, ok := strings.CutPrefix(line, prefix); ok {
