@@ -3,6 +3,7 @@ package director
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,12 +37,13 @@ type feedFilter struct {
 // starting their transaction: a backlog spread over partitions is read
 // unevenly, so a response can come polls before its request. Live, polls
 // carry every partition's newest copies and the poll's own hold suffices,
-// so nothing is kept (keeping is a clone of each copy). Bounded in number
-// and in how long a copy is kept.
+// so nothing is kept. A copy is kept as a copy of its raw record, decoded
+// again only if its transaction starts: most are evicted unused. Bounded
+// in number and in how long a copy is kept.
 type orphans struct {
 	mu    sync.Mutex
-	byID  map[string][]*nfcopy.Copy
-	queue []orphan // in the order kept, for eviction
+	byID  map[string][][]byte // raw records
+	queue []orphan            // in the order kept, for eviction
 }
 
 type orphan struct {
@@ -55,7 +57,7 @@ const (
 	orphanBehind = time.Second      // a copy older than this (its timestamp) is read behind live traffic
 )
 
-func newOrphans() *orphans { return &orphans{byID: map[string][]*nfcopy.Copy{}} }
+func newOrphans() *orphans { return &orphans{byID: map[string][][]byte{}} }
 
 // keep keeps a clone of c if it was read behind live traffic; false if not
 // kept. evicted is how many copies left unadopted to make room or by age.
@@ -72,21 +74,28 @@ func (o *orphans) keep(c *nfcopy.Copy, now int64) (kept bool, evicted int) {
 	for len(o.queue) >= orphanMax {
 		evicted += o.dropOldest()
 	}
-	cc := c.Clone()
-	o.byID[cc.CorrelationID] = append(o.byID[cc.CorrelationID], cc)
-	o.queue = append(o.queue, orphan{cc.CorrelationID, now})
+	id := strings.Clone(c.CorrelationID)
+	o.byID[id] = append(o.byID[id], slices.Clone(c.Raw))
+	o.queue = append(o.queue, orphan{id, now})
 	return true, evicted
 }
 
-// take returns and forgets the copies kept of transaction id.
+// take returns and forgets the copies kept of transaction id, decoded.
 func (o *orphans) take(id string) []*nfcopy.Copy {
 	if id == "" {
 		return nil
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	cs := o.byID[id]
+	raws := o.byID[id]
 	delete(o.byID, id) // its queue entries find nothing when they expire
+	o.mu.Unlock()
+	var cs []*nfcopy.Copy
+	for _, raw := range raws {
+		c := new(nfcopy.Copy)
+		if nfcopy.Decode(raw, c) == nil { // it was decoded once already
+			cs = append(cs, c)
+		}
+	}
 	return cs
 }
 

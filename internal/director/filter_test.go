@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -488,5 +489,39 @@ func TestTransactionsFollowAcrossPolls(t *testing.T) {
 	}
 	if st := f.status(); st.FilteredOut != 1+10 {
 		t.Errorf("filtered out %d, want 11: the 10 evicted", st.FilteredOut)
+	}
+}
+
+// BenchmarkTransactionsFollowBehind: what a Transactions feed (a trace)
+// pays per copy its filter does not pass while it reads behind live
+// traffic (kept: a clone of the 3 KB copy, evicting the oldest past
+// orphanMax), against live (filtered out).
+func BenchmarkTransactionsFollowBehind(b *testing.B) {
+	for _, age := range []time.Duration{0, time.Minute} {
+		b.Run(map[time.Duration]string{0: "live", time.Minute: "behind"}[age], func(b *testing.B) {
+			f := offlineManager(b).newFeed(FeedSpec{Name: "tr", Type: TypeSynthetic, Filter: `supi == "imsi-234300000000001"`, Transactions: true})
+			raw := nfcopy.AppendJSON(nil, &nfcopy.Copy{Version: "1.0.0", CorrelationID: "c", Timestamp: time.Now().UnixNano(), Direction: nfcopy.ResponseEgress, NFType: "SCP", HopByHopID: "1",
+				Headers: []nfcopy.Header{{Name: ":status", Values: []string{"200"}}}, Body: bytes.Repeat([]byte("x"), 3000)})
+			c := new(nfcopy.Copy)
+			if err := nfcopy.Decode(raw, c); err != nil {
+				b.Fatal(err)
+			}
+			c.Timestamp = time.Now().Add(-age).UnixNano()
+			ids := make([]string, 8192)
+			for i := range ids {
+				ids[i] = "c" + strconv.Itoa(i)
+			}
+			pb := &pollBatch{}
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				c.CorrelationID = ids[i%len(ids)]
+				if _, held := f.pass(c); !held {
+					b.Fatal("not held")
+				}
+				pb.held = append(pb.held[:0], c)
+				f.followHeld(pb)
+			}
+		})
 	}
 }

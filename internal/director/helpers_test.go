@@ -255,7 +255,7 @@ func appendBatchFrame(buf []byte, batch []*nfcopy.Copy) []byte {
 
 // offlineManager is a Manager whose broker is unreachable: for what needs no
 // Kafka (validation, a feed's own state).
-func offlineManager(t *testing.T) *Manager {
+func offlineManager(t testing.TB) *Manager {
 	t.Helper()
 	m, err := NewManager(Config{Client: broker.ClientConfig{Brokers: []string{"127.0.0.1:1"}}, Topics: broker.DefaultTopics()})
 	if err != nil {
