@@ -57,6 +57,26 @@ func (s *server) loadTrace(r *http.Request, id string) (trace.Trace, error) {
 	return t, nil
 }
 
+// pathTrace is the trace the request's path names, for a caller allowed to
+// trace; false when it answered otherwise.
+func (s *server) pathTrace(w http.ResponseWriter, r *http.Request) (trace.Trace, bool) {
+	if !s.traceAccess(w, r) {
+		return trace.Trace{}, false
+	}
+	t, err := s.loadTrace(r, r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return t, false
+	}
+	return t, true
+}
+
+// traceRecord is t as the store keeps it.
+func traceRecord(t trace.Trace) *store.TraceRecord {
+	b, _ := json.Marshal(t)
+	return &store.TraceRecord{Name: t.ID, Spec: b}
+}
+
 // decodeTraces reads stored traces, in the store's (start) order.
 func decodeTraces(recs []store.TraceRecord) ([]trace.Trace, error) {
 	out := make([]trace.Trace, 0, len(recs))
@@ -99,12 +119,8 @@ func (s *server) listTraces(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) getTrace(w http.ResponseWriter, r *http.Request) {
-	if !s.traceAccess(w, r) {
-		return
-	}
-	t, err := s.loadTrace(r, r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
+	t, ok := s.pathTrace(w, r)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.viewTrace(t))
@@ -158,8 +174,7 @@ func (s *server) createTrace(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Status: http.StatusTooManyRequests, Msg: fmt.Sprintf("%d traces are running on this node, the most it allows (-trace-max); stop one first", running)})
 		return
 	}
-	b, _ := json.Marshal(t)
-	if err := s.store.CreateTrace(r.Context(), &store.TraceRecord{Name: t.ID, Spec: b}); err != nil {
+	if err := s.store.CreateTrace(r.Context(), traceRecord(t)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -169,18 +184,13 @@ func (s *server) createTrace(w http.ResponseWriter, r *http.Request) {
 
 // stopTrace ends a running trace now; its files stay until its retention.
 func (s *server) stopTrace(w http.ResponseWriter, r *http.Request) {
-	if !s.traceAccess(w, r) {
-		return
-	}
-	t, err := s.loadTrace(r, r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
+	t, ok := s.pathTrace(w, r)
+	if !ok {
 		return
 	}
 	if t.Running(s.now()) {
 		t.Stopped, t.End = true, s.now().UTC()
-		b, _ := json.Marshal(t)
-		if err := s.store.UpdateTrace(r.Context(), &store.TraceRecord{Name: t.ID, Spec: b}); err != nil {
+		if err := s.store.UpdateTrace(r.Context(), traceRecord(t)); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -192,12 +202,8 @@ func (s *server) stopTrace(w http.ResponseWriter, r *http.Request) {
 // traceFile streams what a trace has caught so far (or in all, once
 // ended) as pcap or JSON lines.
 func (s *server) traceFile(w http.ResponseWriter, r *http.Request) {
-	if !s.traceAccess(w, r) {
-		return
-	}
-	t, err := s.loadTrace(r, r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
+	t, ok := s.pathTrace(w, r)
+	if !ok {
 		return
 	}
 	if !t.On(s.cfg.Node) {
@@ -212,13 +218,11 @@ func (s *server) traceFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.%s"`, t.ID, format))
 	w.Header().Set("Cache-Control", "no-store")
-	dir := trace.Dir(s.cfg.TraceDir, t.ID)
-	if format == "pcap" {
-		err = trace.WritePCAP(w, dir)
-	} else {
-		err = trace.WriteJSONL(w, dir)
+	write := trace.WritePCAP
+	if format == "jsonl" {
+		write = trace.WriteJSONL
 	}
-	if err != nil {
+	if err := write(w, trace.Dir(s.cfg.TraceDir, t.ID)); err != nil {
 		s.log.Warn("trace download ended early", "trace", t.ID, "err", err)
 	}
 }

@@ -142,6 +142,18 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 		}
 	}
 	f.member = member
+	reset := map[tp]int64{}
+	defer func() {
+		if len(reset) > 0 {
+			f.resetMu.Lock()
+			if f.resetTo == nil {
+				f.resetTo = reset
+			} else {
+				maps.Copy(f.resetTo, reset)
+			}
+			f.resetMu.Unlock()
+		}
+	}()
 	committed, err := f.m.committed(ctx, f.group, parts)
 	if err != nil {
 		f.log.Warn("feed: fetch committed offsets", "err", err)
@@ -162,12 +174,7 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 			}
 			f.led.assign(k, at)
 			if slices.Contains(kept[t], p) {
-				f.resetMu.Lock()
-				if f.resetTo == nil {
-					f.resetTo = map[tp]int64{}
-				}
-				f.resetTo[k] = at
-				f.resetMu.Unlock()
+				reset[k] = at
 			}
 		}
 	}

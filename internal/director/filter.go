@@ -59,18 +59,14 @@ const (
 
 func newOrphans() *orphans { return &orphans{byID: map[string][][]byte{}} }
 
-// keep keeps a clone of c if it was read behind live traffic; false if not
-// kept. evicted is how many copies left unadopted to make room or by age.
+// keep keeps c's raw record if c was read behind live traffic; false if
+// not kept. evicted is how many kept copies it dropped to make room.
 func (o *orphans) keep(c *nfcopy.Copy, now int64) (kept bool, evicted int) {
-	if o == nil {
+	if o == nil || c.Timestamp == 0 || now-c.Timestamp < int64(orphanBehind) {
 		return false, 0
-	}
-	if c.Timestamp == 0 || now-c.Timestamp < int64(orphanBehind) {
-		return false, o.expire(now)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	evicted = o.expireLocked(now)
 	for len(o.queue) >= orphanMax {
 		evicted += o.dropOldest()
 	}
@@ -80,37 +76,31 @@ func (o *orphans) keep(c *nfcopy.Copy, now int64) (kept bool, evicted int) {
 	return true, evicted
 }
 
-// take returns and forgets the copies kept of transaction id, decoded.
-func (o *orphans) take(id string) []*nfcopy.Copy {
-	if id == "" {
-		return nil
-	}
+// adopt returns, decoded, and forgets the copies kept of the transactions
+// of batch, and drops those kept longer than orphanAge: expired is how
+// many.
+func (o *orphans) adopt(batch []*nfcopy.Copy, now int64) (adopted []*nfcopy.Copy, expired int) {
+	var raws [][]byte
 	o.mu.Lock()
-	raws := o.byID[id]
-	delete(o.byID, id) // its queue entries find nothing when they expire
+	for len(o.queue) > 0 && now-o.queue[0].kept > int64(orphanAge) {
+		expired += o.dropOldest()
+	}
+	if len(o.byID) > 0 {
+		for _, c := range batch {
+			if rs, ok := o.byID[c.CorrelationID]; ok {
+				raws = append(raws, rs...)
+				delete(o.byID, c.CorrelationID) // its queue entries find nothing when they expire
+			}
+		}
+	}
 	o.mu.Unlock()
-	var cs []*nfcopy.Copy
 	for _, raw := range raws {
 		c := new(nfcopy.Copy)
 		if nfcopy.Decode(raw, c) == nil { // it was decoded once already
-			cs = append(cs, c)
+			adopted = append(adopted, c)
 		}
 	}
-	return cs
-}
-
-// expire drops the copies kept longer than orphanAge and returns how many.
-func (o *orphans) expire(now int64) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.expireLocked(now)
-}
-
-func (o *orphans) expireLocked(now int64) (n int) {
-	for len(o.queue) > 0 && now-o.queue[0].kept > int64(orphanAge) {
-		n += o.dropOldest()
-	}
-	return n
+	return adopted, expired
 }
 
 // dropOldest forgets the oldest kept copy (none if its transaction was
@@ -265,17 +255,18 @@ func (f *feed) pass(c *nfcopy.Copy) (ok, held bool) {
 // out.
 func (f *feed) followHeld(b *pollBatch) {
 	o := f.filt.orphansOf()
-	if len(b.held) == 0 && (o == nil || len(b.batch) == 0) {
+	if len(b.held) == 0 && o == nil {
 		return
 	}
 	now := time.Now().UnixNano()
+	dropped := 0
 	if o != nil {
-		for _, c := range b.batch {
-			for _, oc := range o.take(c.CorrelationID) {
-				b.batch = append(b.batch, oc)
-				f.countFiltered(true)
-			}
+		adopted, expired := o.adopt(b.batch, now)
+		b.batch = append(b.batch, adopted...)
+		for range adopted {
+			f.countFiltered(true)
 		}
+		dropped += expired
 	}
 	for _, c := range b.held {
 		if f.filt.follow.has(c.CorrelationID, now) {
@@ -284,12 +275,13 @@ func (f *feed) followHeld(b *pollBatch) {
 			continue
 		}
 		kept, evicted := o.keep(c, now)
-		for range evicted {
-			f.countFiltered(false)
-		}
+		dropped += evicted
 		if !kept {
-			f.countFiltered(false)
+			dropped++
 		}
+	}
+	for range dropped {
+		f.countFiltered(false)
 	}
 	clear(b.held)
 	b.held = b.held[:0]

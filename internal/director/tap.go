@@ -416,11 +416,12 @@ func (t *tap) consume(ctx context.Context) {
 			// After a pause (a stopped process, a long GC, a cut-off
 			// network) the poll may be of partitions the group has given
 			// away meanwhile, fetched before the pause: hand it out only
-			// once membership is proven again. Otherwise the group's
-			// callbacks follow, and the new owner delivers it.
-			// A poll not handed out is read again: the group may still
-			// have this member (its coordinator was unreachable, or busy
-			// rebalancing), and then no callback repositions the reader.
+			// once membership is proven again. Until then it is read
+			// again, not dropped: if the group has given the partitions
+			// away, its callbacks follow and the new owner delivers it;
+			// if it still has this member (its coordinator was
+			// unreachable, or busy rebalancing), no callback repositions
+			// the reader.
 			if t.stale() {
 				if err := t.prove(ctx, cl); err != nil {
 					if time.Since(lastUnproven) > 10*time.Second {
