@@ -158,6 +158,8 @@ var (
 		"signalbox_build_info":                            {"version"},
 		"signalbox_calllog_dropped_total":                 nil,
 		"signalbox_curri_anonymous_calls_total":           nil,
+		"signalbox_curri_connections":                     nil,
+		"signalbox_curri_tls_handshakes_waited_total":     nil,
 		"signalbox_curri_errors_total":                    {"reason"},
 		"signalbox_curri_http_errors_total":               {"reason"},
 		"signalbox_curri_unknown_attributes_total":        {"attribute"},

@@ -34,11 +34,11 @@ type curriConfig struct {
 	duration    time.Duration
 	warmup      time.Duration
 	reloadEvery time.Duration
-	reloadWhat  string  // "rules" or "directory"
-	directory   int     // entries of the caller-name directory the default action reads (0: none)
-	callsStream bool    // the server streams every decision to Kafka (CALLS)
-	callsKafka  string  // -calls-stream into this external cluster instead of the server's embedded broker
-	changed     float64 // fraction of the directory each reload renames
+	reloadWhat  string    // "rules" or "directory"
+	directory   int       // entries of the caller-name directory the default action reads (0: none)
+	mode        childMode // how the server the bench starts runs
+	targetsOut  string    // -vegeta-targets: write the pool as vegeta targets and stop
+	changed     float64   // fraction of the directory each reload renames
 	timeout     time.Duration
 	pool        int
 	seed        uint64
@@ -48,6 +48,7 @@ type curriConfig struct {
 	clientCert     bool   // mutual TLS: present a client certificate
 	tlsDir         string // with -target: ca.pem, client.pem, client-key.pem
 	reconnectEvery time.Duration
+	storm          int // -storm: connections opened at once mid-window
 }
 
 const curriUsage = `Usage: signalbox bench curri [flags]
@@ -99,8 +100,10 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap beside a control window of the same length without one (0 = never)")
 	fs.StringVar(&c.reloadWhat, "reload", "rules", "what -reload-every replaces: rules (the whole rule set) or directory (the caller-name directory of -directory, as a CSV import)")
 	fs.IntVar(&c.directory, "directory", 0, "load a caller-name directory of this many exact numbers (and 1% as many prefixes) and have the policy's default action name callers from it; 90% of the calls no rule decides come from a number in it")
-	fs.BoolVar(&c.callsStream, "calls-stream", false, "run the server with its embedded Kafka and every decision produced into CALLS as a call record; the report counts the records produced and dropped")
-	fs.StringVar(&c.callsKafka, "calls-kafka", "", "with -calls-stream: produce into this Kafka cluster (host:port,...) instead of the server's embedded broker, so that the server's CPU is the producer's alone")
+	fs.BoolVar(&c.mode.director, "director", true, "start the server as `serve` runs by default: with the director, its embedded broker and the HTTP/2 ingest (what a new user's server runs); -director=false: the CURRI side alone")
+	fs.BoolVar(&c.mode.calls, "calls-stream", true, "the server started produces every decision into CALLS as a call record, as serve does by default; the report counts the records produced and dropped; -calls-stream=false: -calls-topic ''")
+	fs.StringVar(&c.mode.callsKafka, "calls-kafka", "", "produce the call records into this Kafka cluster (host:port,...) instead of the server's embedded broker, so that the server's CPU is the producer's alone")
+	fs.StringVar(&c.targetsOut, "vegeta-targets", "", "write the calls of the pool to this file as vegeta JSON targets (vegeta attack -format json), load the rule set if the bench has an API, and stop without driving: the same calls for an independent load generator")
 	fs.Float64Var(&c.changed, "changed", 1, "the fraction of the rules (-reload rules) or directory entries (-reload directory) each reload changes; the rest are sent as before")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "per-call timeout; a call without an answer by then is a transport error")
 	fs.IntVar(&c.pool, "pool", 4096, "distinct pre-rendered requests, cycled")
@@ -110,21 +113,30 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.BoolVar(&c.clientCert, "client-cert", false, "mutual TLS: present a client certificate, as CUCM does to a route server that asks; without -target the server started requires it (-curri-client-ca)")
 	fs.StringVar(&c.tlsDir, "tls-dir", "", "with an https:// -target: directory holding ca.pem (trusted for the server) and, for -client-cert, client.pem and client-key.pem — the files the bench writes for the server it starts")
 	fs.DurationVar(&c.reconnectEvery, "reconnect-every", 0, "close and reopen each connection this often (staggered), as a CUCM node restarting or failing back does: a new TCP connection, TLS handshake and HEAD probe (0 = never)")
+	fs.IntVar(&c.storm, "storm", 0, "halfway through the measured window, open this many more connections at once (TCP, TLS handshake, HEAD probe, then close), as CUCM nodes failing back together do, and report how long they took; the calls on the connections already up are measured as ever")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("bench curri: unexpected argument %q", fs.Arg(0))
 	}
-	explicit, policySet := false, false
+	explicit, policySet, callsSet := false, false, false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "exact", "prefix", "pattern", "regex":
 			explicit = true
 		case "policy":
 			policySet = true
+		case "calls-stream":
+			callsSet = true
 		}
 	})
+	if !c.mode.director {
+		if callsSet && c.mode.calls {
+			return c, errors.New("bench curri: -calls-stream needs the director's Kafka: drop -director=false")
+		}
+		c.mode.calls = false
+	}
 	if !explicit {
 		if *rules < 0 {
 			return c, fmt.Errorf("bench curri: -rules %d: must be >= 0", *rules)
@@ -180,6 +192,8 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 		return c, fmt.Errorf("bench curri: -pool %d: must be between 1 and 1000000", c.pool)
 	case c.policy == "" || strings.ContainsAny(c.policy, "/?#"):
 		return c, fmt.Errorf("bench curri: -policy %q: not a policy id", c.policy)
+	case c.storm < 0 || c.storm > 5000:
+		return c, fmt.Errorf("bench curri: -storm %d: must be between 0 and 5000", c.storm)
 	case c.reconnectEvery < 0 || (c.reconnectEvery > 0 && c.reconnectEvery < 100*time.Millisecond):
 		return c, fmt.Errorf("bench curri: -reconnect-every %v: must be 0 (never) or at least 100ms", c.reconnectEvery)
 	}
@@ -189,8 +203,11 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	if c.clientCert && !c.tls {
 		return c, errors.New("bench curri: -client-cert needs -tls")
 	}
-	if c.callsKafka != "" && (!c.callsStream || c.target != "") {
-		return c, errors.New("bench curri: -calls-kafka goes with -calls-stream, on the server the bench starts (no -target)")
+	if c.mode.callsKafka != "" && (!c.mode.calls || !c.mode.director || c.target != "") {
+		return c, errors.New("bench curri: -calls-kafka goes with -calls-stream, on the server the bench starts (no -target, no -director=false)")
+	}
+	if c.targetsOut != "" && c.target == "" {
+		return c, errors.New("bench curri: -vegeta-targets goes with -target: the targets name a server that stays up")
 	}
 	if c.target == "" && c.tlsDir != "" {
 		return c, errors.New("bench curri: -tls-dir goes with an https:// -target; without -target the bench writes its own")
@@ -272,6 +289,20 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
+	rep := &curriReport{
+		Conns:     cfg.conns,
+		Rate:      cfg.rate,
+		Pace:      cfg.pace,
+		DurationS: cfg.duration.Seconds(),
+		WarmupS:   cfg.warmup.Seconds(),
+		Pool:      cfg.pool,
+	}
+	if cfg.tls {
+		rep.TLS = "TLS, server certificate verified"
+		if cfg.clientCert {
+			rep.TLS = "mutual TLS (client certificate presented)"
+		}
+	}
 	targetHost, targetPath := "", ""
 	var api *apiClient
 	var tlsConf *tls.Config
@@ -292,7 +323,7 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return fmt.Errorf("bench curri: %w", err)
 			}
 		}
-		ch, err := startChild(ctx, cfg.serverBin, stderr, tlsOpt, cfg.callsStream, cfg.callsKafka)
+		ch, err := startChild(ctx, cfg.serverBin, stderr, tlsOpt, cfg.mode)
 		if err != nil {
 			return fmt.Errorf("bench curri: %w", err)
 		}
@@ -304,6 +335,7 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		cfg.target = scheme + targetHost + targetPath
 		api = newAPIClient(ch.api, ch.token, cfg.policy)
+		rep.ServerRun = cfg.mode.String()
 	} else {
 		u, _ := url.Parse(cfg.target)
 		targetHost, targetPath = u.Host, u.EscapedPath()
@@ -331,21 +363,7 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	rep := &curriReport{
-		Target:    cfg.target,
-		Conns:     cfg.conns,
-		Rate:      cfg.rate,
-		Pace:      cfg.pace,
-		DurationS: cfg.duration.Seconds(),
-		WarmupS:   cfg.warmup.Seconds(),
-		Pool:      cfg.pool,
-	}
-	if cfg.tls {
-		rep.TLS = "TLS, server certificate verified"
-		if cfg.clientCert {
-			rep.TLS = "mutual TLS (client certificate presented)"
-		}
-	}
+	rep.Target = cfg.target
 	rep.ReconnectEveryS = cfg.reconnectEvery.Seconds()
 	rep.Mode = "open-loop"
 	if cfg.rate == 0 {
@@ -375,10 +393,18 @@ func RunCURRI(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		pool[i] = pooled{class: c.class, req: renderRequest(targetHost, targetPath, c)}
 	}
 
+	if cfg.targetsOut != "" {
+		if err := writeVegetaTargets(cfg.targetsOut, cfg.target, calls); err != nil {
+			return fmt.Errorf("bench curri: %w", err)
+		}
+		fmt.Fprintf(stderr, "bench curri: wrote %d vegeta targets to %s\n", len(calls), cfg.targetsOut)
+		return nil
+	}
 	res, err := drive(ctx, driveConfig{
 		addr:        targetHost,
 		tls:         tlsConf,
 		reconnect:   cfg.reconnectEvery,
+		storm:       cfg.storm,
 		head:        renderHead(targetHost, targetPath),
 		pool:        pool,
 		conns:       cfg.conns,

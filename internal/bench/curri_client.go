@@ -14,26 +14,9 @@ import (
 
 // renderRequest renders a complete CURRI POST as CUCM sends it: CUCM's
 // exact header spelling and order (including "Connection:Keep-Alive"
-// without a space) and the XACML 2.0 request of Cisco's Hello World sample.
+// without a space) and the XACML 2.0 request of renderBody.
 func renderRequest(host, path string, c call) []byte {
-	tcgpn := "+1" + c.calling
-	tcdpn := c.called
-	if len(tcdpn) == 5 { // an extension: CUCM globalizes it to the site DID range
-		tcdpn = "+1972555" + tcdpn[1:]
-	}
-	body := `<?xml version="1.0" encoding="UTF-8"?>` +
-		`<Request xmlns="urn:oasis:names:tc:xacml:2.0:context:schema:os">` +
-		`<Subject SubjectCategory="urn:oasis:names:tc:xacml:1.0:subject-category:access-subject">` +
-		`<Attribute AttributeId="urn:oasis:names:tc:xacml:1.0:subject:role-id" DataType="http://www.w3.org/2001/XMLSchema#string" Issuer="requestor"><AttributeValue>CISCO:UC:UCMPolicy</AttributeValue></Attribute>` +
-		`<Attribute AttributeId="urn:Cisco:uc:1.0:callingnumber" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>` + c.calling + `</AttributeValue></Attribute>` +
-		`<Attribute AttributeId="urn:Cisco:uc:1.0:callednumber" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>` + c.called + `</AttributeValue></Attribute>` +
-		`<Attribute AttributeId="urn:Cisco:uc:1.0:transformedcgpn" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>` + tcgpn + `</AttributeValue></Attribute>` +
-		`<Attribute AttributeId="urn:Cisco:uc:1.0:transformedcdpn" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>` + tcdpn + `</AttributeValue></Attribute>` +
-		`</Subject>` +
-		`<Resource><Attribute AttributeId="urn:oasis:names:tc:xacml:1.0:resource:resource-id" DataType="http://www.w3.org/2001/XMLSchema#anyURI"><AttributeValue>CISCO:UC:VoiceOrVideoCall</AttributeValue></Attribute></Resource>` +
-		`<Action><Attribute AttributeId="urn:oasis:names:tc:xacml:1.0:action:action-id" DataType="http://www.w3.org/2001/XMLSchema#anyURI"><AttributeValue>any</AttributeValue></Attribute></Action>` +
-		`<Environment><Attribute AttributeId="urn:Cisco:uc:1.0:triggerpointtype" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>translationpattern</AttributeValue></Attribute></Environment>` +
-		`</Request>`
+	body := renderBody(c)
 	var b bytes.Buffer
 	b.Grow(len(body) + 300)
 	b.WriteString("POST " + path + " HTTP/1.1\r\n")
@@ -46,6 +29,29 @@ func renderRequest(host, path string, c call) []byte {
 	b.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n")
 	b.WriteString(body)
 	return b.Bytes()
+}
+
+// renderBody renders the XACML 2.0 request of Cisco's Hello World sample
+// for a call, as CUCM fills it in.
+func renderBody(c call) string {
+	tcgpn := "+1" + c.calling
+	tcdpn := c.called
+	if len(tcdpn) == 5 { // an extension: CUCM globalizes it to the site DID range
+		tcdpn = "+1972555" + tcdpn[1:]
+	}
+	return `<?xml version="1.0" encoding="UTF-8"?>` +
+		`<Request xmlns="urn:oasis:names:tc:xacml:2.0:context:schema:os">` +
+		`<Subject SubjectCategory="urn:oasis:names:tc:xacml:1.0:subject-category:access-subject">` +
+		`<Attribute AttributeId="urn:oasis:names:tc:xacml:1.0:subject:role-id" DataType="http://www.w3.org/2001/XMLSchema#string" Issuer="requestor"><AttributeValue>CISCO:UC:UCMPolicy</AttributeValue></Attribute>` +
+		`<Attribute AttributeId="urn:Cisco:uc:1.0:callingnumber" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>` + c.calling + `</AttributeValue></Attribute>` +
+		`<Attribute AttributeId="urn:Cisco:uc:1.0:callednumber" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>` + c.called + `</AttributeValue></Attribute>` +
+		`<Attribute AttributeId="urn:Cisco:uc:1.0:transformedcgpn" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>` + tcgpn + `</AttributeValue></Attribute>` +
+		`<Attribute AttributeId="urn:Cisco:uc:1.0:transformedcdpn" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>` + tcdpn + `</AttributeValue></Attribute>` +
+		`</Subject>` +
+		`<Resource><Attribute AttributeId="urn:oasis:names:tc:xacml:1.0:resource:resource-id" DataType="http://www.w3.org/2001/XMLSchema#anyURI"><AttributeValue>CISCO:UC:VoiceOrVideoCall</AttributeValue></Attribute></Resource>` +
+		`<Action><Attribute AttributeId="urn:oasis:names:tc:xacml:1.0:action:action-id" DataType="http://www.w3.org/2001/XMLSchema#anyURI"><AttributeValue>any</AttributeValue></Attribute></Action>` +
+		`<Environment><Attribute AttributeId="urn:Cisco:uc:1.0:triggerpointtype" DataType="http://www.w3.org/2001/XMLSchema#string"><AttributeValue>translationpattern</AttributeValue></Attribute></Environment>` +
+		`</Request>`
 }
 
 // renderHead renders CUCM's keep-alive probe.

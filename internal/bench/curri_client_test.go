@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -234,6 +236,45 @@ func testPool(addr string, n int) []pooled {
 	return pool
 }
 
+// The vegeta targets carry the bench's own requests: the same body, CUCM's
+// headers, one line of vegeta's JSON format per call.
+func TestVegetaTargets(t *testing.T) {
+	calls := []call{{calling: "9725550101", called: "50102"}, {calling: "2125550123", called: "+18005550199"}}
+	path := filepath.Join(t.TempDir(), "targets.json")
+	if err := writeVegetaTargets(path, "http://127.0.0.1:4080/curri/default", calls); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != len(calls) {
+		t.Fatalf("%d lines for %d calls", len(lines), len(calls))
+	}
+	for i, l := range lines {
+		var tg struct {
+			Method, URL string
+			Body        string // base64, as vegeta reads it
+			Header      map[string][]string
+		}
+		if err := json.Unmarshal([]byte(l), &tg); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		body, err := base64.StdEncoding.DecodeString(tg.Body)
+		if err != nil {
+			t.Fatalf("line %d body: %v", i+1, err)
+		}
+		req := renderRequest("127.0.0.1:4080", "/curri/default", calls[i])
+		if !bytes.HasSuffix(req, body) || tg.Method != "POST" || tg.URL != "http://127.0.0.1:4080/curri/default" {
+			t.Errorf("line %d: %s %s, body %q: not the bench's request", i+1, tg.Method, tg.URL, body)
+		}
+		if got := tg.Header["Content-Type"]; len(got) != 1 || got[0] != "text/xml; charset=ISO-8859-1" {
+			t.Errorf("line %d: Content-Type %v", i+1, got)
+		}
+	}
+}
+
 func TestDriveOpenLoop(t *testing.T) {
 	for _, pace := range testPaces() {
 		t.Run(pace, func(t *testing.T) { driveOpenLoop(t, pace) })
@@ -275,6 +316,29 @@ func driveOpenLoop(t *testing.T, pace string) {
 	}
 	if tl.hist.TotalCount() != tl.calls {
 		t.Errorf("histogram holds %d values for %d calls", tl.hist.TotalCount(), tl.calls)
+	}
+}
+
+// A storm opens its connections halfway, each with its HEAD probe, besides
+// the calls' own.
+func TestDriveStorm(t *testing.T) {
+	f, addr := startFake(t)
+	res, err := drive(context.Background(), driveConfig{
+		addr: addr, head: renderHead(addr, "/curri/default"), pool: testPool(addr, 100),
+		conns: 2, rate: 200, pace: paceRuntime, duration: 400 * time.Millisecond, timeout: 2 * time.Second, storm: 7,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.storm
+	if st == nil || st.conns != 7 || st.errors != 0 || st.connect.TotalCount() != 7 {
+		t.Fatalf("storm %+v", st)
+	}
+	if got := f.heads.Load(); got != 2+7 {
+		t.Errorf("HEAD probes = %d, want 2 for the calls' connections and 7 for the storm's", got)
+	}
+	if res.genCPU <= 0 {
+		t.Errorf("generator CPU %v: want the bench's own, measured", res.genCPU)
 	}
 }
 

@@ -43,6 +43,7 @@ type driveConfig struct {
 	addr        string
 	tls         *tls.Config   // nil: plain HTTP
 	reconnect   time.Duration // 0: connections stay up
+	storm       int           // connections opened at once mid-window
 	head        []byte
 	pool        []pooled
 	conns       int
@@ -231,6 +232,8 @@ const swapTail = 250 * time.Millisecond
 type driveResult struct {
 	tally       *tally
 	measured    time.Duration
+	genCPU      time.Duration // the generator's own CPU over the measured window; -1 unknown
+	storm       *stormResult
 	server      *serverResult
 	reloads     []reloadResult
 	serverError string
@@ -338,8 +341,25 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 		}(conns[i], pacers[i], tallies[i], i*len(cfg.pool)/cfg.conns)
 	}
 
-	res := &driveResult{}
+	res := &driveResult{genCPU: -1}
 	var bg sync.WaitGroup
+	// The generator's own CPU over the measured window: on a shared box it
+	// is CPU the server did not have, and the figure to set beside another
+	// load generator's.
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		if !pauseUntil(ctx, measureStart) {
+			return
+		}
+		first := selfCPU()
+		if !pauseUntil(ctx, end) {
+			return
+		}
+		if last := selfCPU(); first >= 0 && last >= 0 {
+			res.genCPU = last - first
+		}
+	}()
 	if cfg.api != nil {
 		res.server = &serverResult{}
 		bg.Add(1)
@@ -354,6 +374,15 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 				res.reloads = reloadLoop(ctx, cfg, bodies, start, end, &windows)
 			}()
 		}
+	}
+	if cfg.storm > 0 {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			if pauseUntil(ctx, measureStart.Add(cfg.duration/2)) {
+				res.storm = runStorm(cfg)
+			}
+		}()
 	}
 	wg.Wait()
 	res.measured = end.Sub(measureStart)
@@ -388,6 +417,45 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	}
 	res.tally = total
 	return res, nil
+}
+
+// stormResult is how the connections of a -storm fared.
+type stormResult struct {
+	conns, errors int
+	firstErr      string
+	connect       *hdrhistogram.Histogram // dial to HEAD answered
+}
+
+// runStorm opens cfg.storm connections at once, each with its handshake and
+// HEAD probe, and closes them.
+func runStorm(cfg driveConfig) *stormResult {
+	out := &stormResult{conns: cfg.storm, connect: newHist()}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range cfg.storm {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := newConn(cfg.addr, cfg.head, cfg.timeout)
+			c.tlsConf = cfg.tls
+			t0 := time.Now()
+			err := c.connect()
+			d := time.Since(t0)
+			c.close()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				out.errors++
+				if out.firstErr == "" {
+					out.firstErr = err.Error()
+				}
+				return
+			}
+			recordUs(out.connect, d)
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // openLoop takes slots from the shared schedule (slot n is due at

@@ -17,10 +17,11 @@ import (
 // JSON with -json.
 type curriReport struct {
 	Target    string      `json:"target"`
-	TLS       string      `json:"tls,omitempty"`  // how HTTPS was used; empty for plain HTTP
-	Mode      string      `json:"mode"`           // open-loop | closed-loop
-	Rate      int         `json:"rate"`           // target calls/s; 0 with closed loop
-	Pace      string      `json:"pace,omitempty"` // open loop: "precise" (timerfd) or "runtime" (Go timers)
+	ServerRun string      `json:"server_run,omitempty"` // how the server the bench started ran; empty with -target
+	TLS       string      `json:"tls,omitempty"`        // how HTTPS was used; empty for plain HTTP
+	Mode      string      `json:"mode"`                 // open-loop | closed-loop
+	Rate      int         `json:"rate"`                 // target calls/s; 0 with closed loop
+	Pace      string      `json:"pace,omitempty"`       // open loop: "precise" (timerfd) or "runtime" (Go timers)
 	Conns     int         `json:"conns"`
 	DurationS float64     `json:"duration_s"`
 	WarmupS   float64     `json:"warmup_s"`
@@ -51,10 +52,23 @@ type curriReport struct {
 	ReconnectEveryS float64 `json:"reconnect_every_s,omitempty"`
 	Reconnects      int64   `json:"reconnects,omitempty"`
 	ReconnectErrors int64   `json:"reconnect_errors,omitempty"`
+	// Storm: -storm's connections, opened at once halfway through.
+	Storm *stormReport `json:"storm,omitempty"`
+
+	// GeneratorCPUSeconds is the bench's own CPU over the measured window
+	// (-1 unknown): on a shared box, CPU the server did not have.
+	GeneratorCPUSeconds float64 `json:"generator_cpu_seconds"`
 
 	Server    *serverReport  `json:"server,omitempty"`
 	Reloads   []reloadResult `json:"reloads,omitempty"`
 	Reference referenceFigs  `json:"reference"`
+}
+
+type stormReport struct {
+	Conns      int            `json:"conns"`
+	Errors     int            `json:"errors"`
+	FirstError string         `json:"first_error,omitempty"`
+	ConnectUs  *latencyReport `json:"connect_us,omitempty"` // dial to HEAD answered
 }
 
 type loadResult struct {
@@ -201,8 +215,19 @@ func (r *curriReport) fill(res *driveResult) {
 			r.ByClass[classNames[c]][decisionNames[d]] = n
 		}
 	}
+	r.GeneratorCPUSeconds = -1
+	if res.genCPU >= 0 {
+		r.GeneratorCPUSeconds = res.genCPU.Seconds()
+	}
 	r.TransportErrors, r.Non200, r.Unsent = t.transport, t.non200, t.unsent
 	r.Reconnects, r.ReconnectErrors = t.reconnects, t.reconnectErr
+	if st := res.storm; st != nil {
+		r.Storm = &stormReport{Conns: st.conns, Errors: st.errors, FirstError: st.firstErr}
+		if st.connect.TotalCount() > 0 {
+			l := latencyOf(st.connect)
+			r.Storm.ConnectUs = &l
+		}
+	}
 	r.Indeterminate = t.decisions[decIndeterminate]
 	r.WarmupCalls, r.WarmupErrors, r.FirstError = t.warmup, t.warmupErr, t.firstErr
 	if s := res.server; s != nil {
@@ -257,6 +282,9 @@ func (r *curriReport) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := func(k, f string, a ...any) { fmt.Fprintf(tw, "%s\t"+f+"\n", append([]any{k}, a...)...) }
 	p("target", "%s", r.Target)
+	if r.ServerRun != "" {
+		p("server run", "%s", r.ServerRun)
+	}
 	if r.TLS != "" {
 		p("https", "%s", r.TLS)
 	}
@@ -286,6 +314,16 @@ func (r *curriReport) writeTable(w io.Writer) error {
 		p("send lag", "p50 %s  p99 %s  max %s  (the generator's own lateness against the schedule, part of the latency above)",
 			msOf(g.P50), msOf(g.P99), msOf(g.Max))
 	}
+	if st := r.Storm; st != nil {
+		line := fmt.Sprintf("%d connections opened at once halfway through, %d failed", st.Conns, st.Errors)
+		if c := st.ConnectUs; c != nil {
+			line += fmt.Sprintf("; dial to HEAD answered p50 %s  p99 %s  max %s", msOf(c.P50), msOf(c.P99), msOf(c.Max))
+		}
+		if st.FirstError != "" {
+			line += "; first error: " + st.FirstError
+		}
+		p("storm", "%s", line)
+	}
 	p("decisions", "%s", joinCounts(r.Decisions, decisionNames[:]))
 	for _, c := range classNames {
 		if m := r.ByClass[c]; m != nil {
@@ -314,6 +352,9 @@ func (r *curriReport) writeTable(w io.Writer) error {
 		}
 	} else {
 		p("server", "not measured (no -api)")
+	}
+	if r.GeneratorCPUSeconds >= 0 && r.DurationS > 0 {
+		p("generator", "CPU %.2f s (%.2f cores): the bench's own, on the cores it shares with the server", r.GeneratorCPUSeconds, r.GeneratorCPUSeconds/r.DurationS)
 	}
 	for _, rr := range r.Reloads {
 		line := fmt.Sprintf("at %.1fs: PUT %.1f ms, live %.1f ms; swap window %d calls, p99 %s, max %s, errors %d, non-200 %d, Indeterminate %d; send lag p99 %s, max %s; server time p99 %s, p99.9 %s, max %s, %s over 5 ms",

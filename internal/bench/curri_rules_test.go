@@ -215,6 +215,20 @@ func TestParseCURRIFlags(t *testing.T) {
 		{name: "short reconnect", args: []string{"-reconnect-every", "1ms"}, wantErr: "-reconnect-every"},
 		{name: "api without target", args: []string{"-api", "http://127.0.0.1:8080"}, wantErr: "go with -target"},
 		{name: "reload without api", args: []string{"-target", "http://127.0.0.1:4080/curri", "-reload-every", "2s"}, wantErr: "needs -api"},
+		{name: "server as serve runs by default", args: nil, check: func(t *testing.T, c curriConfig) {
+			if !c.mode.director || !c.mode.calls {
+				t.Errorf("mode %+v: want the director and call records, as serve runs", c.mode)
+			}
+		}},
+		{name: "curri side alone", args: []string{"-director=false"}, check: func(t *testing.T, c curriConfig) {
+			if c.mode.director || c.mode.calls {
+				t.Errorf("mode %+v: want neither director nor call records", c.mode)
+			}
+		}},
+		{name: "calls without director", args: []string{"-director=false", "-calls-stream"}, wantErr: "needs the director"},
+		{name: "calls-kafka without calls", args: []string{"-calls-stream=false", "-calls-kafka", "127.0.0.1:9092"}, wantErr: "-calls-kafka goes with"},
+		{name: "vegeta targets without target", args: []string{"-vegeta-targets", "/tmp/t.json"}, wantErr: "goes with -target"},
+		{name: "storm too big", args: []string{"-storm", "6000"}, wantErr: "-storm 6000"},
 		{name: "stray argument", args: []string{"now"}, wantErr: `unexpected argument "now"`},
 		{name: "unknown flag", args: []string{"-speed", "9"}, wantErr: "flag provided but not defined"},
 		{name: "bad pace", args: []string{"-pace", "fast"}, wantErr: `-pace "fast"`},

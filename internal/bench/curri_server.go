@@ -49,9 +49,36 @@ type childTLS struct {
 	requireClientCert bool
 }
 
+// childMode is how the server the bench starts is run.
+type childMode struct {
+	// director: as `serve` runs by default, with the director, its
+	// embedded broker and the HTTP/2 ingest (on free ports); false: the
+	// CURRI side alone (serve -director=false).
+	director bool
+	// calls: every decision is produced into CALLS (needs director or
+	// callsKafka).
+	calls bool
+	// callsKafka: an external cluster carries the call records instead of
+	// the embedded broker, so the server is a Kafka client only.
+	callsKafka string
+}
+
+// String names the mode as the report shows it.
+func (m childMode) String() string {
+	switch {
+	case m.callsKafka != "":
+		return "serve with -kafka-brokers " + m.callsKafka + " (no embedded broker), call records into CALLS there"
+	case m.director && m.calls:
+		return "serve as by default: director with its embedded broker, HTTP/2 ingest, call records into CALLS"
+	case m.director:
+		return "serve with the director and its embedded broker, no call records (-calls-topic '')"
+	}
+	return "serve -director=false: the CURRI side alone"
+}
+
 // startChild runs `bin serve` on free loopback ports with a random admin
 // token and waits until /readyz answers 200.
-func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *childTLS, callsStream bool, callsKafka string) (*child, error) {
+func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *childTLS, mode childMode) (*child, error) {
 	if bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -86,20 +113,24 @@ func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *child
 		"-curri-addr", c.curri,
 		"-admin-token", c.token,
 		"-log-level", "warn")
+	calls := "CALLS"
+	if !mode.calls {
+		calls = ""
+	}
 	switch {
-	case callsStream && callsKafka != "":
-		// An external cluster carries the call records: the server is a
-		// Kafka client only.
-		c.cmd.Args = append(c.cmd.Args, "-kafka-brokers", callsKafka, "-ingest-addr", "", "-calls-topic", "CALLS")
-	case callsStream:
-		// The embedded broker carries the call records; no NF copies, no
-		// HTTP/2 ingest.
+	case mode.callsKafka != "":
+		c.cmd.Args = append(c.cmd.Args, "-kafka-brokers", mode.callsKafka, "-ingest-addr", "", "-calls-topic", calls)
+	case mode.director:
 		kafkaPort, err := freePort()
 		if err != nil {
 			return nil, fmt.Errorf("pick a port: %w", err)
 		}
-		c.cmd.Args = append(c.cmd.Args, "-kafka-addr", "127.0.0.1:"+strconv.Itoa(kafkaPort), "-ingest-addr", "",
-			"-calls-topic", "CALLS")
+		ingestPort, err := freePort()
+		if err != nil {
+			return nil, fmt.Errorf("pick a port: %w", err)
+		}
+		c.cmd.Args = append(c.cmd.Args, "-kafka-addr", "127.0.0.1:"+strconv.Itoa(kafkaPort),
+			"-ingest-addr", "127.0.0.1:"+strconv.Itoa(ingestPort), "-calls-topic", calls)
 	default:
 		c.cmd.Args = append(c.cmd.Args, "-director=false")
 	}

@@ -89,6 +89,10 @@ type Handler struct {
 	attrMu       sync.RWMutex
 	attrs        map[string]prometheus.Counter // unknown Cisco attribute id -> its counter
 	attrCounters *prometheus.CounterVec
+	// conns: connections open; handshakeWaits: TLS handshakes that waited
+	// for a turn (Server.Handshakes).
+	conns          prometheus.Gauge
+	handshakeWaits prometheus.Counter
 
 	// Header values, shared read-only by every response.
 	hdrContentType, hdrKeepAlive, hdrConnection, hdrClose, hdrAllow []string
@@ -204,7 +208,15 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		Help: "urn:Cisco:uc:1.0: request attributes signalbox does not know, by id after the prefix " +
 			"(the first 32 ids seen; later ones as _other).",
 	}, []string{"attribute"})
-	for _, c := range []prometheus.Collector{h.requests, h.duration, errs, httpErrs, h.anonymous, h.attrCounters} {
+	h.conns = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "signalbox_curri_connections",
+		Help: "CURRI connections open (TLS handshakes under way included); CUCM holds a few per node.",
+	})
+	h.handshakeWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "signalbox_curri_tls_handshakes_waited_total",
+		Help: "TLS handshakes that waited for their turn: more clients were handshaking at once than the server computes together (a reconnect storm).",
+	})
+	for _, c := range []prometheus.Collector{h.requests, h.duration, errs, httpErrs, h.anonymous, h.attrCounters, h.conns, h.handshakeWaits} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("curri: register metrics: %w", err)
 		}

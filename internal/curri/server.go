@@ -9,10 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Timeouts and limits of the CURRI listener.
@@ -55,6 +58,19 @@ type Server struct {
 
 	ReadTimeout, WriteTimeout, IdleTimeout, HandshakeTimeout time.Duration
 	MaxHeaderBytes                                           int
+
+	// Handshakes bounds the TLS handshakes computed at once (default: half
+	// the Ps, at least one). A full handshake costs the server a private-key
+	// operation, about a millisecond for RSA-2048, and a client that opens
+	// connections as it falls behind (a generator growing its workers, CUCM
+	// nodes failing over together) would otherwise have every P signing
+	// while the calls of the connections already up wait in the run queue:
+	// latency rises, the client opens more, and the box spends itself on
+	// handshakes (a 2.4 s call seen so). The rest wait their turn, within
+	// HandshakeTimeout from accept.
+	Handshakes int
+	hsOnce     sync.Once
+	hsSem      chan struct{}
 
 	// ConnState, if set, is called with http.StateNew when a connection is
 	// accepted and http.StateClosed when it closes.
@@ -144,12 +160,14 @@ func (s *Server) track(c *serverConn, add bool) bool {
 		}
 		s.conns[c] = struct{}{}
 		s.connWG.Add(1)
+		s.Handler.conns.Inc()
 		if s.ConnState != nil {
 			s.ConnState(c.nc, http.StateNew)
 		}
 		return true
 	}
 	delete(s.conns, c)
+	s.Handler.conns.Dec()
 	if s.ConnState != nil {
 		s.ConnState(c.nc, http.StateClosed)
 	}
@@ -260,14 +278,12 @@ func (c *serverConn) serve() {
 	c.rw = c.nc
 	c.client = c.nc.RemoteAddr().String()
 	if s.TLSConfig != nil {
-		tc := tls.Server(c.nc, s.TLSConfig)
-		_ = c.nc.SetDeadline(time.Now().Add(s.HandshakeTimeout))
-		if err := tc.Handshake(); err != nil {
+		tc, err := s.handshake(c.nc)
+		if err != nil {
 			s.Handler.countHTTP(httpErrTLS)
 			s.Handler.log.Debug("curri TLS handshake failed", "client", c.client, "err", err)
 			return
 		}
-		_ = c.nc.SetDeadline(time.Time{})
 		c.rw = tc
 	}
 	c.br = bufio.NewReaderSize(c, s.MaxHeaderBytes)
@@ -301,6 +317,105 @@ func (c *serverConn) serve() {
 		}
 		c.state.Store(connIdle)
 	}
+}
+
+// handshake runs the server side of a TLS handshake on nc within
+// HandshakeTimeout. The part that costs CPU, from the ClientHello read to
+// the server's flight written (the key exchange and the signature), waits
+// for one of s.Handshakes slots; a client that connects and sends nothing,
+// or stalls after the server's flight, holds none.
+func (s *Server) handshake(nc net.Conn) (*tls.Conn, error) {
+	s.hsOnce.Do(func() {
+		n := s.Handshakes
+		if n <= 0 {
+			n = max(1, runtime.GOMAXPROCS(0)/2)
+		}
+		s.hsSem = make(chan struct{}, n)
+	})
+	deadline := time.Now().Add(s.HandshakeTimeout)
+	hc := &hsConn{Conn: nc, sem: s.hsSem, deadline: deadline, waited: s.Handler.handshakeWaits}
+	defer hc.release()
+	tc := tls.Server(hc, s.TLSConfig)
+	_ = nc.SetDeadline(deadline)
+	if err := tc.Handshake(); err != nil {
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return tc, nil
+}
+
+// hsConn is the connection under a server TLS connection: it takes a
+// handshake slot when the ClientHello arrives and gives it back when the
+// server, its flight written, reads the client's answer. After the
+// handshake it only passes reads and writes through.
+type hsConn struct {
+	net.Conn
+	sem      chan struct{}
+	deadline time.Time
+	waited   prometheus.Counter
+	took     time.Time // when the slot was taken
+	state    uint8     // hsWaiting, hsHolding, hsWrote, hsDone
+}
+
+const (
+	hsWaiting uint8 = iota // no byte from the client yet
+	hsHolding              // holding a slot: the ClientHello arrived
+	hsWrote                // holding, and the server's flight went out
+	hsDone                 // slot given back
+)
+
+var errNoHandshakeSlot = errors.New("no TLS handshake slot within the handshake timeout")
+
+func (c *hsConn) Read(p []byte) (int, error) {
+	if c.state == hsWrote {
+		c.release()
+	}
+	n, err := c.Conn.Read(p)
+	if c.state == hsWaiting && n > 0 {
+		if !c.acquire() {
+			c.state = hsDone
+			return 0, errNoHandshakeSlot
+		}
+		c.state, c.took = hsHolding, time.Now()
+	}
+	return n, err
+}
+
+func (c *hsConn) Write(p []byte) (int, error) {
+	if c.state == hsHolding {
+		c.state = hsWrote
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *hsConn) acquire() bool {
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	default:
+	}
+	c.waited.Inc()
+	t := time.NewTimer(time.Until(c.deadline))
+	defer t.Stop()
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// release gives the slot back, once; called when the handshake ends
+// whatever its outcome. The slot stays taken for as long again as it was
+// held: handshakes in a row then take at most half of one P per slot, and
+// the rest of the box is the calls' (an RSA-2048 storm of 500 connections
+// otherwise kept the calls of the connections up waiting 300-700 ms).
+func (c *hsConn) release() {
+	if c.state == hsHolding || c.state == hsWrote {
+		sem := c.sem
+		time.AfterFunc(time.Since(c.took), func() { <-sem })
+	}
+	c.state = hsDone
 }
 
 // lingerClose ends a connection the server gave up on mid-stream (an error

@@ -210,8 +210,10 @@ func TestServerWithGoClient(t *testing.T) {
 	}
 }
 
-func TestServerTLS(t *testing.T) {
-	env := newTestEnv(t, 0)
+// testCert is a self-signed server certificate for 127.0.0.1 and
+// localhost, and a pool trusting it.
+func testCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "curri"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"},
@@ -220,16 +222,22 @@ func TestServerTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer("", env.h, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	pool := x509.NewCertPool()
+	cert, _ := x509.ParseCertificate(der)
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+func TestServerTLS(t *testing.T) {
+	env := newTestEnv(t, 0)
+	cert, pool := testCert(t)
+	srv := NewServer("", env.h, &tls.Config{Certificates: []tls.Certificate{cert}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(ln)
 	defer srv.Close()
-	pool := x509.NewCertPool()
-	cert, _ := x509.ParseCertificate(der)
-	pool.AddCert(cert)
 	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool},
 		ForceAttemptHTTP2: true}}
 	defer cl.CloseIdleConnections()
@@ -245,6 +253,108 @@ func TestServerTLS(t *testing.T) {
 	// A client that is not speaking TLS is counted and dropped.
 	rawExchangeNoReply(t, ln.Addr().String(), "POST /curri HTTP/1.1\r\n\r\n")
 	waitCount(t, env, `signalbox_curri_http_errors_total{reason="tls_handshake"} `, 1)
+}
+
+// TLS handshakes take turns (Server.Handshakes): no more than that many are
+// computed at once, however many clients connect together, and a client
+// that connects and says nothing, or stalls after the server's flight,
+// holds no turn.
+func TestServerTLSHandshakeTurns(t *testing.T) {
+	env := newTestEnv(t, 0)
+	cert, pool := testCert(t)
+	var inside, most atomic.Int32
+	conf := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		// Called with the ClientHello read, where the costly part starts.
+		n := inside.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond) // long enough for unbounded handshakes to overlap
+		inside.Add(-1)
+		return &cert, nil
+	}}
+	srv := NewServer("", env.h, conf)
+	srv.Handshakes = 1
+	srv.HandshakeTimeout = time.Minute // a turn held by a stalled client would outlast the test
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	addr := ln.Addr().String()
+
+	// A client that connects and sends nothing.
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// A client that sends its ClientHello, reads the server's flight and
+	// never answers it.
+	stalled, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	stop := make(chan struct{})
+	defer close(stop)
+	stc := tls.Client(&stallAfterFirstWrite{Conn: stalled, stop: stop}, &tls.Config{RootCAs: pool, ServerName: "localhost",
+		MinVersion: tls.VersionTLS13})
+	go stc.Handshake()
+	for most.Load() == 0 {
+		time.Sleep(time.Millisecond) // until the stalled client's hello has been taken
+	}
+
+	const clients = 8
+	errs := make(chan error, clients)
+	for range clients {
+		go func() {
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
+				&tls.Config{RootCAs: pool, ServerName: "localhost"})
+			if err == nil {
+				// Within the test's deadline, not the minute of a held turn.
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				_, err = io.WriteString(c, "HEAD /curri HTTP/1.1\r\nHost: x\r\n\r\n")
+				if err == nil {
+					var resp *http.Response
+					if resp, err = http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "HEAD"}); err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("HEAD: %s", resp.Status)
+					}
+				}
+				c.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatalf("a handshake behind the silent and the stalled client: %v", err)
+		}
+	}
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d handshakes were computed at once; Handshakes = 1", m)
+	}
+	if n := countOf(scrape(t, env.reg), "signalbox_curri_tls_handshakes_waited_total "); n < 1 {
+		t.Errorf("signalbox_curri_tls_handshakes_waited_total = %d: %d clients came together, one turn", n, clients)
+	}
+	// The silent and the stalled client are still open; the eight are not.
+	waitCount(t, env, "signalbox_curri_connections ", 2)
+}
+
+// stallAfterFirstWrite lets its first write (the ClientHello) through and
+// blocks every later one: a client that stops answering mid-handshake.
+type stallAfterFirstWrite struct {
+	net.Conn
+	stop  chan struct{}
+	wrote atomic.Bool
+}
+
+func (s *stallAfterFirstWrite) Write(p []byte) (int, error) {
+	if s.wrote.Swap(true) {
+		<-s.stop // stalled until the test ends
+		return 0, net.ErrClosed
+	}
+	return s.Conn.Write(p)
 }
 
 func rawExchangeNoReply(t *testing.T, addr, raw string) {
