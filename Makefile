@@ -26,6 +26,8 @@ NORACE_PKGS = $(shell git grep -lE '^func (Test[A-Za-z0-9_]*Alloc|TestNodes)' --
 test:
 	@./scripts/test-deps.sh > .test-deps.out || { echo "make test: scripts/test-deps.sh failed (its messages are above)" >&2; exit 1; }
 	@gofmt_out=$$(gofmt -l $$(git ls-files '*.go')) && { [ -z "$$gofmt_out" ] || { echo "gofmt needed:"; echo "$$gofmt_out"; exit 1; }; }
+	@long=$$(git ls-files '*.go' | grep -v '_test\.go$$' | xargs wc -l | awk '$$2 != "total" && $$1 > 700'); \
+	  [ -z "$$long" ] || { echo "product files over 700 lines (split each along a job):"; echo "$$long"; exit 1; }
 	$(GO) vet -race ./...
 	$(GO) vet $(NORACE_PKGS)
 	SIGNALBOX_TEST_POSTGRES_DSN="$$(tail -1 .test-deps.out)" $(GO) test -race -timeout 12m ./...
