@@ -71,6 +71,7 @@ type Server struct {
 	Handshakes int
 	hsOnce     sync.Once
 	hsSem      chan struct{}
+	hsConf     *tls.Config // TLSConfig, taking a turn once the ClientHello is read
 
 	// ConnState, if set, is called with http.StateNew when a connection is
 	// accepted and http.StateClosed when it closes.
@@ -320,10 +321,11 @@ func (c *serverConn) serve() {
 }
 
 // handshake runs the server side of a TLS handshake on nc within
-// HandshakeTimeout. The part that costs CPU, from the ClientHello read to
-// the server's flight written (the key exchange and the signature), waits
-// for one of s.Handshakes slots; a client that connects and sends nothing,
-// or stalls after the server's flight, holds none.
+// HandshakeTimeout. The part that costs CPU, from the whole ClientHello read
+// (GetConfigForClient) to the server's flight written (the key exchange and
+// the signature), waits for one of s.Handshakes turns; a client that
+// connects and sends nothing, trickles its hello, or stalls after the
+// server's flight holds none.
 func (s *Server) handshake(nc net.Conn) (*tls.Conn, error) {
 	s.hsOnce.Do(func() {
 		n := s.Handshakes
@@ -331,11 +333,26 @@ func (s *Server) handshake(nc net.Conn) (*tls.Conn, error) {
 			n = max(1, runtime.GOMAXPROCS(0)/2)
 		}
 		s.hsSem = make(chan struct{}, n)
+		s.hsConf = s.TLSConfig.Clone()
+		next := s.TLSConfig.GetConfigForClient
+		s.hsConf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if hc, ok := hello.Conn.(*hsConn); ok && hc.state == hsWaiting {
+				if !hc.acquire() {
+					hc.state = hsDone
+					return nil, errNoHandshakeSlot
+				}
+				hc.state, hc.took = hsHolding, time.Now()
+			}
+			if next != nil {
+				return next(hello)
+			}
+			return nil, nil
+		}
 	})
 	deadline := time.Now().Add(s.HandshakeTimeout)
 	hc := &hsConn{Conn: nc, sem: s.hsSem, deadline: deadline, waited: s.Handler.handshakeWaits}
 	defer hc.release()
-	tc := tls.Server(hc, s.TLSConfig)
+	tc := tls.Server(hc, s.hsConf)
 	_ = nc.SetDeadline(deadline)
 	if err := tc.Handshake(); err != nil {
 		return nil, err
@@ -344,24 +361,24 @@ func (s *Server) handshake(nc net.Conn) (*tls.Conn, error) {
 	return tc, nil
 }
 
-// hsConn is the connection under a server TLS connection: it takes a
-// handshake slot when the ClientHello arrives and gives it back when the
-// server, its flight written, reads the client's answer. After the
-// handshake it only passes reads and writes through.
+// hsConn is the connection under a server TLS connection: it holds a
+// handshake turn from the ClientHello read (taken in GetConfigForClient)
+// until the server, its flight written, reads the client's answer. After
+// the handshake it only passes reads and writes through.
 type hsConn struct {
 	net.Conn
 	sem      chan struct{}
 	deadline time.Time
 	waited   prometheus.Counter
-	took     time.Time // when the slot was taken
+	took     time.Time // when the turn was taken
 	state    uint8     // hsWaiting, hsHolding, hsWrote, hsDone
 }
 
 const (
-	hsWaiting uint8 = iota // no byte from the client yet
-	hsHolding              // holding a slot: the ClientHello arrived
+	hsWaiting uint8 = iota // the ClientHello not read yet
+	hsHolding              // holding a turn
 	hsWrote                // holding, and the server's flight went out
-	hsDone                 // slot given back
+	hsDone                 // turn given back
 )
 
 var errNoHandshakeSlot = errors.New("no TLS handshake slot within the handshake timeout")
@@ -370,15 +387,7 @@ func (c *hsConn) Read(p []byte) (int, error) {
 	if c.state == hsWrote {
 		c.release()
 	}
-	n, err := c.Conn.Read(p)
-	if c.state == hsWaiting && n > 0 {
-		if !c.acquire() {
-			c.state = hsDone
-			return 0, errNoHandshakeSlot
-		}
-		c.state, c.took = hsHolding, time.Now()
-	}
-	return n, err
+	return c.Conn.Read(p)
 }
 
 func (c *hsConn) Write(p []byte) (int, error) {

@@ -257,8 +257,8 @@ func TestServerTLS(t *testing.T) {
 
 // TLS handshakes take turns (Server.Handshakes): no more than that many are
 // computed at once, however many clients connect together, and a client
-// that connects and says nothing, or stalls after the server's flight,
-// holds no turn.
+// that connects and says nothing, trickles its ClientHello, or stalls after
+// the server's flight, holds no turn.
 func TestServerTLSHandshakeTurns(t *testing.T) {
 	env := newTestEnv(t, 0)
 	cert, pool := testCert(t)
@@ -289,6 +289,15 @@ func TestServerTLSHandshakeTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
+	// A client that sends the first byte of a TLS record and no more.
+	trickle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trickle.Close()
+	if _, err := trickle.Write([]byte{0x16}); err != nil {
+		t.Fatal(err)
+	}
 	// A client that sends its ClientHello, reads the server's flight and
 	// never answers it.
 	stalled, err := net.Dial("tcp", addr)
@@ -337,8 +346,9 @@ func TestServerTLSHandshakeTurns(t *testing.T) {
 	if n := countOf(scrape(t, env.reg), "signalbox_curri_tls_handshakes_waited_total "); n < 1 {
 		t.Errorf("signalbox_curri_tls_handshakes_waited_total = %d: %d clients came together, one turn", n, clients)
 	}
-	// The silent and the stalled client are still open; the eight are not.
-	waitCount(t, env, "signalbox_curri_connections ", 2)
+	// The silent, trickling and stalled clients are still open; the eight
+	// are not.
+	waitCount(t, env, "signalbox_curri_connections ", 3)
 }
 
 // stallAfterFirstWrite lets its first write (the ClientHello) through and
