@@ -229,7 +229,9 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 			return
 		}
 		first := selfCPU()
-		if !pauseUntil(ctx, end) {
+		// The window's end is due even when the load goroutines' context
+		// has just been cancelled at it.
+		if !pauseUntil(parent, end) {
 			return
 		}
 		if last := selfCPU(); first >= 0 && last >= 0 {
