@@ -14,6 +14,22 @@ import (
 // stored secret, so a fetched spec can be edited and sent back.
 const redacted = "********"
 
+// pathFeed is the feed runtime and the name of the stored feed the
+// request's path names; false once the error is answered (no director, no
+// such feed).
+func (s *server) pathFeed(w http.ResponseWriter, r *http.Request) (FeedRuntime, string, bool) {
+	name := r.PathValue("name")
+	rt, err := s.feedRuntime()
+	if err == nil {
+		_, err = s.getFeedSpec(r, name)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, "", false
+	}
+	return rt, name, true
+}
+
 func (s *server) feedRuntime() (FeedRuntime, error) {
 	if s.cfg.Feeds == nil {
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Msg: "the director is not running"}
@@ -216,14 +232,8 @@ func (s *server) deleteFeed(w http.ResponseWriter, r *http.Request) {
 // feedStatus reports the runtime state of a stored feed; a stored feed the
 // runtime does not run (disabled, or not started yet) says so.
 func (s *server) feedStatus(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	rt, err := s.feedRuntime()
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if _, err := s.getFeedSpec(r, name); err != nil {
-		s.fail(w, r, err)
+	rt, name, ok := s.pathFeed(w, r)
+	if !ok {
 		return
 	}
 	st, ok := rt.Status(name)

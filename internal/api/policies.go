@@ -104,11 +104,7 @@ func (s *server) createPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := in.policy(in.ID)
-	if err := callpolicy.ValidatePolicy(&p); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Policy: p}, false); err != nil {
+	if err := s.checkPolicy(r, &p); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -144,11 +140,7 @@ func (s *server) updatePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	p := in.policy(id)
 	p.CreatedAt = old.CreatedAt
-	if err := callpolicy.ValidatePolicy(&p); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Policy: p}, false); err != nil {
+	if err := s.checkPolicy(r, &p); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -184,4 +176,13 @@ func (s *server) deletePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	s.changed(r, ChangedPolicies, "delete policy", id)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// checkPolicy validates a policy's own settings (create, update) and the
+// directories its actions name.
+func (s *server) checkPolicy(r *http.Request, p *callpolicy.Policy) error {
+	if err := callpolicy.ValidatePolicy(p); err != nil {
+		return err
+	}
+	return s.checkDirectories(r, &callpolicy.PolicyConfig{Policy: *p}, false)
 }

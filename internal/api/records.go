@@ -15,14 +15,8 @@ type RecordSource interface {
 // feedRecords answers GET /api/v1/feeds/{name}/records?limit=N: the xdr
 // feed's latest delivered transaction records, newest first.
 func (s *server) feedRecords(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	rt, err := s.feedRuntime()
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if _, err := s.getFeedSpec(r, name); err != nil {
-		s.fail(w, r, err)
+	rt, name, ok := s.pathFeed(w, r)
+	if !ok {
 		return
 	}
 	limit := 50

@@ -103,15 +103,7 @@ func (s *server) createRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rule := in.rule(pid)
-	if err := callpolicy.ValidateRule(&rule); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Rules: []callpolicy.Rule{rule}}, false); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.checkGroupRefs(r, []callpolicy.Rule{rule}, false); err != nil {
+	if err := s.checkRule(r, &rule); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -261,15 +253,7 @@ func (s *server) updateRule(w http.ResponseWriter, r *http.Request) {
 	rule.CreatedAt = old.CreatedAt
 	rule.Hits = old.Hits
 	rule.LastHitAt = old.LastHitAt
-	if err := callpolicy.ValidateRule(&rule); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Rules: []callpolicy.Rule{rule}}, false); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.checkGroupRefs(r, []callpolicy.Rule{rule}, false); err != nil {
+	if err := s.checkRule(r, &rule); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -378,4 +362,17 @@ func decodeRuleArray(body []byte, each func(i int, in *ruleInput, raw []byte)) b
 func bulkSizeHint(body []byte) int {
 	n := bytes.Count(body, []byte(`"action"`))
 	return min(n, len(body)/32)
+}
+
+// checkRule validates one rule sent alone (create, update) and what it
+// refers to: the directories of its action and the number groups it
+// matches on.
+func (s *server) checkRule(r *http.Request, rule *callpolicy.Rule) error {
+	if err := callpolicy.ValidateRule(rule); err != nil {
+		return err
+	}
+	if err := s.checkDirectories(r, &callpolicy.PolicyConfig{Rules: []callpolicy.Rule{*rule}}, false); err != nil {
+		return err
+	}
+	return s.checkGroupRefs(r, []callpolicy.Rule{*rule}, false)
 }

@@ -77,8 +77,12 @@ func traceRecord(t trace.Trace) *store.TraceRecord {
 	return &store.TraceRecord{Name: t.ID, Spec: b}
 }
 
-// decodeTraces reads stored traces, in the store's (start) order.
-func decodeTraces(recs []store.TraceRecord) ([]trace.Trace, error) {
+// storedTraces reads every stored trace, in the store's (start) order.
+func (s *server) storedTraces(r *http.Request) ([]trace.Trace, error) {
+	recs, err := s.store.ListTraces(r.Context())
+	if err != nil {
+		return nil, err
+	}
 	out := make([]trace.Trace, 0, len(recs))
 	for _, rec := range recs {
 		var t trace.Trace
@@ -101,12 +105,7 @@ func (s *server) listTraces(w http.ResponseWriter, r *http.Request) {
 	if !s.traceAccess(w, r) {
 		return
 	}
-	recs, err := s.store.ListTraces(r.Context())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	ts, err := decodeTraces(recs)
+	ts, err := s.storedTraces(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -154,12 +153,7 @@ func (s *server) createTrace(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	recs, err := s.store.ListTraces(r.Context())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	ts, err := decodeTraces(recs)
+	ts, err := s.storedTraces(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
