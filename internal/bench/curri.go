@@ -58,7 +58,9 @@ keep-alive connections opened with a HEAD probe, POSTs of XACML requests with
 CUCM's exact headers, numbers drawn to hit and miss every rule kind.
 
 Without -target it starts this signalbox binary (or -server-bin) as a child
-process on free loopback ports (serve -director=false), loads the rule set
+process on free loopback ports, run as serve runs by default (the director,
+its embedded broker, call records into CALLS; -director=false for the CURRI
+side alone), loads the rule set
 through its API, drives it, reads the server's own CPU and memory from its
 /metrics, and stops it. With -target it drives a running server; with -api
 and -token as well it loads the rule set into -policy first (REPLACING that
@@ -100,7 +102,7 @@ func parseCURRIFlags(args []string, stderr io.Writer) (curriConfig, error) {
 	fs.DurationVar(&c.reloadEvery, "reload-every", 0, "replace the whole rule set through the API this often during the run, and report each swap beside a control window of the same length without one (0 = never)")
 	fs.StringVar(&c.reloadWhat, "reload", "rules", "what -reload-every replaces: rules (the whole rule set) or directory (the caller-name directory of -directory, as a CSV import)")
 	fs.IntVar(&c.directory, "directory", 0, "load a caller-name directory of this many exact numbers (and 1% as many prefixes) and have the policy's default action name callers from it; 90% of the calls no rule decides come from a number in it")
-	fs.BoolVar(&c.mode.director, "director", true, "start the server as `serve` runs by default: with the director, its embedded broker and the HTTP/2 ingest (what a new user's server runs); -director=false: the CURRI side alone")
+	fs.BoolVar(&c.mode.director, "director", true, "start the server as serve runs by default: with the director, its embedded broker and the HTTP/2 ingest (what a new user's server runs); -director=false: the CURRI side alone")
 	fs.BoolVar(&c.mode.calls, "calls-stream", true, "the server started produces every decision into CALLS as a call record, as serve does by default; the report counts the records produced and dropped; -calls-stream=false: -calls-topic ''")
 	fs.StringVar(&c.mode.callsKafka, "calls-kafka", "", "produce the call records into this Kafka cluster (host:port,...) instead of the server's embedded broker, so that the server's CPU is the producer's alone")
 	fs.StringVar(&c.targetsOut, "vegeta-targets", "", "write the calls of the pool to this file as vegeta JSON targets (vegeta attack -format json), load the rule set if the bench has an API, and stop without driving: the same calls for an independent load generator")
