@@ -311,25 +311,20 @@ func (h *httpSender) endTick(ctx context.Context) {
 	}
 }
 
+// flush posts the partial batch and waits for every post.
 func (h *httpSender) flush(ctx context.Context) error {
-	h.mu.Lock()
-	b := h.batch
-	h.batch = nil
-	h.mu.Unlock()
-	if b != nil {
-		h.dispatch(ctx, b)
-	}
-	h.mu.Lock()
-	if !h.closed {
-		h.closed = true
-		close(h.work)
-	}
-	h.mu.Unlock()
-	h.wg.Wait()
+	h.endTick(ctx)
+	h.stopWorkers()
 	return nil
 }
 
 func (h *httpSender) close() {
+	h.stopWorkers()
+	h.client.CloseIdleConnections()
+}
+
+// stopWorkers ends the workers once they have posted what is queued, once.
+func (h *httpSender) stopWorkers() {
 	h.mu.Lock()
 	if !h.closed {
 		h.closed = true
@@ -337,5 +332,4 @@ func (h *httpSender) close() {
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
-	h.client.CloseIdleConnections()
 }
