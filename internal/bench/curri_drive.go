@@ -134,8 +134,7 @@ type serverResult struct {
 func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	conns := make([]*conn, cfg.conns)
 	for i := range conns {
-		conns[i] = newConn(cfg.addr, cfg.head, cfg.timeout)
-		conns[i].tlsConf = cfg.tls
+		conns[i] = cfg.newConn()
 		if err := conns[i].connect(); err != nil {
 			for _, c := range conns[:i] {
 				c.close()
@@ -297,6 +296,14 @@ func drive(ctx context.Context, cfg driveConfig) (*driveResult, error) {
 	return res, nil
 }
 
+// newConn is a connection to the target as the run makes them, not yet
+// dialled.
+func (cfg *driveConfig) newConn() *conn {
+	c := newConn(cfg.addr, cfg.head, cfg.timeout)
+	c.tlsConf = cfg.tls
+	return c
+}
+
 // stormResult is how the connections of a -storm fared.
 type stormResult struct {
 	conns, errors int
@@ -314,8 +321,7 @@ func runStorm(cfg driveConfig) *stormResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := newConn(cfg.addr, cfg.head, cfg.timeout)
-			c.tlsConf = cfg.tls
+			c := cfg.newConn()
 			t0 := time.Now()
 			err := c.connect()
 			d := time.Since(t0)

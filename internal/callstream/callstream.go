@@ -33,9 +33,10 @@ type Config struct {
 	// Queue bounds the records waiting to be encoded, and again those
 	// produced but not yet acknowledged; default 65536 each.
 	Queue int
-	// Linger is the longest a record waits to be handed to the producer,
-	// and the producer to send its batch; default 50 ms. Call records are
-	// telemetry: 50 ms more of delay is nothing to their readers, while at
+	// Linger is how often queued records are handed to the producer, and
+	// how long the producer then holds a batch before sending it; default
+	// 50 ms, so a record reaches the broker within about twice that. Call
+	// records are telemetry: that delay is nothing to their readers, while at
 	// 15,000 calls/s a batch per partition every millisecond or so was
 	// thousands of produce requests a second for the box to encode, carry
 	// and store, on the cores the calls are answered on.

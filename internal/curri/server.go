@@ -339,7 +339,7 @@ func (s *Server) handshake(nc net.Conn) (*tls.Conn, error) {
 			if hc, ok := hello.Conn.(*hsConn); ok && hc.state == hsWaiting {
 				if !hc.acquire() {
 					hc.state = hsDone
-					return nil, errNoHandshakeSlot
+					return nil, errNoHandshakeTurn
 				}
 				hc.state, hc.took = hsHolding, time.Now()
 			}
@@ -381,7 +381,7 @@ const (
 	hsDone                 // turn given back
 )
 
-var errNoHandshakeSlot = errors.New("no TLS handshake slot within the handshake timeout")
+var errNoHandshakeTurn = errors.New("no TLS handshake turn within the handshake timeout")
 
 func (c *hsConn) Read(p []byte) (int, error) {
 	if c.state == hsWrote {
@@ -414,9 +414,9 @@ func (c *hsConn) acquire() bool {
 	}
 }
 
-// release gives the slot back, once; called when the handshake ends
-// whatever its outcome. The slot stays taken for as long again as it was
-// held: handshakes in a row then take at most half of one P per slot, and
+// release gives the turn back, once; called when the handshake ends
+// whatever its outcome. The turn stays taken for as long again as it was
+// held: handshakes in a row then take at most half of one P per turn, and
 // the rest of the box is the calls' (an RSA-2048 storm of 500 connections
 // otherwise kept the calls of the connections up waiting 300-700 ms).
 func (c *hsConn) release() {
