@@ -69,7 +69,9 @@ type Copy struct {
 	SourcePort    uint16
 	DestPort      uint16
 	Headers       []Header
-	Body          []byte // the 5g-sbi-message, unescaped
+	Body          []byte // the 5g-sbi-message, unescaped; a Diameter copy's message
+	Protocol      Protocol
+	Diameter      Diameter // what a Diameter copy's message says (Protocol DiameterProtocol)
 	Raw           []byte // the whole record as received
 
 	scratch []byte // unescaped strings of the last Decode; reused
@@ -151,7 +153,8 @@ func (c *Copy) Clone() *Copy {
 	all := sb.String()
 	cut := func(i int) string { return all[spans[i][0]:spans[i][1]] }
 
-	d := &Copy{Timestamp: c.Timestamp, Direction: c.Direction, SourcePort: c.SourcePort, DestPort: c.DestPort}
+	d := &Copy{Timestamp: c.Timestamp, Direction: c.Direction, SourcePort: c.SourcePort, DestPort: c.DestPort,
+		Protocol: c.Protocol, Diameter: c.Diameter} // Diameter's strings are its own
 	dst := []*string{&d.Version, &d.CorrelationID, &d.ProducerID, &d.ProducerFQDN,
 		&d.ConsumerID, &d.ConsumerFQDN, &d.HopByHopID, &d.NFType, &d.NFFQDN,
 		&d.NFInstanceID, &d.PodInstanceID, &d.SourceIP, &d.DestIP}

@@ -72,6 +72,13 @@ func (c *Copy) validate() error {
 	if c.NFType == "" {
 		return &DecodeError{Field: "metadata-list.feed-source.nf-type", Reason: "missing_field", Incomplete: true}
 	}
+	if c.Protocol == DiameterProtocol {
+		if c.Direction.IsRequest() != c.Diameter.IsRequest() {
+			return &DecodeError{Field: "metadata-list.message-direction", Reason: "bad_direction", Incomplete: true}
+		}
+		c.diameterIDs()
+		return nil
+	}
 	if c.Direction.IsRequest() {
 		if c.exact(":method") == "" {
 			return &DecodeError{Field: "header-list.:method", Reason: "missing_field", Incomplete: true}
@@ -126,6 +133,10 @@ func (d *decoder) record() error {
 			return d.headers()
 		case "5g-sbi-message":
 			return d.body()
+		case "diameter-message":
+			return d.diameterMessage("diameter-message", false)
+		case "diameter-message-hex":
+			return d.diameterMessage("diameter-message-hex", true)
 		}
 		return d.skip(key, 2)
 	})

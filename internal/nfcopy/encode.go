@@ -5,7 +5,8 @@ import (
 	"unicode/utf8"
 )
 
-// AppendJSON appends c as a canonical record (the format Decode reads) to dst.
+// AppendJSON appends c as a canonical record (the format Decode reads) to dst:
+// a Diameter copy with its message as diameter-message (base64).
 // Field order is fixed; empty optional metadata fields and zero ports are
 // omitted; the timestamp is written as a string of nanoseconds; an empty
 // Version is written as "1.0.0".
@@ -60,6 +61,11 @@ func AppendJSON(dst []byte, c *Copy) []byte {
 	if c.DestPort != 0 {
 		dst = append(dst, `,"destination-port":`...)
 		dst = strconv.AppendUint(dst, uint64(c.DestPort), 10)
+	}
+	if c.Protocol == DiameterProtocol {
+		dst = append(dst, '}')
+		dst = appendDiameterMessage(dst, c.Body)
+		return append(dst, '}')
 	}
 	dst = append(dst, `},"header-list":{`...)
 	for i, h := range c.Headers {
