@@ -72,7 +72,7 @@ type Copy struct {
 	Body          []byte // the 5g-sbi-message, unescaped; a Diameter copy's message
 	Protocol      Protocol
 	Diameter      Diameter // what a Diameter copy's message says (Protocol DiameterProtocol)
-	Raw           []byte // the whole record as received
+	Raw           []byte   // the whole record as received
 
 	scratch []byte // unescaped strings of the last Decode; reused
 }
