@@ -60,6 +60,19 @@ const (
 	fDNN
 	fSNSSAI
 	fHeader
+	fProtocol
+	fDiaAppID
+	fDiaCommand
+	fDiaCommandName
+	fDiaResultCode
+	fDiaOriginHost
+	fDiaOriginRealm
+	fDiaDestHost
+	fDiaDestRealm
+	fDiaSessionID
+	fDiaUserName
+	fDiaHopByHop
+	fDiaEndToEnd
 	nFields
 )
 
@@ -105,6 +118,23 @@ var fields = [nFields]field{
 	fDNN:           {"dnn", kString, xdr.IDDNN, "DNN: the first \"dnn\" string in the body, else the dnn query parameter"},
 	fSNSSAI:        {"snssai", kString, xdr.IDSNSSAI, "first S-NSSAI in the body as sst or sst-sd, e.g. 1-000001"},
 	fHeader:        {"header", kMap, 0, "headers by lower-case name, first value: header[\"3gpp-sbi-target-apiroot\"]; \"\" when absent"},
+	fProtocol:      {"protocol", kString, 0, "what the copy holds: sbi (HTTP/2) or diameter"},
+
+	// Diameter copies' fields, from the message (0 or "" for SBI copies).
+	// The subscriber fields above (imsi, supi, msisdn, gpsi) also hold for
+	// Diameter copies: from User-Name or Subscription-Id.
+	fDiaAppID:       {"diameter.app_id", kInt, 0, "Diameter application id, e.g. 16777251 (S6a), 16777238 (Gx), 16777236 (Rx)"},
+	fDiaCommand:     {"diameter.command", kInt, 0, "Diameter command code, e.g. 316 (Update-Location), 272 (Credit-Control)"},
+	fDiaCommandName: {"diameter.command_name", kString, 0, "Diameter command abbreviation with R or A, e.g. ULR, CCA; \"\" when the dictionary does not know it"},
+	fDiaResultCode:  {"diameter.result_code", kInt, 0, "an answer's Result-Code, else its Experimental-Result-Code; 0 for requests"},
+	fDiaOriginHost:  {"diameter.origin_host", kString, 0, "Origin-Host"},
+	fDiaOriginRealm: {"diameter.origin_realm", kString, 0, "Origin-Realm"},
+	fDiaDestHost:    {"diameter.destination_host", kString, 0, "Destination-Host"},
+	fDiaDestRealm:   {"diameter.destination_realm", kString, 0, "Destination-Realm"},
+	fDiaSessionID:   {"diameter.session_id", kString, 0, "Session-Id"},
+	fDiaUserName:    {"diameter.user_name", kString, 0, "User-Name (the IMSI in S6a and SWx)"},
+	fDiaHopByHop:    {"diameter.hop_by_hop", kInt, 0, "the header's hop-by-hop identifier"},
+	fDiaEndToEnd:    {"diameter.end_to_end", kInt, 0, "the header's end-to-end identifier"},
 }
 
 var fieldByName = func() map[string]fieldID {
@@ -176,9 +206,31 @@ func afterDash(s string) string {
 	return ""
 }
 
+// diameterStr is the value of a subscriber field of a Diameter copy.
+func diameterStr(d *nfcopy.Diameter, f fieldID) string {
+	switch f {
+	case fSUPI:
+		if d.IMSI != "" {
+			return "imsi-" + d.IMSI
+		}
+	case fIMSI:
+		return d.IMSI
+	case fGPSI:
+		if d.MSISDN != "" {
+			return "msisdn-" + d.MSISDN
+		}
+	case fMSISDN:
+		return d.MSISDN
+	}
+	return ""
+}
+
 // str is the value of a string field.
 func (x *extraction) str(f fieldID) string {
 	c := x.c
+	if fields[f].ids != 0 && c.Protocol == nfcopy.DiameterProtocol {
+		return diameterStr(&c.Diameter, f)
+	}
 	switch f {
 	case fNFType:
 		return c.NFType
@@ -240,6 +292,22 @@ func (x *extraction) str(f fieldID) string {
 		return x.identities().DNN
 	case fSNSSAI:
 		return x.identities().SNSSAI
+	case fProtocol:
+		return c.Protocol.String()
+	case fDiaCommandName:
+		return c.Diameter.CommandName()
+	case fDiaOriginHost:
+		return c.Diameter.OriginHost
+	case fDiaOriginRealm:
+		return c.Diameter.OriginRealm
+	case fDiaDestHost:
+		return c.Diameter.DestHost
+	case fDiaDestRealm:
+		return c.Diameter.DestRealm
+	case fDiaSessionID:
+		return c.Diameter.SessionID
+	case fDiaUserName:
+		return c.Diameter.UserName
 	}
 	return ""
 }
@@ -265,6 +333,16 @@ func (x *extraction) num(f fieldID) int {
 		return int(c.Timestamp)
 	case fSize:
 		return len(c.Raw)
+	case fDiaAppID:
+		return int(c.Diameter.AppID)
+	case fDiaCommand:
+		return int(c.Diameter.Command)
+	case fDiaResultCode:
+		return int(c.Diameter.ResultCode)
+	case fDiaHopByHop:
+		return int(c.Diameter.HopByHop)
+	case fDiaEndToEnd:
+		return int(c.Diameter.EndToEnd)
 	}
 	return 0
 }

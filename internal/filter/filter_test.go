@@ -89,6 +89,9 @@ func TestFields(t *testing.T) {
 		{"header", `header["3gpp-sbi-target-apiroot"] == "http://10.251.74.72:8080" && header["content-type"] == "application/json"`, `header[":status"] == "404"`, true},
 	}
 	covered := map[string]bool{}
+	for _, tc := range diameterFieldTests {
+		covered[tc.field] = true
+	}
 	for _, tc := range tests {
 		covered[tc.field] = true
 		t.Run(tc.field, func(t *testing.T) {
@@ -141,7 +144,17 @@ func oracleEnv(c *nfcopy.Copy) map[string]any {
 	var x extraction
 	x.reset(c, xdr.IDAll)
 	env := map[string]any{}
+	dia := map[string]any{}
+	env[diameterPrefix] = dia
 	for i, f := range fields {
+		if sub, ok := strings.CutPrefix(f.name, diameterPrefix+"."); ok {
+			if f.kind == kInt {
+				dia[sub] = x.num(fieldID(i))
+			} else {
+				dia[sub] = x.str(fieldID(i))
+			}
+			continue
+		}
 		switch f.kind {
 		case kString:
 			env[f.name] = x.str(fieldID(i))
@@ -259,6 +272,11 @@ func TestCompileErrors(t *testing.T) {
 		{`"` + strings.Repeat("a", MaxExprLen) + `"`, 0, 0, "longer than"},
 		{strings.Repeat("(", 300) + "true" + strings.Repeat(")", 300), 0, 0, ""},
 		{strings.Repeat("1+", 2100) + "1 == 1", 1, 2002, "exceeds maximum allowed nodes"},
+		{`diameter.app_idd == 4`, 1, 10, `unknown Diameter field "diameter.app_idd" (known: app_id, command,`},
+		{`diameter["app_id"] == 16777251`, 0, 0, ""},
+		{`diameter[method] == 4`, 1, 9, `unknown Diameter field "diameter.<name>"`},
+		{`diameter.command == "ULR"`, 1, 18, "mismatched types int and string"},
+		{`diameter == 1`, 1, 1, "unknown name diameter"},
 	}
 	for _, tc := range tests {
 		_, err := Compile(tc.src)

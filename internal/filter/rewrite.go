@@ -32,6 +32,36 @@ func newAnalyzer() *analyzer {
 
 const hdrPrefix = "header:"
 
+// diameterPrefix names the Diameter fields: diameter.app_id is one field,
+// not a member of a map.
+const diameterPrefix = "diameter"
+
+// diameterField turns diameter.x into the field of that name.
+func (a *analyzer) diameterField(n *ast.Node, v *ast.MemberNode) {
+	s, ok := v.Property.(*ast.StringNode)
+	name := ""
+	if ok {
+		name = diameterPrefix + "." + s.Value
+	}
+	if _, known := fieldByName[name]; known && !v.Optional {
+		ast.Patch(n, &ast.IdentifierNode{Value: name})
+		return
+	}
+	if a.err == nil {
+		var known []string
+		for i := range fields {
+			if strings.HasPrefix(fields[i].name, diameterPrefix+".") {
+				known = append(known, strings.TrimPrefix(fields[i].name, diameterPrefix+"."))
+			}
+		}
+		what := "diameter.<name>"
+		if ok {
+			what = name
+		}
+		a.err = &file.Error{Location: v.Location(), Message: fmt.Sprintf("unknown Diameter field %q (known: %s)", what, strings.Join(known, ", "))}
+	}
+}
+
 func (a *analyzer) Visit(n *ast.Node) {
 	switch v := (*n).(type) {
 	case *ast.VariableDeclaratorNode:
@@ -40,6 +70,10 @@ func (a *analyzer) Visit(n *ast.Node) {
 		}
 	case *ast.MemberNode:
 		id, ok := v.Node.(*ast.IdentifierNode)
+		if ok && id.Value == diameterPrefix {
+			a.diameterField(n, v)
+			return
+		}
 		if !ok || id.Value != "header" {
 			return
 		}
