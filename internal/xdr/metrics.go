@@ -31,6 +31,7 @@ var knownNFTypes = map[string]bool{
 	"SCP": true, "NRF": true, "SEPP": true, "PCF": true, "BSF": true, "NON_ORACLE": true,
 	"AMF": true, "SMF": true, "UDM": true, "AUSF": true, "UDR": true, "NSSF": true, "NEF": true,
 	"CHF": true, "NWDAF": true, "UPF": true, "SMSF": true, "5G_EIR": true, "LMF": true, "GMLC": true,
+	"DRA": true, "DEA": true, "DSC": true, "HSS": true, "MME": true, "PCRF": true, "PGW": true, "OCS": true,
 }
 
 // ServiceLabel maps a service name to its metric label: itself when it is a
@@ -139,7 +140,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		droppedDir: dropped.WithLabelValues("no_direction"),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "signalbox_xdr_failures_total",
-			Help: "Failed transactions (status 400 and above, or no response) by the NF type that first saw the request, service and cause: the ProblemDetails cause of the response, http_<status> without one, timeout without a response. At most 100 causes, then other.",
+			Help: "Failed transactions (status 400 and above, a Diameter result code 3000 and above, or no response) by the NF type that first saw the request, service and cause: the ProblemDetails cause of the response, http_<status> without one, the Diameter result's name (diameter_<code> when unnamed), timeout without a response. At most 100 causes, then other.",
 		}, []string{"nf_type", "service", "cause"}),
 		producers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "signalbox_xdr_producer_transactions_total",
@@ -181,7 +182,10 @@ func (m *metrics) observe(r *Record) {
 	case r.Result == ResultResponseTimeout:
 		outcome = "timeout"
 		m.failures.WithLabelValues(nf, svc, "timeout").Inc()
-	case r.Status >= 400:
+	case r.Protocol == ProtocolDiameter && r.Status >= 3000:
+		outcome = "failure"
+		m.failures.WithLabelValues(nf, svc, m.causes.label(r.Cause)).Inc()
+	case r.Protocol != ProtocolDiameter && r.Status >= 400:
 		outcome = "failure"
 		cause := r.Cause
 		if cause == "" {

@@ -28,11 +28,20 @@ const (
 // timestamps, nanoseconds since the epoch.
 type Record struct {
 	CorrelationID string `json:"correlation_id"`
-	Service       string `json:"service"`     // from :path, e.g. nudm-ueau ("" without a request copy)
-	APIVersion    string `json:"api_version"` // e.g. v1
-	Method        string `json:"method"`
-	Path          string `json:"path"`
-	Status        int    `json:"status"` // of the latest response copy; 0 without one
+	// Protocol is "diameter" for a Diameter transaction, absent for SBI.
+	Protocol string `json:"protocol,omitempty"`
+	// Service is from :path, e.g. nudm-ueau ("" without a request copy);
+	// a Diameter transaction's is its application: s6a, gx, rx, ... or
+	// app-<id>.
+	Service    string `json:"service"`
+	APIVersion string `json:"api_version"` // e.g. v1
+	Method     string `json:"method"`
+	Path       string `json:"path"`
+	// Status is the latest response copy's :status, a Diameter answer's
+	// result code; 0 without one.
+	Status int `json:"status"`
+	// Diameter is what a Diameter transaction's request and answer said.
+	Diameter *DiameterRecord `json:"diameter,omitempty"`
 	// Cause is the 3GPP ProblemDetails cause (TS 29.571) of the latest
 	// response when it failed (status 400 and above), e.g. USER_NOT_FOUND.
 	Cause string `json:"cause,omitempty"`
@@ -97,10 +106,14 @@ type HopLatency struct {
 }
 
 // StatusClass is the bounded label for a record's outcome: 1xx..5xx from the
-// status, "timeout" for response_timeout, "other" for anything else.
+// status (1xxx..5xxx from a Diameter result code), "timeout" for
+// response_timeout, "other" for anything else.
 func (r *Record) StatusClass() string {
 	if r.Result == ResultResponseTimeout {
 		return "timeout"
+	}
+	if r.Protocol == ProtocolDiameter {
+		return diameterClass(r.Status)
 	}
 	switch r.Status / 100 {
 	case 1:

@@ -44,6 +44,7 @@ type txn struct {
 	reqScanned, respScanned  bool
 	dups, retries            int
 	start, end               int64
+	dia                      *DiameterRecord // a Diameter transaction's
 }
 
 // srcOff is a source a transaction's copies were read from, and the lowest
@@ -132,6 +133,13 @@ func (t *txn) add(c *nfcopy.Copy, s *shard) bool {
 	if t.consumerFQDN == "" && c.ConsumerFQDN != "" {
 		t.consumerFQDN = s.str(c.ConsumerFQDN)
 	}
+	if c.Protocol == nfcopy.DiameterProtocol {
+		latest := !c.Direction.IsRequest() && (t.resps == 0 || c.Timestamp >= t.lastResp)
+		h.Status = t.addDiameter(c, s, latest)
+		t.count(c, h.Status, latest)
+		t.hops = append(t.hops, h)
+		return true
+	}
 	if c.Direction.IsRequest() {
 		if t.reqs == 0 {
 			t.method = s.str(c.Header(":method"))
@@ -164,6 +172,23 @@ func (t *txn) add(c *nfcopy.Copy, s *shard) bool {
 	}
 	t.hops = append(t.hops, h)
 	return true
+}
+
+// count counts a Diameter copy's request or answer, as add does an SBI one's.
+func (t *txn) count(c *nfcopy.Copy, status int, latest bool) {
+	if c.Direction.IsRequest() {
+		if t.reqs == 0 {
+			t.reqSize, t.firstReq = len(c.Body), c.Timestamp
+		} else if c.Timestamp < t.firstReq {
+			t.firstReq = c.Timestamp
+		}
+		t.reqs++
+		return
+	}
+	if latest {
+		t.lastResp, t.status, t.respSize = c.Timestamp, status, len(c.Body)
+	}
+	t.resps++
 }
 
 // scan fills the identities still missing, owning what it keeps.
@@ -211,6 +236,10 @@ func (t *txn) record() Record {
 		SUPI: t.ids.SUPI, SUCI: t.ids.SUCI, GPSI: t.ids.GPSI, PEI: t.ids.PEI, DNN: t.ids.DNN, SNSSAI: t.ids.SNSSAI,
 		Hops: t.hops, RequestSize: t.reqSize, ResponseSize: t.respSize, Start: t.start, End: t.end,
 		Copies: len(t.hops), Duplicates: t.dups, Retries: t.retries, Cause: t.cause,
+	}
+	if t.dia != nil {
+		r.Protocol, r.Diameter = ProtocolDiameter, t.dia
+		r.Service = DiameterApplication(t.dia.AppID)
 	}
 	r.Producer = t.producerID
 	if r.Producer == "" {
