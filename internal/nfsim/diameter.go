@@ -69,7 +69,10 @@ func (g *DiameterGen) Next(ts, latencyNs int64) (DiameterTxn, error) {
 	t.IMSI = "00101" + fmt.Sprintf("%010d", g.r.Uint64N(1e10))
 	fail := g.ErrRate > 0 && g.r.Float64() < g.ErrRate
 	client, server := "mme1.epc.mnc001.mcc001.3gppnetwork.org", "hss1.epc.mnc001.mcc001.3gppnetwork.org"
-	clientIP, serverIP := "10.30.0."+strconv.Itoa(1+g.r.IntN(4)), "10.30.1.1"
+	// Four clients, each on one connection to the server, as Diameter
+	// peers keep theirs.
+	peer := 1 + g.r.IntN(4)
+	clientIP, serverIP := "10.30.0."+strconv.Itoa(peer), "10.30.1.1"
 	realm := "epc.mnc001.mcc001.3gppnetwork.org"
 	var reqAVPs []*diam.AVP
 	switch n := g.r.IntN(10); {
@@ -88,7 +91,7 @@ func (g *DiameterGen) Next(ts, latencyNs int64) (DiameterTxn, error) {
 	default:
 		t.AppID, t.Command = AppGx, CmdCCR
 		client, server = "pgw1.epc.mnc001.mcc001.3gppnetwork.org", "pcrf1.epc.mnc001.mcc001.3gppnetwork.org"
-		clientIP, serverIP = "10.31.0."+strconv.Itoa(1+g.r.IntN(4)), "10.31.1.1"
+		clientIP, serverIP = "10.31.0."+strconv.Itoa(peer), "10.31.1.1"
 		msisdn := "4477009" + fmt.Sprintf("%05d", g.r.IntN(1e5))
 		reqAVPs = []*diam.AVP{
 			diam.NewAVP(avp.AuthApplicationID, avp.Mbit, 0, datatype.Unsigned32(AppGx)),
@@ -137,7 +140,7 @@ func (g *DiameterGen) Next(ts, latencyNs int64) (DiameterTxn, error) {
 	if err != nil {
 		return t, err
 	}
-	port := uint16(32768 + g.r.IntN(28000))
+	port := uint16(40000 + peer)
 	c := nfcopy.Copy{Version: "1.0.0", Timestamp: ts, Direction: nfcopy.RequestIngress, NFType: g.NFType, NFFQDN: g.NFFQDN,
 		SourceIP: clientIP, DestIP: serverIP, SourcePort: port, DestPort: diameterPort, Protocol: nfcopy.DiameterProtocol, Body: reqMsg}
 	t.Request = nfcopy.AppendJSON(nil, &c)

@@ -41,6 +41,11 @@ import (
 // :authority (an IP or IP:port there is used as the address). Unnamed
 // peers share one default address per role.
 //
+// A Diameter copy's peers, when the metadata does not name them, are its
+// hosts: a request's Origin-Host is the client, its Destination-Host (else
+// -Realm) the server; an answer's Origin-Host is the server. Its server port
+// is 3868 unless KeepPorts, where stock Wireshark decodes Diameter.
+//
 // Ports: the server port is the copy's or mapping's, else 8080. Unless
 // KeepPorts, a server port Wireshark does not dissect as HTTP (its http
 // dissector's TCP range: 80, 1900, 2710, 2869, 3128, 3132, 5985, 8080, 8088,
@@ -88,8 +93,12 @@ func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.A
 		cMetaIP, cMetaPort, sMetaIP, sMetaPort = sMetaIP, sMetaPort, cMetaIP, cMetaPort
 	}
 
+	dia := c.Protocol == nfcopy.DiameterProtocol
 	sPort := uint16(defaultHTTPPort)
-	if ci.https {
+	switch {
+	case dia:
+		sPort = diameterPort
+	case ci.https:
 		sPort = defaultHTTPSPort
 	}
 	// The client's port, derived only when the metadata does not give it
@@ -98,7 +107,9 @@ func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.A
 
 	server = e.resolve(sv, sMetaIP, sMetaPort, func() uint16 { return sPort }, true)
 	client = e.resolve(cl, cMetaIP, cMetaPort, cPort, false)
-	if !e.keepPorts && !httpPort(server.Port()) {
+	if dia && !e.keepPorts {
+		server = netip.AddrPortFrom(server.Addr(), diameterPort)
+	} else if !dia && !e.keepPorts && !httpPort(server.Port()) {
 		p := uint16(defaultHTTPPort)
 		if ci.https {
 			p = defaultHTTPSPort

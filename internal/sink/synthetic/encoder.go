@@ -80,6 +80,9 @@ const (
 	// port is not one Wireshark dissects as HTTP (see decodablePort).
 	defaultHTTPPort  = 8080
 	defaultHTTPSPort = 8088
+	// diameterPort is Diameter's (RFC 6733), where Wireshark's diameter
+	// dissector takes TCP.
+	diameterPort = 3868
 )
 
 // Mapping gives the L3/L4 address of an NF, matched on its FQDN or its NF
@@ -360,6 +363,9 @@ func (e *Encoder) AppendCopy(dst []byte, c *nfcopy.Copy) []byte {
 // frames and addresses are taken from there, and only the stream id is
 // this encoder's. The bytes are the same either way.
 func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte {
+	if c.Protocol == nfcopy.DiameterProtocol {
+		return e.appendDiameter(dst, c)
+	}
 	var (
 		key     flowKey
 		request bool
@@ -386,12 +392,12 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 			}
 		}
 	}
-	slot, dst := e.flow(dst, c.Timestamp, key)
+	slot, dst := e.flow(dst, c.Timestamp, key, true)
 	if sid == 0 {
 		sid = e.nextStream(&slot.st, own)
 		if sid == 0 { // the flow's stream ids are used up: reopen it
 			dst = e.close(dst, c.Timestamp, slot)
-			slot, dst = e.flow(dst, c.Timestamp, key)
+			slot, dst = e.flow(dst, c.Timestamp, key, true)
 			sid = e.nextStream(&slot.st, own)
 		}
 		if request && pk != 0 {
@@ -447,7 +453,8 @@ func (e *Encoder) remember(pk uint64, ps pendingStream) {
 
 // flow returns key's slot, opening the flow first when the table does not
 // hold it: the least recently used flow of its set is closed to make room.
-func (e *Encoder) flow(dst []byte, ts int64, key flowKey) (*flowSlot, []byte) {
+// A new HTTP/2 flow (h2) starts with the connection preface and settings.
+func (e *Encoder) flow(dst []byte, ts int64, key flowKey, h2 bool) (*flowSlot, []byte) {
 	set := e.set(key)
 	victim := 0
 	for i := range set {
@@ -481,6 +488,9 @@ func (e *Encoder) flow(dst []byte, ts int64, key flowKey) (*flowSlot, []byte) {
 		dst = e.appendSegments(dst, ts, key, fl, true, nil, tcpACK)
 	}
 	fl.clientAck, fl.serverAck = fl.serverSeq, fl.clientSeq
+	if !h2 {
+		return slot, dst
+	}
 	return slot, e.appendSetup(dst, ts, key, fl)
 }
 

@@ -68,6 +68,9 @@ func (s *Shared) Encode(cs []*nfcopy.Copy) {
 	s.pre = s.pre[:0]
 	e := s.enc
 	for i, c := range cs {
+		if c.Protocol == nfcopy.DiameterProtocol {
+			continue // no frames to share: its message is its payload
+		}
 		ci := scanHeaders(c)
 		client, server := e.endpoints(c, ci)
 		start := len(s.buf)
