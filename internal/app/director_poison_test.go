@@ -240,7 +240,13 @@ func TestDirectorSequencing(t *testing.T) {
 // embedded broker with kcat (librdkafka), with kcat's extra args.
 func kcatProduce(t *testing.T, kcat string, s *Server, lines []string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(kcat, append([]string{"-P", "-b", s.KafkaAddrs()[0], "-t", "SCP"}, args...)...)
+	kcatProduceTo(t, kcat, s, "SCP", lines, args...)
+}
+
+// kcatProduceTo produces lines, one record each, into topic with kcat.
+func kcatProduceTo(t *testing.T, kcat string, s *Server, topic string, lines []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(kcat, append([]string{"-P", "-b", s.KafkaAddrs()[0], "-t", topic}, args...)...)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kcat: %v\n%s", err, b)

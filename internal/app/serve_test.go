@@ -33,7 +33,7 @@ func testConfig(t *testing.T, dataDir string, director bool) config.Serve {
 		CallLogMaxRows:       100000,
 		Director:             director,
 		KafkaAddr:            "127.0.0.1:0",
-		KafkaTopics:          "SCP=4,NRF=2,SEPP=2",
+		KafkaTopics:          "SCP=4,NRF=2,SEPP=2,DIAMETER=2",
 		KafkaRetention:       5 * time.Minute,
 		KafkaRetentionBytes:  1 << 28,
 		KafkaMaxMessageBytes: 1 << 20,

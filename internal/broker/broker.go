@@ -30,6 +30,10 @@ const DLQTopic = "signalbox.dlq"
 // own (AMF, SMF, other vendors' NFs): the reference product's name for it.
 const ThirdPartyTopic = "NON_ORACLE"
 
+// DiameterTopic takes Diameter message copies, from whichever NF (a DRA, a
+// DEA, a collector): one topic for one protocol, read by Diameter feeds.
+const DiameterTopic = "DIAMETER"
+
 // SASL mechanisms.
 const (
 	MechPlain       = "PLAIN"
@@ -65,6 +69,7 @@ func DefaultTopics() []TopicSpec {
 		{Name: "PCF", Partitions: 6},
 		{Name: "BSF", Partitions: 6},
 		{Name: ThirdPartyTopic, Partitions: 6},
+		{Name: DiameterTopic, Partitions: 6},
 		{Name: DLQTopic, Partitions: 1},
 	}
 }

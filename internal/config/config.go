@@ -129,7 +129,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.KafkaAdvertisedAddr, "kafka-advertised-addr", "", "host:port the embedded broker tells clients to connect to (default: -kafka-addr, with 127.0.0.1 for an unspecified host)")
 	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", "", "comma-separated host:port of an existing Kafka cluster; when set, no embedded broker is started")
 	fs.BoolVar(&c.KafkaCreateTopics, "kafka-create-topics", true, "create missing NF topics in an external Kafka cluster")
-	fs.StringVar(&c.KafkaTopics, "kafka-topics", "SCP=12,NRF=6,SEPP=6,PCF=6,BSF=6,NON_ORACLE=6", "NF topics and partition counts: NAME=PARTITIONS,...; NON_ORACLE takes the copies of NF types without a topic of their own")
+	fs.StringVar(&c.KafkaTopics, "kafka-topics", "SCP=12,NRF=6,SEPP=6,PCF=6,BSF=6,NON_ORACLE=6,DIAMETER=6", "NF topics and partition counts: NAME=PARTITIONS,...; NON_ORACLE takes the copies of NF types without a topic of their own, DIAMETER the Diameter copies of any NF")
 	fs.DurationVar(&c.KafkaRetention, "kafka-retention", 5*time.Minute, "retention of the embedded broker's topics")
 	fs.Int64Var(&c.KafkaRetentionBytes, "kafka-retention-bytes", 1<<30, "size cap per partition of the embedded broker's topics")
 	fs.IntVar(&c.KafkaMaxMessageBytes, "kafka-max-message-bytes", 1<<20, "largest record batch the embedded broker accepts")

@@ -45,6 +45,9 @@ type ingest struct {
 	cl     *kgo.Client
 	cfg    Config
 	topics map[string]string // NF type (upper case) -> topic
+	// diameter is broker.DiameterTopic when it is among the topics: where
+	// Diameter copies go. Without it they go by NF type like SBI copies.
+	diameter string
 	pool   sync.Pool
 
 	accepted *prometheus.CounterVec
@@ -73,6 +76,9 @@ func NewHandler(cl *kgo.Client, cfg Config) http.Handler {
 	for _, t := range cfg.Topics {
 		if t.Name != broker.DLQTopic {
 			in.topics[strings.ToUpper(t.Name)] = t.Name
+		}
+		if t.Name == broker.DiameterTopic {
+			in.diameter = t.Name
 		}
 	}
 	if in.cfg.ThirdPartyTopic == "" {
@@ -167,6 +173,9 @@ func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		topic, ok := in.topics[strings.ToUpper(c.NFType)]
+		if c.Protocol == nfcopy.DiameterProtocol {
+			topic, ok = in.diameter, in.diameter != "" // a Diameter copy, whatever NF made it
+		}
 		if !ok {
 			topic = in.cfg.ThirdPartyTopic // a third-party NF: the topic of all those
 		}

@@ -308,6 +308,15 @@ func (d *connDecoder) packet(data []byte, ts int64, now time.Time) {
 	if tcp.FIN {
 		defer d.drop(key)
 	}
+	if key.sp == diameterPort || key.dp == diameterPort {
+		if f.lost && len(payload) >= diameterHeader && payload[0] == 1 {
+			f.lost, f.buf = false, f.buf[:0] // a segment that starts a message
+		}
+		if !f.lost {
+			d.diameter(f, payload, len(data), ts, now)
+		}
+		return
+	}
 	if f.lost {
 		if !startsFrame(payload) {
 			return // still inside what was lost
