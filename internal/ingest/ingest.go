@@ -48,7 +48,7 @@ type ingest struct {
 	// diameter is broker.DiameterTopic when it is among the topics: where
 	// Diameter copies go. Without it they go by NF type like SBI copies.
 	diameter string
-	pool   sync.Pool
+	pool     sync.Pool
 
 	accepted *prometheus.CounterVec
 	rejected *prometheus.CounterVec
