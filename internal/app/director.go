@@ -140,6 +140,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 		Client:         d.client,
 		Topics:         specs,
 		CallsTopic:     cfg.CallsTopic,
+		Node:           s.node,
 		CreateTopics:   cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
 		SoloReads:      cfg.FeedSoloReads,
 		SessionTimeout: cfg.KafkaSessionTimeout,

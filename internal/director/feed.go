@@ -206,6 +206,10 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func (f *feed) run(ctx context.Context) {
 	defer close(f.done)
 	f.setState(StateStarting)
+	if f.spec.ExactlyOnce {
+		f.runTransactional(ctx)
+		return
+	}
 	for attempt := 0; ; attempt++ {
 		s, err := f.m.cfg.NewSink(&f.spec)
 		if err == nil {

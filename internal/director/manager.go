@@ -37,6 +37,10 @@ type Config struct {
 	Registerer  prometheus.Registerer
 	Logger      *slog.Logger
 	GroupPrefix string // default "signalbox-feed-"
+	// Node names this node among those running the same feeds: an
+	// exactly-once feed's transactional id is its name and the node's, so a
+	// node that restarts fences its earlier self's open transaction.
+	Node string
 	// CreateTopics lets kafka feeds create their output topic in the
 	// director's own Kafka when it is missing (serve -kafka-create-topics).
 	CreateTopics bool

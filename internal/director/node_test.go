@@ -31,7 +31,8 @@ type nodeConfig struct {
 	Kafka          broker.ClientConfig
 	Feeds          []FeedSpec
 	SessionTimeout time.Duration
-	Solo           bool // Config.SoloReads: every feed reads on its own
+	Solo           bool   // Config.SoloReads: every feed reads on its own
+	Node           string // Config.Node
 }
 
 func TestMain(m *testing.M) {
@@ -52,7 +53,7 @@ func runNode(c string) int {
 	}
 	var m *Manager
 	m, err := NewManager(Config{
-		Client: nc.Kafka, Topics: testTopics[:3], Registerer: prometheus.NewRegistry(),
+		Client: nc.Kafka, Topics: testTopics[:3], Registerer: prometheus.NewRegistry(), Node: nc.Node,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: nodeLogLevel()})), SessionTimeout: nc.SessionTimeout, CreateTopics: true, SoloReads: nc.Solo,
 		BackoffMin: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
 		NewSink: func(spec *FeedSpec) (Sink, error) {

@@ -56,6 +56,11 @@ type FeedSpec struct {
 	// kafka
 	Topic string       `json:"topic,omitempty"`
 	Kafka *KafkaTarget `json:"kafka,omitempty"` // nil = the director's own Kafka
+	// ExactlyOnce produces each poll's copies in a Kafka transaction with
+	// the poll's offsets (txnfeed.go): consumers reading with
+	// isolation.level=read_committed see every copy once. Kafka feeds to
+	// the director's own Kafka only.
+	ExactlyOnce bool `json:"exactly_once,omitempty"`
 
 	TLS *TLSSpec `json:"tls,omitempty"`
 

@@ -74,6 +74,18 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	if spec.Transactions && (spec.Filter == "" || spec.Type == TypeXDR || m.isCallsFeed(spec)) {
 		return &FieldError{Field: "transactions", Msg: "follows the transactions of the copies a filter passes: needs a filter, on a feed of NF copies"}
 	}
+	if spec.ExactlyOnce {
+		switch {
+		case spec.Type != TypeKafka:
+			return &FieldError{Field: "exactly_once", Msg: "exactly-once delivery is for kafka feeds: other targets take no Kafka transaction"}
+		case spec.Kafka != nil:
+			return &FieldError{Field: "exactly_once", Msg: "needs the director's own Kafka as the target: a transaction cannot span clusters (leave out \"kafka\")"}
+		case spec.Transactions:
+			return &FieldError{Field: "exactly_once", Msg: "does not combine with transactions: a copy held for a later poll would be committed before it is sent"}
+		case m.isCallsFeed(spec):
+			return &FieldError{Field: "exactly_once", Msg: "is for feeds of NF copies"}
+		}
+	}
 	if spec.Sequencing != "" && spec.Sequencing != SequencingTransaction {
 		return &FieldError{Field: "sequencing", Msg: fmt.Sprintf("%q: want transaction, or leave it out", spec.Sequencing)}
 	}

@@ -1,0 +1,224 @@
+package director
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/nfcopy"
+)
+
+// An exactly-once kafka feed ("exactly_once": true) reads, filters and
+// produces in Kafka transactions tied to the offsets it consumed
+// (read-process-write): each poll's copies are produced to the feed's topic,
+// and its dead letters to the dead-letter topic, in one transaction that
+// also commits the poll's offsets to the feed's consumer group. Either all
+// of it is committed or none: a kill -9 mid-poll, a node failover, a broker
+// restart leave an aborted transaction, whose records a read_committed
+// consumer never sees, and offsets where the last committed transaction
+// left them, from which the poll is read and produced again.
+//
+// It is franz-go's GroupTransactSession: one client that is the feed's
+// group member and its transactional producer. A zombie (a node paused past
+// its session, whose partitions the group gave to another node) is fenced
+// by the group generation its offset commit carries (KIP-447), and its
+// transaction aborted; a node that restarts under the same transactional id
+// (the feed and the node's name) fences its earlier self's. The feed reads
+// on its own, never on a tap (a tap's commits are not the feed's
+// transaction), and produces to the director's own Kafka: a transaction
+// cannot span clusters (Validate refuses "kafka" targets).
+//
+// Cost: one transaction per poll (AddPartitionsToTxn, AddOffsetsToTxn,
+// TxnOffsetCommit, EndTxn and the markers), so polls are batched larger
+// (MaxBatch copies) and a read_committed consumer sees a poll's copies
+// only when its transaction commits. BENCHMARKS.md has the figures.
+
+// txnTimeout bounds how long a transaction of a node that died stays open
+// (and holds read_committed consumers at it) before the broker aborts it.
+const txnTimeout = 10 * time.Second
+
+// txnID is the feed's transactional id on this node.
+func (f *feed) txnID() string {
+	node := f.m.cfg.Node
+	if node == "" {
+		node = "node"
+	}
+	return "signalbox-eos-" + f.spec.Name + "-" + node
+}
+
+func (f *feed) runTransactional(ctx context.Context) {
+	f.setReader(ReaderOwn)
+	var (
+		sess *kgo.GroupTransactSession
+		err  error
+	)
+	for attempt := 0; ; attempt++ {
+		sess, err = kgo.NewGroupTransactSession(append(f.m.cfg.Client.Opts(),
+			kgo.TransactionalID(f.txnID()),
+			kgo.TransactionTimeout(txnTimeout),
+			kgo.ConsumerGroup(f.group),
+			kgo.ConsumeTopics(f.spec.Sources...),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.RequireStableFetchOffsets(),
+			kgo.SessionTimeout(f.m.cfg.SessionTimeout),
+			kgo.HeartbeatInterval(heartbeat(f.m.cfg.SessionTimeout)),
+			kgo.DefaultProduceTopic(f.spec.Topic),
+			kgo.ProducerBatchCompression(kgo.Lz4Compression()),
+		)...)
+		if err == nil {
+			break
+		}
+		f.setErr(err)
+		f.setState(StateError)
+		f.log.Error("feed: transactional kafka client", "err", err)
+		if !sleepCtx(ctx, f.backoff(attempt)) {
+			return
+		}
+	}
+	defer sess.Close()
+	if f.m.cfg.CreateTopics {
+		for attempt := 0; ; attempt++ {
+			err := broker.EnsureTopics(ctx, sess.Client(), []broker.TopicSpec{{Name: f.spec.Topic, Partitions: 6}}, true)
+			if err == nil {
+				break
+			}
+			if !f.retryAfter(ctx, err, attempt, "feed: creating the topic") {
+				return
+			}
+		}
+	}
+	f.setState(StateConnected)
+
+	t := &txnPoll{f: f, sess: sess, tooLarge: map[tp]map[int64]bool{}}
+	var lastFetchErr time.Time
+	for attempt := 0; ctx.Err() == nil; {
+		fs := sess.PollRecords(ctx, f.m.cfg.MaxBatch)
+		if ctx.Err() != nil {
+			break
+		}
+		f.fetchErrors(fs, &lastFetchErr)
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		committed, err := t.run(ctx, fs)
+		if err == nil && committed {
+			attempt = 0
+			continue
+		}
+		if err == nil {
+			err = errors.New("transaction aborted: the group rebalanced during it; the poll is read again")
+		}
+		if !f.retryAfter(ctx, err, attempt, "feed: transaction not committed") {
+			break
+		}
+		attempt++
+	}
+}
+
+// txnPoll produces one poll in one transaction.
+type txnPoll struct {
+	f     *feed
+	sess  *kgo.GroupTransactSession
+	b     pollBatch
+	mu    sync.Mutex
+	first error
+	// tooLarge are records the target refused as too large in an aborted
+	// transaction: the next transaction dead-letters them instead.
+	tooLarge map[tp]map[int64]bool
+	big      []*kgo.Record // this poll's refused ones, by the promise
+}
+
+func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
+	f, b := t.f, &t.b
+	b.reset()
+	n := 0
+	if err := t.sess.Begin(); err != nil {
+		return false, err
+	}
+	t.first, t.big = nil, t.big[:0]
+	fs.EachRecord(func(r *kgo.Record) {
+		if n == len(b.arena) {
+			b.arena = append(b.arena, new(nfcopy.Copy))
+		}
+		c := b.arena[n]
+		if t.tooLarge[tp{r.Topic, r.Partition}][r.Offset] {
+			if nfcopy.Decode(r.Value, c); c.Raw != nil {
+				b.dlq = f.undeliverable(b.dlq, c, "the target refused the record as too large")
+			}
+			return
+		}
+		if f.admit(b, r, c, nfcopy.Decode(r.Value, c), false) {
+			t.produce(ctx, r, &kgo.Record{Topic: f.spec.Topic, Key: []byte(c.CorrelationID), Value: c.Raw})
+			n++
+		}
+	})
+	for _, d := range b.dlq {
+		if len(d.Value) > maxDeadLetter {
+			d.Headers = append(d.Headers,
+				kgo.RecordHeader{Key: "signalbox-truncated", Value: []byte("true")},
+				kgo.RecordHeader{Key: "signalbox-original-bytes", Value: strconv.AppendInt(nil, int64(len(d.Value)), 10)})
+			d.Value = d.Value[:maxDeadLetter]
+		}
+		t.produce(ctx, nil, d)
+	}
+	// End flushes what was produced, then commits the poll's offsets and
+	// the transaction, or aborts both.
+	if err := t.sess.Client().Flush(ctx); err != nil {
+		t.fail(err)
+	}
+	t.mu.Lock()
+	perr := t.first
+	t.mu.Unlock()
+	try := kgo.TryCommit
+	if perr != nil {
+		try = kgo.TryAbort
+	}
+	committed, err := t.sess.End(ctx, try)
+	if err == nil && perr != nil {
+		for _, r := range t.big {
+			k := tp{r.Topic, r.Partition}
+			if t.tooLarge[k] == nil {
+				t.tooLarge[k] = map[int64]bool{}
+			}
+			t.tooLarge[k][r.Offset] = true
+		}
+		err = perr
+	}
+	if committed && perr == nil {
+		f.countDelivered(b.batch)
+		clear(t.tooLarge)
+	}
+	return committed && perr == nil, err
+}
+
+// produce produces r in the transaction; src is the source record of a
+// copy, remembered when the target refuses it as too large.
+func (t *txnPoll) produce(ctx context.Context, src, r *kgo.Record) {
+	t.sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		if err == nil {
+			return
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if src != nil && broker.IsTooLarge(err) {
+			t.big = append(t.big, src)
+		}
+		if t.first == nil {
+			t.first = err
+		}
+	})
+}
+
+func (t *txnPoll) fail(err error) {
+	t.mu.Lock()
+	if t.first == nil {
+		t.first = err
+	}
+	t.mu.Unlock()
+}
