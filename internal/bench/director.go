@@ -23,6 +23,7 @@ type dirConfig struct {
 	Duration     time.Duration // measured phase
 	Warmup       time.Duration // traffic before the measured phase, kept out of every figure
 	Feed         string        // synthetic, http2 or kafka
+	ExactlyOnce  bool          // kafka feeds in Kafka transactions, read read_committed
 	TLS          bool          // TLS between the director and the consumers
 	Size         int           // record size in bytes
 	Rate         float64       // total MPS
@@ -68,6 +69,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured phase")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "warm-up traffic before the measured phase (excluded from every figure)")
 	fs.StringVar(&c.Feed, "feed", c.Feed, "feed type: synthetic, http2 or kafka")
+	fs.BoolVar(&c.ExactlyOnce, "exactly-once", false, "-feed kafka: the feeds produce in Kafka transactions with their offsets (\"exactly_once\"), and the consumer reads read_committed")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "TLS between the director and the consumer")
 	fs.IntVar(&c.Size, "size", c.Size, "record size in bytes")
 	fs.Float64Var(&c.Rate, "rate", c.Rate, "total copies per second (the start rate with -find-max)")

@@ -49,8 +49,12 @@ func (b *bitset) add(n int64) bool {
 	return true
 }
 
-func startKafkaCounter(ctx context.Context, brokers, topic, ignoreRun string) (*kafkaCounter, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(topic),
+func startKafkaCounter(ctx context.Context, brokers, topic, ignoreRun string, readCommitted bool) (*kafkaCounter, error) {
+	iso := kgo.ReadUncommitted()
+	if readCommitted {
+		iso = kgo.ReadCommitted()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(10*time.Millisecond),
 		kgo.AllowAutoTopicCreation())
 	if err != nil {

@@ -56,6 +56,7 @@ type dirReport struct {
 	LoadStart      string  `json:"loadavg_start"`
 	LoadEnd        string  `json:"loadavg_end"`
 	Feed           string  `json:"feed"`
+	ExactlyOnce    bool    `json:"exactly_once,omitempty"`
 	TLS            bool    `json:"tls"`
 	Size           int     `json:"size"`
 	Compression    string  `json:"compression"`
@@ -236,6 +237,9 @@ func (r *dirReport) writeTable(out io.Writer) {
 	fmt.Fprintf(w, "bench director  %s  %d CPUs  load %s -> %s\n", r.Date, r.CPUs, r.LoadStart, r.LoadEnd)
 	fmt.Fprintf(w, "  %s feed (%s), %d B (%s, linger %s, key %s), mix %s, %d feed(s), target %.0f MPS, %.0fs measured after %.0fs warm-up, broker %s%s\n",
 		r.Feed, tls, r.Size, r.Compression, r.Linger, r.Key, r.Mix, r.Feeds, r.TargetRate, r.Elapsed, r.Warmup, r.Broker, map[bool]string{true: ", in-process"}[r.InProcess])
+	if r.ExactlyOnce {
+		fmt.Fprintf(w, "  exactly-once: each poll in a Kafka transaction with its offsets; the consumer reads read_committed\n")
+	}
 	if r.SharedProducer {
 		fmt.Fprintf(w, "  nfsim: one Kafka producer for every NF type\n")
 	} else {

@@ -75,7 +75,7 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	warmID, mainID := "w"+runID, "m"+runID
 
 	r = &dirReport{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), LoadStart: loadAvg(),
-		Feed: cfg.Feed, TLS: cfg.TLS, Compression: cfg.Compression, Linger: cfg.Linger.String(), Key: cfg.Key, SharedProducer: cfg.SharedProd, HarnessProcs: cfg.HarnessProcs, ServeProcs: cfg.ServeProcs, Size: cfg.Size, TargetRate: rate, Mix: cfg.Mix, Feeds: cfg.Feeds,
+		Feed: cfg.Feed, ExactlyOnce: cfg.ExactlyOnce, TLS: cfg.TLS, Compression: cfg.Compression, Linger: cfg.Linger.String(), Key: cfg.Key, SharedProducer: cfg.SharedProd, HarnessProcs: cfg.HarnessProcs, ServeProcs: cfg.ServeProcs, Size: cfg.Size, TargetRate: rate, Mix: cfg.Mix, Feeds: cfg.Feeds,
 		Duration: dur.Seconds(), Warmup: cfg.Warmup.Seconds(), InProcess: cfg.InProcess, Broker: brokerMode(cfg)}
 	if cfg.InProcess {
 		r.HarnessProcs = 0 // nfsim and the probes run inside the bench
@@ -256,7 +256,7 @@ func (sc *scenario) startConsumers(ctx context.Context, warmID string) error {
 		name := fmt.Sprintf("bench-%d", i)
 		sc.feeds = append(sc.feeds, name)
 		if sc.cfg.Feed == "kafka" {
-			kc, err := startKafkaCounter(ctx, sc.brokers, name, warmID)
+			kc, err := startKafkaCounter(ctx, sc.brokers, name, warmID, sc.cfg.ExactlyOnce)
 			if err != nil {
 				return err
 			}
@@ -336,6 +336,9 @@ func (sc *scenario) createFeeds(ctx context.Context) error {
 			spec["url"] = scheme + "://" + sc.consumerAddr(i) + "/copies"
 		case "kafka":
 			spec["topic"] = name
+			if sc.cfg.ExactlyOnce {
+				spec["exactly_once"] = true
+			}
 		}
 		if err := sc.api.do(ctx, http.MethodPost, "/api/v1/feeds", spec, nil); err != nil {
 			return fmt.Errorf("bench director: create feed %s: %w", name, err)
