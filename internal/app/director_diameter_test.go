@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/nfsim"
-	"github.com/signalbox/signalbox/internal/probe"
 	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/xdr"
 )
@@ -33,15 +31,7 @@ func TestDirectorDiameter(t *testing.T) {
 	defer cancel()
 	s := startServer(t, testConfig(t, t.TempDir(), true))
 	defer s.Shutdown()
-	pcap := filepath.Join(t.TempDir(), "diameter.pcap")
-	p, err := probe.New(probe.Config{Listen: "127.0.0.1:0", Mode: probe.ModeSynthetic, PCAPFile: pcap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, pcap := startPCAPProbe(t, ctx)
 	createFeed(t, s, `{"name":"dia-wire","type":"synthetic","sources":["DIAMETER"],"filter":"diameter.app_id == 16777251","endpoint":"`+p.Addr()+`","start":"earliest"}`)
 	createFeed(t, s, `{"name":"dia-lake","type":"kafka","sources":["DIAMETER"],"topic":"DIA-OUT","start":"earliest"}`)
 	createFeed(t, s, `{"name":"dia-tx","type":"xdr","sources":["DIAMETER"],"topic":"DIA-XDR","start":"earliest","xdr":{"timeout":"5s","linger":"100ms"}}`)

@@ -27,14 +27,7 @@ func TestDirectorStreamInStockTshark(t *testing.T) {
 	defer cancel()
 	s := startServer(t, testConfig(t, t.TempDir(), true))
 	defer s.Shutdown()
-	pcap := filepath.Join(t.TempDir(), "feed.pcap")
-	p, err := probe.New(probe.Config{Listen: "127.0.0.1:0", Mode: probe.ModeSynthetic, PCAPFile: pcap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	p, pcap := startPCAPProbe(t, ctx)
 	createFeed(t, s, `{"name":"wire","type":"synthetic","sources":["SCP"],"endpoint":"`+p.Addr()+`","start":"earliest"}`)
 
 	const n = 200
@@ -101,4 +94,20 @@ func TestDirectorStreamInStockTshark(t *testing.T) {
 	if len(requests) != n || responses != n {
 		t.Errorf("tshark decoded %d requests and %d responses as HTTP/2, want %d each (no -d given)", len(requests), responses, n)
 	}
+}
+
+// startPCAPProbe starts a synthetic-stream probe that saves what it
+// receives to a pcap file, for tshark to read once the probe is closed.
+func startPCAPProbe(t *testing.T, ctx context.Context) (*probe.Probe, string) {
+	t.Helper()
+	pcap := filepath.Join(t.TempDir(), "feed.pcap")
+	p, err := probe.New(probe.Config{Listen: "127.0.0.1:0", Mode: probe.ModeSynthetic, PCAPFile: pcap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, pcap
 }

@@ -35,14 +35,7 @@ import (
 func TestNodesExactlyOnceKilled(t *testing.T) {
 	kcat := testkit.Tool(t, "kcat")
 	func(t *testing.T, c *testCluster) {
-		spec := FeedSpec{Name: "eos", Type: TypeKafka, Sources: []string{"SCP", "NRF"}, Topic: "probe.out", ExactlyOnce: true, Start: "earliest"}
-		h := newHarness(t, c)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.m.Prepare(ctx, &spec); err != nil {
-			t.Fatal(err)
-		}
-		nc := nodeConfig{Kafka: c.ClientConfig(), Feeds: []FeedSpec{spec}, SessionTimeout: c.session, Node: "a"}
+		nc := eosNode(t, c)
 		// The copies are there before the node starts, so its polls are
 		// full (MaxBatch) and a kill most likely lands in a transaction.
 		const n = 20000
@@ -95,14 +88,7 @@ func TestNodesExactlyOnceKilled(t *testing.T) {
 // so a zombie there would be fenced by nothing but its transaction timeout.
 func TestNodesExactlyOnceZombie(t *testing.T) {
 	c := startCluster(t, kfakeCluster, 1)
-	spec := FeedSpec{Name: "eos", Type: TypeKafka, Sources: []string{"SCP", "NRF"}, Topic: "probe.out", ExactlyOnce: true, Start: "earliest"}
-	h := newHarness(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := h.m.Prepare(ctx, &spec); err != nil {
-		t.Fatal(err)
-	}
-	nc := nodeConfig{Kafka: c.ClientConfig(), Feeds: []FeedSpec{spec}, SessionTimeout: c.session, Node: "a"}
+	nc := eosNode(t, c)
 	a := startNode(t, nc)
 	out := newOutputReader(t, c, "probe.out")
 	const n = 10000
@@ -177,4 +163,17 @@ func (o *outputReader) counts(prefix string) (unique, dups int) {
 		}
 	}
 	return unique, dups
+}
+
+// eosNode positions an exactly-once feed's group, as the API does, and
+// returns the configuration of a node named "a" that runs it.
+func eosNode(t *testing.T, c *testCluster) nodeConfig {
+	t.Helper()
+	spec := FeedSpec{Name: "eos", Type: TypeKafka, Sources: []string{"SCP", "NRF"}, Topic: "probe.out", ExactlyOnce: true, Start: "earliest"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := newHarness(t, c).m.Prepare(ctx, &spec); err != nil {
+		t.Fatal(err)
+	}
+	return nodeConfig{Kafka: c.ClientConfig(), Feeds: []FeedSpec{spec}, SessionTimeout: c.session, Node: "a"}
 }

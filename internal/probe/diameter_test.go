@@ -14,8 +14,6 @@ import (
 // with an MSS that splits messages over segments: every message counted,
 // nothing invalid.
 func TestSyntheticDiameter(t *testing.T) {
-	var buf bytes.Buffer
-	w := synthetic.NewWriter(&buf, synthetic.EncoderOptions{MSS: 100})
 	g := nfsim.NewDiameterGen(5)
 	var batch []*nfcopy.Copy
 	for i := range 100 {
@@ -34,14 +32,7 @@ func TestSyntheticDiameter(t *testing.T) {
 		c.SourceIP, c.SourcePort, c.DestIP, c.DestPort = "10.0.0.1", 40000, "10.0.0.2", 8080
 		batch = append(batch, c)
 	}
-	if err := w.WriteBatch(batch); err != nil {
-		t.Fatal(err)
-	}
-	s := newStats(0, "")
-	if err := newConnDecoder(s).run(&buf); err != nil {
-		t.Fatal(err)
-	}
-	r := s.report(ModeSynthetic)
+	r := probeBatch(t, synthetic.EncoderOptions{MSS: 100}, batch)
 	if r.Received != 300 || r.PerNF[diameterLabel] != 200 || r.PerNF["SCP"] != 100 || r.Invalid != 0 {
 		t.Fatalf("received %d per NF %v invalid %d %v (%v)", r.Received, r.PerNF, r.Invalid, r.InvalidReasons, r.FirstErrors)
 	}
@@ -51,7 +42,7 @@ func TestSyntheticDiameter(t *testing.T) {
 	sw := newStreamWriter(t, &bad)
 	sw.port = diameterPort
 	sw.packet([]byte{2, 0, 0, 20, 0x80, 0, 1, 0x3c, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2}, time.Now(), false)
-	s = newStats(0, "")
+	s := newStats(0, "")
 	if err := newConnDecoder(s).run(&bad); err != nil {
 		t.Fatal(err)
 	}

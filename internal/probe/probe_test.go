@@ -674,23 +674,29 @@ func TestFlowTable(t *testing.T) {
 // MSS-sized segments (bodies of up to 200 KB), bare ACKs. Every copy must be
 // received, none invalid.
 func TestSyntheticEncoderStream(t *testing.T) {
-	var buf bytes.Buffer
-	w := synthetic.NewWriter(&buf, synthetic.EncoderOptions{MaxFlows: 8})
 	var batch []*nfcopy.Copy
 	for i := range 300 {
 		c := testCopy("SCP", int64(i+1), []int{300, 3000, 70_000, 200_000}[i%4])
 		c.SourceIP, c.SourcePort, c.DestIP, c.DestPort = "10.0.0.1", uint16(40000+i%40), "10.0.0.2", 8080
 		batch = append(batch, c)
 	}
-	if err := w.WriteBatch(batch); err != nil {
+	r := probeBatch(t, synthetic.EncoderOptions{MaxFlows: 8}, batch)
+	if r.Received != 300 || r.Unique != 300 || r.Invalid != 0 {
+		t.Fatalf("received %d unique %d invalid %d %v (%v)", r.Received, r.Unique, r.Invalid, r.InvalidReasons, r.FirstErrors)
+	}
+}
+
+// probeBatch writes batch as a synthetic stream with opts and reports what
+// the probe's decoder makes of it.
+func probeBatch(t *testing.T, opts synthetic.EncoderOptions, batch []*nfcopy.Copy) Report {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := synthetic.NewWriter(&buf, opts).WriteBatch(batch); err != nil {
 		t.Fatal(err)
 	}
 	s := newStats(0, "")
 	if err := newConnDecoder(s).run(&buf); err != nil {
 		t.Fatal(err)
 	}
-	r := s.report(ModeSynthetic)
-	if r.Received != 300 || r.Unique != 300 || r.Invalid != 0 {
-		t.Fatalf("received %d unique %d invalid %d %v (%v)", r.Received, r.Unique, r.Invalid, r.InvalidReasons, r.FirstErrors)
-	}
+	return s.report(ModeSynthetic)
 }
