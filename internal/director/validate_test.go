@@ -33,6 +33,14 @@ func TestValidateNamesFields(t *testing.T) {
 		{"valid external kafka", ok(func(s *FeedSpec) {
 			s.Type, s.Topic, s.Kafka = TypeKafka, "SCP", &KafkaTarget{Brokers: []string{"k1:9093"}, SASLMechanism: "SCRAM-SHA-512", Username: "u"}
 		}), ""},
+		{"valid exactly once", ok(func(s *FeedSpec) { s.Type, s.Topic, s.ExactlyOnce = TypeKafka, "probe.out", true }), ""},
+		{"exactly once not kafka", ok(func(s *FeedSpec) { s.ExactlyOnce = true }), "exactly_once"},
+		{"exactly once external", ok(func(s *FeedSpec) {
+			s.Type, s.Topic, s.ExactlyOnce, s.Kafka = TypeKafka, "x", true, &KafkaTarget{Brokers: []string{"k1:9093"}}
+		}), "exactly_once"},
+		{"exactly once transactions", ok(func(s *FeedSpec) {
+			s.Type, s.Topic, s.ExactlyOnce, s.Filter, s.Transactions = TypeKafka, "x", true, `nf_type == "SCP"`, true
+		}), "exactly_once"},
 		{"name upper case", ok(func(s *FeedSpec) { s.Name = "Probe" }), "name"},
 		{"name empty", ok(func(s *FeedSpec) { s.Name = "" }), "name"},
 		{"name too long", ok(func(s *FeedSpec) { s.Name = strings.Repeat("a", 65) }), "name"},
