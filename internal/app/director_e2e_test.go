@@ -75,8 +75,11 @@ type kafkaCounter struct {
 }
 
 func newKafkaCounter(t *testing.T, ctx context.Context, brokers []string, topic string) *kafkaCounter {
+	// read_committed: what a consumer of an exactly-once feed reads (the
+	// same as read_uncommitted for the others, which produce outside
+	// transactions).
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}

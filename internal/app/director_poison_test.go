@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +24,20 @@ import (
 // dead-letter topic with the reason and go on: every other copy delivered
 // exactly once, the feed connected, the copy counted as undeliverable.
 func TestDirectorPoisonPill(t *testing.T) {
+	// An exactly-once feed's first transaction over the big copy aborts;
+	// the next dead-letters it and commits the rest.
+	for _, once := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at-least-once", true: "exactly-once"}[once], func(t *testing.T) { poisonPill(t, once) })
+	}
+}
+
+func poisonPill(t *testing.T, once bool) {
 	kcat := testkit.Tool(t, "kcat")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := startServer(t, testConfig(t, t.TempDir(), true))
 	defer s.Shutdown()
-	createFeed(t, s, `{"name":"lake","type":"kafka","sources":["SCP"],"topic":"POISON-OUT","start":"earliest"}`)
+	createFeed(t, s, `{"name":"lake","type":"kafka","sources":["SCP"],"topic":"POISON-OUT","start":"earliest","exactly_once":`+strconv.FormatBool(once)+`}`)
 	out := newKafkaCounter(t, ctx, s.KafkaAddrs(), "POISON-OUT")
 	seq := 0
 

@@ -2,7 +2,6 @@ package director
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -116,12 +115,15 @@ func (f *feed) runTransactional(ctx context.Context) {
 			continue
 		}
 		committed, err := t.run(ctx, fs)
-		if err == nil && committed {
+		if err == nil {
+			// Committed, or aborted because the group rebalanced during
+			// it: then the session has rewound to the committed offsets,
+			// and the next poll reads the copies again (no failure).
+			if !committed {
+				f.log.Info("feed: transaction aborted by a rebalance; the poll is read again")
+			}
 			attempt = 0
 			continue
-		}
-		if err == nil {
-			err = errors.New("transaction aborted: the group rebalanced during it; the poll is read again")
 		}
 		if !f.retryAfter(ctx, err, attempt, "feed: transaction not committed") {
 			break
@@ -203,7 +205,7 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 		f.countDelivered(b.batch)
 		clear(t.tooLarge)
 	}
-	return committed && perr == nil, err
+	return committed, err
 }
 
 // produce produces r in the transaction; src is the source record of a
