@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/sink/health"
 )
 
 // Config configures a Sink.
@@ -80,9 +81,7 @@ type Sink struct {
 	bg       sync.WaitGroup
 	bufs     sync.Pool // *[]byte, copies of Raw for fire-and-forget
 
-	connected atomic.Bool
-	retries   atomic.Uint64
-	lastErr   atomic.Pointer[string]
+	health.State // Connected, Retries, LastError
 	closed    atomic.Bool
 
 	rmu      sync.Mutex
@@ -345,7 +344,7 @@ func (s *Sink) deliver(ctx context.Context, raw []byte) error {
 		if ctx.Err() != nil {
 			return err
 		}
-		s.setErr(err)
+		s.SetErr(err)
 		var se *StatusError
 		if errors.As(err, &se) && !se.Retryable() {
 			return err
@@ -353,7 +352,7 @@ func (s *Sink) deliver(ctx context.Context, raw []byte) error {
 		if attempt >= s.cfg.MaxRetries {
 			return fmt.Errorf("after %d attempts: %w", attempt+1, err)
 		}
-		s.retries.Add(1)
+		s.Retried()
 		t := time.NewTimer(s.backoff(attempt + 1))
 		select {
 		case <-ctx.Done():
@@ -374,10 +373,10 @@ func (s *Sink) post(ctx context.Context, raw []byte) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		s.connected.Store(false)
+		s.SetConnected(false)
 		return err
 	}
-	s.connected.Store(true)
+	s.SetConnected(true)
 	return finish(resp)
 }
 
@@ -456,24 +455,19 @@ func (s *Sink) postNoWait(bp *[]byte, wrote chan<- error) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		s.connected.Store(false)
+		s.SetConnected(false)
 		report(err)
-		s.setErr(err)
+		s.SetErr(err)
 		s.bufs.Put(bp)
 		return
 	}
-	s.connected.Store(true)
+	s.SetConnected(true)
 	report(nil)
 	if err := finish(resp); err != nil {
-		s.setErr(err)
+		s.SetErr(err)
 	}
 	// Only now is the body surely no longer read by the transport.
 	s.bufs.Put(bp)
-}
-
-func (s *Sink) setErr(err error) {
-	msg := err.Error()
-	s.lastErr.Store(&msg)
 }
 
 // backoff is exponential from BackoffMin, capped at BackoffMax, with jitter
@@ -498,20 +492,9 @@ func (s *Sink) Close() error {
 	s.wg.Wait()
 	s.bg.Wait()
 	s.transport.CloseIdleConnections()
-	s.connected.Store(false)
+	s.SetConnected(false)
 	return nil
 }
 
-// Connected reports whether the last request reached the consumer.
-func (s *Sink) Connected() bool { return s.connected.Load() }
 
-// Retries counts copies re-posted after a retryable failure.
-func (s *Sink) Retries() uint64 { return s.retries.Load() }
 
-// LastError is the most recent delivery error ("" if none).
-func (s *Sink) LastError() string {
-	if p := s.lastErr.Load(); p != nil {
-		return *p
-	}
-	return ""
-}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/sink/health"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -42,11 +43,10 @@ type Config struct {
 
 // Sink produces copies to one topic.
 type Sink struct {
-	cl      *kgo.Client
-	topic   string
-	log     *slog.Logger
-	retries atomic.Uint64
-	ok      atomic.Bool
+	cl           *kgo.Client
+	topic        string
+	log          *slog.Logger
+	health.State // Connected (the last Send succeeded), Retries (failed Sends), LastError
 
 	create     bool
 	partitions int
@@ -54,9 +54,6 @@ type Sink struct {
 
 	ccfg broker.ClientConfig
 	solo *kgo.Client // produces a record refused as too large once more, alone
-
-	mu      sync.Mutex
-	lastErr string
 
 	fmu      sync.Mutex
 	next     uint64    // the last ticket
@@ -224,7 +221,7 @@ func (s *Sink) Confirmed(t uint64) (bool, error) {
 		return false, s.failed(err)
 	}
 	if ok {
-		s.ok.Store(true)
+		s.SetConnected(true)
 	}
 	return ok, nil
 }
@@ -338,7 +335,7 @@ func (s *Sink) ensure(ctx context.Context) error {
 
 // failed records a failed delivery and returns its error.
 func (s *Sink) failed(err error) error {
-	s.retries.Add(1)
+	s.Retried()
 	s.setErr(err)
 	if broker.IsTooLarge(err) {
 		return fmt.Errorf("kafka sink %s: record too large for the target broker: %w", s.topic, err)
@@ -348,10 +345,8 @@ func (s *Sink) failed(err error) error {
 
 // setErr marks the sink not connected, with err as its last error.
 func (s *Sink) setErr(err error) {
-	s.ok.Store(false)
-	s.mu.Lock()
-	s.lastErr = err.Error()
-	s.mu.Unlock()
+	s.SetConnected(false)
+	s.SetErr(err)
 }
 
 // Close closes the client; records still in flight fail (their batches are
@@ -362,17 +357,4 @@ func (s *Sink) Close() error {
 		s.solo.Close()
 	}
 	return nil
-}
-
-// Connected reports whether the last Send succeeded.
-func (s *Sink) Connected() bool { return s.ok.Load() }
-
-// Retries counts failed Sends.
-func (s *Sink) Retries() uint64 { return s.retries.Load() }
-
-// LastError is the last Send error.
-func (s *Sink) LastError() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastErr
 }

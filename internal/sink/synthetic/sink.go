@@ -11,11 +11,11 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/nfcopy"
+	"github.com/signalbox/signalbox/internal/sink/health"
 )
 
 // Config configures a Sink.
@@ -71,9 +71,7 @@ type Sink struct {
 	attempts    uint64
 	closed      bool
 
-	connected atomic.Bool
-	retries   atomic.Uint64
-	lastErr   atomic.Pointer[string]
+	health.State // Connected, Retries, LastError
 }
 
 // maxKeptBuf bounds the batch buffer kept between Sends; one exceptional
@@ -380,7 +378,7 @@ func (s *Sink) connect(ctx context.Context) error {
 	}
 	s.attempts++
 	if s.attempts > 1 {
-		s.retries.Add(1)
+		s.Retried()
 	}
 	var conn net.Conn
 	var raw syscall.RawConn
@@ -418,11 +416,11 @@ func (s *Sink) connect(ctx context.Context) error {
 		_, _ = io.Copy(io.Discard, conn)
 		// Safe: a new connection is only made after dropConn has
 		// waited for dead.
-		s.connected.Store(false)
+		s.SetConnected(false)
 		close(dead)
 	}()
 	s.conn, s.raw, s.dead, s.gather = conn, raw, dead, g
-	s.connected.Store(true)
+	s.SetConnected(true)
 	s.log.Info("synthetic sink connected", "tls", s.cfg.TLS != nil)
 	return nil
 }
@@ -430,8 +428,7 @@ func (s *Sink) connect(ctx context.Context) error {
 func (s *Sink) recordFailure(err error) {
 	s.failures++
 	s.nextDial = time.Now().Add(s.backoff(s.failures))
-	msg := err.Error()
-	s.lastErr.Store(&msg)
+	s.SetErr(err)
 }
 
 // backoff is exponential from BackoffMin, capped at BackoffMax, with jitter
@@ -459,7 +456,7 @@ func (s *Sink) dropConn() {
 	s.acked = s.connBase
 	s.out = s.out[:0]
 	s.conn, s.raw, s.dead, s.gather = nil, nil, nil, nil
-	s.connected.Store(false)
+	s.SetConnected(false)
 }
 
 // Close closes the connection; Send fails afterwards.
@@ -471,20 +468,8 @@ func (s *Sink) Close() error {
 	return nil
 }
 
-// Connected reports whether a connection is currently open.
-func (s *Sink) Connected() bool { return s.connected.Load() }
 
-// Retries counts connection attempts after the first one (reconnects and
-// retried dials).
-func (s *Sink) Retries() uint64 { return s.retries.Load() }
 
-// LastError is the most recent connect or write error ("" if none).
-func (s *Sink) LastError() string {
-	if p := s.lastErr.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
 
 // gather sits between a TLS connection and its TCP socket. crypto/tls writes
 // every record (at most 16 KB of plaintext) with its own Write; while held,
