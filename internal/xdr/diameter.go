@@ -47,11 +47,15 @@ var diameterApps = map[uint32]string{
 	16777302: "sy", 16777308: "s6t", 16777310: "s6m", 16777312: "sgd", 16777345: "s6c",
 }
 
-func init() {
+// diameterServices are diameterApps' names: service labels like the SBI
+// services of knownServices.
+var diameterServices = func() map[string]bool {
+	m := make(map[string]bool, len(diameterApps))
 	for _, name := range diameterApps {
-		knownServices[name] = true
+		m[name] = true
 	}
-}
+	return m
+}()
 
 // DiameterApplication is the service name of a Diameter application.
 func DiameterApplication(id uint32) string {

@@ -35,9 +35,9 @@ var knownNFTypes = map[string]bool{
 }
 
 // ServiceLabel maps a service name to its metric label: itself when it is a
-// known 3GPP SBI service, else "other".
+// known 3GPP SBI service or Diameter application, else "other".
 func ServiceLabel(s string) string {
-	if knownServices[s] {
+	if knownServices[s] || diameterServices[s] {
 		return s
 	}
 	return "other"
