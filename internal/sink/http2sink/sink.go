@@ -82,7 +82,7 @@ type Sink struct {
 	bufs     sync.Pool // *[]byte, copies of Raw for fire-and-forget
 
 	health.State // Connected, Retries, LastError
-	closed    atomic.Bool
+	closed       atomic.Bool
 
 	rmu      sync.Mutex
 	rejected []*nfcopy.Copy // answered 413 in a batch Send delivered, until Rejected
@@ -495,6 +495,3 @@ func (s *Sink) Close() error {
 	s.SetConnected(false)
 	return nil
 }
-
-
-

@@ -468,9 +468,6 @@ func (s *Sink) Close() error {
 	return nil
 }
 
-
-
-
 // gather sits between a TLS connection and its TCP socket. crypto/tls writes
 // every record (at most 16 KB of plaintext) with its own Write; while held,
 // gather collects them so that a batch reaches the kernel in one write call
