@@ -22,7 +22,7 @@ import (
 // calls/s the precise pacer's run had p99 5.5 ms against 2.5 ms with
 // runtime timers, whose wake-ups serve many due calls at once when the
 // generator is busy. Hence auto: precise below paceAutoRate, runtime at and
-// above it (BENCHMARKS.md, "A generator that keeps its own time").
+// above it (BENCHMARKS.md, "How `bench curri` measures").
 const (
 	paceAuto    = "auto"
 	pacePrecise = "precise"
