@@ -290,16 +290,22 @@ func (f *feed) undeliverable(dlq []*kgo.Record, c *nfcopy.Copy, reason string) [
 // headers say how large it was.
 const maxDeadLetter = 900 << 10
 
+// truncateDeadLetter cuts r's value to maxDeadLetter, saying so in its
+// headers.
+func truncateDeadLetter(r *kgo.Record) {
+	if len(r.Value) > maxDeadLetter {
+		r.Headers = append(r.Headers,
+			kgo.RecordHeader{Key: "signalbox-truncated", Value: []byte("true")},
+			kgo.RecordHeader{Key: "signalbox-original-bytes", Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)})
+		r.Value = r.Value[:maxDeadLetter]
+	}
+}
+
 func (f *feed) flushDLQ(ctx context.Context, dlq []*kgo.Record) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, r := range dlq {
-		if len(r.Value) > maxDeadLetter {
-			r.Headers = append(r.Headers,
-				kgo.RecordHeader{Key: "signalbox-truncated", Value: []byte("true")},
-				kgo.RecordHeader{Key: "signalbox-original-bytes", Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)})
-			r.Value = r.Value[:maxDeadLetter]
-		}
+		truncateDeadLetter(r)
 	}
 	if err := f.m.admin.ProduceSync(ctx, dlq...).FirstErr(); err != nil {
 		// The record is still skipped: a broken DLQ must not stop the feed.

@@ -2,7 +2,6 @@ package director
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
@@ -103,7 +102,7 @@ func (f *feed) runTransactional(ctx context.Context) {
 	}
 	f.setState(StateConnected)
 
-	t := &txnPoll{f: f, sess: sess, tooLarge: map[tp]map[int64]bool{}}
+	t := &txnPoll{f: f, sess: sess, tooLarge: map[recordAt]bool{}}
 	var lastFetchErr time.Time
 	for attempt := 0; ctx.Err() == nil; {
 		fs := sess.PollRecords(ctx, f.m.cfg.MaxBatch)
@@ -141,7 +140,7 @@ type txnPoll struct {
 	first error
 	// tooLarge are records the target refused as too large in an aborted
 	// transaction: the next transaction dead-letters them instead.
-	tooLarge map[tp]map[int64]bool
+	tooLarge map[recordAt]bool
 	big      []*kgo.Record // this poll's refused ones, by the promise
 }
 
@@ -158,10 +157,9 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 			b.arena = append(b.arena, new(nfcopy.Copy))
 		}
 		c := b.arena[n]
-		if t.tooLarge[tp{r.Topic, r.Partition}][r.Offset] {
-			if nfcopy.Decode(r.Value, c); c.Raw != nil {
-				b.dlq = f.undeliverable(b.dlq, c, "the target refused the record as too large")
-			}
+		if t.tooLarge[recordAt{tp{r.Topic, r.Partition}, r.Offset}] {
+			_ = nfcopy.Decode(r.Value, c) // a copy admitted before: its fields name it in the dead letter
+			b.dlq = f.undeliverable(b.dlq, c, "the target refused the record as too large")
 			return
 		}
 		if f.admit(b, r, c, nfcopy.Decode(r.Value, c), false) {
@@ -170,18 +168,13 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 		}
 	})
 	for _, d := range b.dlq {
-		if len(d.Value) > maxDeadLetter {
-			d.Headers = append(d.Headers,
-				kgo.RecordHeader{Key: "signalbox-truncated", Value: []byte("true")},
-				kgo.RecordHeader{Key: "signalbox-original-bytes", Value: strconv.AppendInt(nil, int64(len(d.Value)), 10)})
-			d.Value = d.Value[:maxDeadLetter]
-		}
+		truncateDeadLetter(d)
 		t.produce(ctx, nil, d)
 	}
-	// End flushes what was produced, then commits the poll's offsets and
-	// the transaction, or aborts both.
+	// Every produce's outcome first, to choose between committing the
+	// poll's offsets with the transaction and aborting both.
 	if err := t.sess.Client().Flush(ctx); err != nil {
-		t.fail(err)
+		t.failed(nil, err)
 	}
 	t.mu.Lock()
 	perr := t.first
@@ -193,11 +186,7 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	committed, err := t.sess.End(ctx, try)
 	if err == nil && perr != nil {
 		for _, r := range t.big {
-			k := tp{r.Topic, r.Partition}
-			if t.tooLarge[k] == nil {
-				t.tooLarge[k] = map[int64]bool{}
-			}
-			t.tooLarge[k][r.Offset] = true
+			t.tooLarge[recordAt{tp{r.Topic, r.Partition}, r.Offset}] = true
 		}
 		err = perr
 	}
@@ -212,24 +201,27 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 // copy, remembered when the target refuses it as too large.
 func (t *txnPoll) produce(ctx context.Context, src, r *kgo.Record) {
 	t.sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
-		if err == nil {
-			return
-		}
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if src != nil && broker.IsTooLarge(err) {
-			t.big = append(t.big, src)
-		}
-		if t.first == nil {
-			t.first = err
+		if err != nil {
+			t.failed(src, err)
 		}
 	})
 }
 
-func (t *txnPoll) fail(err error) {
+// failed keeps the poll's first error, and src when the target refused it
+// as too large.
+func (t *txnPoll) failed(src *kgo.Record, err error) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if src != nil && broker.IsTooLarge(err) {
+		t.big = append(t.big, src)
+	}
 	if t.first == nil {
 		t.first = err
 	}
-	t.mu.Unlock()
+}
+
+// recordAt is a record's place: its partition and offset.
+type recordAt struct {
+	tp
+	off int64
 }

@@ -126,7 +126,19 @@ var testTopics = []broker.TopicSpec{{Name: "SCP", Partitions: 4}, {Name: "NRF", 
 // A copy of an NF type without a topic of its own goes to the third-party
 // topic (the reference's NON_ORACLE).
 func TestIngestThirdParty(t *testing.T) {
-	topics := append(slices.Clone(testTopics), broker.TopicSpec{Name: broker.ThirdPartyTopic, Partitions: 2})
+	body := string(fixture.Record("tp-1", "AMF", nfcopy.RequestIngress)) + "\n" + string(fixture.Record("tp-2", "non_oracle", nfcopy.RequestIngress)) + "\n" +
+		string(fixture.Record("tp-3", "SCP", nfcopy.RequestIngress)) + "\n"
+	n := ingestCounts(t, broker.ThirdPartyTopic, body)
+	if n[broker.ThirdPartyTopic] != 2 || n["SCP"] != 1 {
+		t.Errorf("end offsets %v, want 2 in %s (AMF and NON_ORACLE) and 1 in SCP", n, broker.ThirdPartyTopic)
+	}
+}
+
+// ingestCounts posts body to an ingest whose topics are testTopics and
+// extra, and returns how many records extra and SCP then hold.
+func ingestCounts(t *testing.T, extra, body string) map[string]int64 {
+	t.Helper()
+	topics := append(slices.Clone(testTopics), broker.TopicSpec{Name: extra, Partitions: 2})
 	b := testkit.StartBroker(t, broker.Config{Topics: topics})
 	cl, err := b.ClientConfig().NewClient()
 	if err != nil {
@@ -135,8 +147,6 @@ func TestIngestThirdParty(t *testing.T) {
 	defer cl.Close()
 	srv := httptest.NewServer(NewHandler(cl, Config{Topics: topics}))
 	defer srv.Close()
-	body := string(fixture.Record("tp-1", "AMF", nfcopy.RequestIngress)) + "\n" + string(fixture.Record("tp-2", "non_oracle", nfcopy.RequestIngress)) + "\n" +
-		string(fixture.Record("tp-3", "SCP", nfcopy.RequestIngress)) + "\n"
 	resp, err := http.Post(srv.URL+"/v1/copies", "application/x-ndjson", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -148,52 +158,25 @@ func TestIngestThirdParty(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lo, err := kadm.NewClient(cl).ListEndOffsets(ctx, broker.ThirdPartyTopic, "SCP")
+	lo, err := kadm.NewClient(cl).ListEndOffsets(ctx, extra, "SCP")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := map[string]int64{}
 	lo.Each(func(o kadm.ListedOffset) { n[o.Topic] += o.Offset })
-	if n[broker.ThirdPartyTopic] != 2 || n["SCP"] != 1 {
-		t.Errorf("end offsets %v, want 2 in %s (AMF and NON_ORACLE) and 1 in SCP", n, broker.ThirdPartyTopic)
-	}
+	return n
 }
 
 // TestIngestDiameter: a Diameter copy goes to the DIAMETER topic whatever
 // its NF type (a DRA's, an HSS's), an SBI copy to its NF type's.
 func TestIngestDiameter(t *testing.T) {
-	topics := append(slices.Clone(testTopics), broker.TopicSpec{Name: broker.DiameterTopic, Partitions: 2})
-	b := testkit.StartBroker(t, broker.Config{Topics: topics})
-	cl, err := b.ClientConfig().NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	srv := httptest.NewServer(NewHandler(cl, Config{Topics: topics}))
-	defer srv.Close()
 	tx, err := nfsim.NewDiameterGen(1).Next(time.Now().UnixNano(), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hss := strings.Replace(string(tx.Answer), `"nf-type":"DRA"`, `"nf-type":"SCP"`, 1)
 	body := string(tx.Request) + "\n" + hss + "\n" + string(fixture.Record("sbi-1", "SCP", nfcopy.RequestIngress)) + "\n"
-	resp, err := http.Post(srv.URL+"/v1/copies", "application/x-ndjson", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d: %s", resp.StatusCode, raw)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	lo, err := kadm.NewClient(cl).ListEndOffsets(ctx, broker.DiameterTopic, "SCP")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := map[string]int64{}
-	lo.Each(func(o kadm.ListedOffset) { n[o.Topic] += o.Offset })
+	n := ingestCounts(t, broker.DiameterTopic, body)
 	if n[broker.DiameterTopic] != 2 || n["SCP"] != 1 {
 		t.Errorf("end offsets %v, want 2 in %s and 1 in SCP", n, broker.DiameterTopic)
 	}

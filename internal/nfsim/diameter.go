@@ -101,23 +101,21 @@ func (g *DiameterGen) Next(ts, latencyNs int64) (DiameterTxn, error) {
 		}
 	}
 	sessionID := client + ";" + strconv.FormatUint(g.session, 10)
-	head := []*diam.AVP{
-		diam.NewAVP(avp.SessionID, avp.Mbit, 0, datatype.UTF8String(sessionID)),
-		diam.NewAVP(avp.AuthSessionState, avp.Mbit, 0, datatype.Enumerated(1)),
-	}
-	req := append(head[:1:1],
+	session := diam.NewAVP(avp.SessionID, avp.Mbit, 0, datatype.UTF8String(sessionID))
+	req := []*diam.AVP{session,
 		diam.NewAVP(avp.OriginHost, avp.Mbit, 0, datatype.DiameterIdentity(client)),
 		diam.NewAVP(avp.OriginRealm, avp.Mbit, 0, datatype.DiameterIdentity(realm)),
-		diam.NewAVP(avp.DestinationRealm, avp.Mbit, 0, datatype.DiameterIdentity(realm)))
+		diam.NewAVP(avp.DestinationRealm, avp.Mbit, 0, datatype.DiameterIdentity(realm))}
 	if t.AppID == AppS6a {
-		req = append(req, head[1], diam.NewAVP(avp.UserName, avp.Mbit, 0, datatype.UTF8String(t.IMSI)))
+		req = append(req, diam.NewAVP(avp.AuthSessionState, avp.Mbit, 0, datatype.Enumerated(1)),
+			diam.NewAVP(avp.UserName, avp.Mbit, 0, datatype.UTF8String(t.IMSI)))
 	} else {
 		req = append(req, diam.NewAVP(avp.DestinationHost, avp.Mbit, 0, datatype.DiameterIdentity(server)))
 	}
 	req = append(req, reqAVPs...)
-	ans := append(head[:1:1],
+	ans := []*diam.AVP{session,
 		diam.NewAVP(avp.OriginHost, avp.Mbit, 0, datatype.DiameterIdentity(server)),
-		diam.NewAVP(avp.OriginRealm, avp.Mbit, 0, datatype.DiameterIdentity(realm)))
+		diam.NewAVP(avp.OriginRealm, avp.Mbit, 0, datatype.DiameterIdentity(realm))}
 	switch {
 	case fail && t.AppID == AppS6a:
 		t.ResultCode = 5001

@@ -133,48 +133,39 @@ func (t *txn) add(c *nfcopy.Copy, s *shard) bool {
 	if t.consumerFQDN == "" && c.ConsumerFQDN != "" {
 		t.consumerFQDN = s.str(c.ConsumerFQDN)
 	}
-	if c.Protocol == nfcopy.DiameterProtocol {
-		latest := !c.Direction.IsRequest() && (t.resps == 0 || c.Timestamp >= t.lastResp)
+	latest := !c.Direction.IsRequest() && (t.resps == 0 || c.Timestamp >= t.lastResp)
+	switch {
+	case c.Protocol == nfcopy.DiameterProtocol:
 		h.Status = t.addDiameter(c, s, latest)
-		t.count(c, h.Status, latest)
-		t.hops = append(t.hops, h)
-		return true
-	}
-	if c.Direction.IsRequest() {
+	case c.Direction.IsRequest():
 		if t.reqs == 0 {
 			t.method = s.str(c.Header(":method"))
 			t.path = strings.Clone(c.Header(":path"))
-			t.reqSize = len(c.Body)
-			t.firstReq = c.Timestamp
-		} else if c.Timestamp < t.firstReq {
-			t.firstReq = c.Timestamp
 		}
-		t.reqs++
 		if !t.reqScanned {
 			t.reqScanned = true
 			t.scan(c.Header(":path"), c.Body)
 		}
-	} else {
-		st, _ := strconv.Atoi(c.Header(":status"))
-		h.Status = st
-		if t.resps == 0 || c.Timestamp >= t.lastResp {
-			t.lastResp, t.status, t.respSize = c.Timestamp, st, len(c.Body)
+	default:
+		h.Status, _ = strconv.Atoi(c.Header(":status"))
+		if latest {
 			t.cause = ""
-			if st >= 400 {
+			if h.Status >= 400 {
 				t.cause = s.str(ProblemCause(c.Body))
 			}
 		}
-		t.resps++
 		if !t.respScanned {
 			t.respScanned = true
 			t.scan("", c.Body)
 		}
 	}
+	t.count(c, h.Status, latest)
 	t.hops = append(t.hops, h)
 	return true
 }
 
-// count counts a Diameter copy's request or answer, as add does an SBI one's.
+// count counts a request or response copy: the first request's size and
+// the earliest request's time, the latest response's time, status and size.
 func (t *txn) count(c *nfcopy.Copy, status int, latest bool) {
 	if c.Direction.IsRequest() {
 		if t.reqs == 0 {

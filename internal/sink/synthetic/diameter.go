@@ -22,11 +22,8 @@ func (e *Encoder) appendDiameter(dst []byte, c *nfcopy.Copy) []byte {
 	key, pk := flowKey{client, server}, c.PairKey()
 	e.tick++
 	if !ci.request {
-		if ps, ok := e.pending[pk]; ok {
-			delete(e.pending, pk)
-			if sl := e.find(ps.key); sl != nil && sl.st.conn == ps.conn {
-				key = ps.key
-			}
+		if ps, ok := e.requestOf(pk); ok {
+			key = ps.key
 		}
 	}
 	slot, dst := e.flow(dst, c.Timestamp, key, false)

@@ -382,14 +382,11 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 	}
 	e.tick++
 	sid := uint32(0)
-	if !request && pk != 0 {
+	if !request {
 		// A response goes on its request's stream, on its request's flow
 		// (which its own headers may not name as the request's did).
-		if ps, ok := e.pending[pk]; ok {
-			delete(e.pending, pk)
-			if sl := e.find(ps.key); sl != nil && sl.st.conn == ps.conn {
-				key, sid = ps.key, ps.sid
-			}
+		if ps, ok := e.requestOf(pk); ok {
+			key, sid = ps.key, ps.sid
 		}
 	}
 	slot, dst := e.flow(dst, c.Timestamp, key, true)
@@ -410,6 +407,21 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 	}
 	e.payload = e.appendFrames(e.payload[:0], c, sid)
 	return e.appendSegments(dst, c.Timestamp, key, &slot.st, request, e.payload, tcpPSHACK)
+}
+
+// requestOf takes the pending request of pair key pk (0: none), when the
+// flow it went on is still the same opening of it.
+func (e *Encoder) requestOf(pk uint64) (pendingStream, bool) {
+	if pk == 0 {
+		return pendingStream{}, false
+	}
+	ps, ok := e.pending[pk]
+	if !ok {
+		return ps, false
+	}
+	delete(e.pending, pk)
+	sl := e.find(ps.key)
+	return ps, sl != nil && sl.st.conn == ps.conn
 }
 
 // nextStream is the stream a new message of the flow goes on: the NF's own
