@@ -134,6 +134,10 @@ type Config struct {
 	TraceDir    string
 	TraceLimits trace.Limits
 	MaxTraces   int
+	// Site answers the peer site (GET /site) and SiteName is this site's
+	// name, with two-site redundancy; nil and "" without.
+	Site     SiteReporter
+	SiteName string
 	// Node is this node's name: a trace captures on the node it was
 	// started on, and only that node has its files.
 	Node string
@@ -255,6 +259,7 @@ func (s *server) routes() {
 	h("PUT /api/v1/feeds/{name}", s.updateFeed)
 	h("DELETE /api/v1/feeds/{name}", s.deleteFeed)
 	h("GET /api/v1/feeds/{name}/status", s.feedStatus)
+	h("GET /api/v1/site", s.getSite)
 	h("GET /api/v1/feeds/{name}/records", s.feedRecords)
 	h("GET /api/v1/export", s.export)
 

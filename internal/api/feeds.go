@@ -110,6 +110,10 @@ func (s *server) createFeed(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequestFrom(err))
 		return
 	}
+	if err := s.placeFeed(&spec, nil); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if spec.Kafka != nil && spec.Kafka.Password == redacted {
 		s.fail(w, r, badRequest("kafka.password", "kafka.password: send the password itself, not the redaction marker"))
 		return
@@ -147,6 +151,12 @@ func (s *server) updateFeed(w http.ResponseWriter, r *http.Request) {
 	}
 	spec.Name = name
 	old, err := s.getFeedSpec(r, name)
+	if err == nil {
+		err = s.checkSiteOwner(&old)
+	}
+	if err == nil {
+		err = s.placeFeed(&spec, &old)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -218,6 +228,12 @@ func (s *server) storeFeed(r *http.Request, rt FeedRuntime, spec *director.FeedS
 
 func (s *server) deleteFeed(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if old, err := s.getFeedSpec(r, name); err == nil {
+		if err := s.checkSiteOwner(&old); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	if err := s.store.DeleteFeed(r.Context(), name); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			err = notFound("feed %q not found", name)

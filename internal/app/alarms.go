@@ -32,6 +32,8 @@ const (
 	alarmCallsStream        = "calls_stream_dropped"
 	alarmReputation         = "reputation_unavailable"
 	alarmWebhook            = "webhook_failing"
+	alarmSitePeer           = "site_peer_unreachable"
+	alarmSiteMirror         = "site_mirror_failing"
 )
 
 // alarmKinds is every alarm kind signalbox raises: each has an alert rule
@@ -174,6 +176,7 @@ func (s *Server) alarmLoop(ctx context.Context) {
 			streamLostAt = s.checkCallsStream(streamLostAt, now)
 			s.checkReputation(reputationDown)
 			s.checkWebhooks(webhooksFailing)
+			s.checkSite(now)
 		case <-minute.C:
 			s.checkCURRIRates()
 		case <-kpiT.C:

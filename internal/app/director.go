@@ -25,6 +25,7 @@ import (
 	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/director"
 	"github.com/signalbox/signalbox/internal/ingest"
+	"github.com/signalbox/signalbox/internal/site"
 	"github.com/signalbox/signalbox/internal/store"
 	"github.com/signalbox/signalbox/internal/trace"
 	"github.com/signalbox/signalbox/internal/xdrstore"
@@ -57,6 +58,14 @@ type directorParts struct {
 	recordsStop context.CancelFunc
 	recordsDone chan struct{}
 
+	// Two-site redundancy (-site): the mirror of this site's copies into
+	// the peer's Kafka and the pair that places the feeds.
+	mirror    *site.Mirror
+	pair      *site.Pair
+	pairClose func()
+	siteStop  context.CancelFunc
+	siteDone  chan struct{}
+
 	// stream produces the CURRI call records (nil with -calls-topic "").
 	stream     *callstream.Stream
 	streamStop context.CancelFunc
@@ -70,14 +79,17 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	for _, t := range topics {
 		specs = append(specs, broker.TopicSpec{Name: t.Name, Partitions: t.Partitions})
 	}
+	// With a peer site, feeds also read the topics its copies are mirrored
+	// into.
+	all := append(slices.Clone(specs), s.mirroredTopics(specs)...)
 	// The dead-letter topic is made with the NF topics: undecodable copies
 	// and copies a sink can never deliver go there.
-	withDLQ := append(slices.Clone(specs), broker.TopicSpec{Name: broker.DLQTopic, Partitions: 1})
+	withDLQ := append(slices.Clone(all), broker.TopicSpec{Name: broker.DLQTopic, Partitions: 1})
 	// And the call records' topic.
 	if cfg.CallsTopic != "" {
 		withDLQ = append(withDLQ, broker.TopicSpec{Name: cfg.CallsTopic, Partitions: 6})
 	}
-	d := &directorParts{s: s, traceDir: filepath.Join(cfg.DataDir, "traces"), topics: specs}
+	d := &directorParts{s: s, traceDir: filepath.Join(cfg.DataDir, "traces"), topics: all}
 	clientTLS, serverTLS, err := kafkaTLS(cfg)
 	if err != nil {
 		return nil, err
@@ -138,7 +150,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	mgr, err := director.NewManager(director.Config{
 		RecordStore:    d.records,
 		Client:         d.client,
-		Topics:         specs,
+		Topics:         all,
 		CallsTopic:     cfg.CallsTopic,
 		Node:           s.node,
 		CreateTopics:   cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
@@ -156,6 +168,12 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	d.mgrStop = mstop
 	d.mgrDone = make(chan error, 1)
 	go func() { d.mgrDone <- mgr.Run(mctx) }()
+	if cfg.Site != "" {
+		if err := d.startSite(bgCtx, specs); err != nil {
+			d.stop(ctx)
+			return nil, err
+		}
+	}
 	d.reconcile(ctx)
 
 	if cfg.CallsTopic != "" {
@@ -182,7 +200,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	}, []string{"topic"})
 	s.reg.MustRegister(topicCopies)
 	d.offsetsDone = make(chan struct{})
-	go d.pollTopicOffsets(mctx, specs, topicCopies)
+	go d.pollTopicOffsets(mctx, all, topicCopies)
 
 	if cfg.IngestAddr != "" {
 		icl := d.client
@@ -233,6 +251,9 @@ func (d *directorParts) reconcile(ctx context.Context) {
 		specs = append(specs, sp)
 	}
 	specs = append(specs, d.traceFeeds(ctx)...)
+	if d.pair != nil {
+		specs = d.pair.Place(specs)
+	}
 	if err := d.mgr.Apply(ctx, specs); err != nil {
 		d.s.log.Error("some stored feeds could not be applied", "err", err)
 	}
@@ -364,6 +385,7 @@ func (d *directorParts) stop(ctx context.Context) {
 	if d.ingestCl != nil {
 		d.ingestCl.Close()
 	}
+	d.stopSite(ctx)
 	if d.mgrStop != nil {
 		d.mgrStop()
 		select {

@@ -143,7 +143,13 @@ func apiDo(t *testing.T, s *Server, method, path, body string) (int, []byte) {
 // apiAs is apiDo with the bearer token given.
 func apiAs(t *testing.T, s *Server, token, method, path, body string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+s.HTTPAddr()+path, strings.NewReader(body))
+	return apiAt(t, s.HTTPAddr(), token, method, path, body)
+}
+
+// apiAt is apiAs for the server at addr (another process, say).
+func apiAt(t *testing.T, addr, token, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")

@@ -372,6 +372,29 @@ func (b *Broker) Close() {
 	})
 }
 
+// PartitionCounts is the partition count of each of the named topics that
+// exists. It asks the cluster directly: kadm's ListTopics may answer from a
+// cache that predates a topic created a moment ago.
+func PartitionCounts(ctx context.Context, cl *kgo.Client, names []string) (map[string]int, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, n := range names {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(n)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	out := make(map[string]int, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 {
+			out[*t.Topic] = len(t.Partitions)
+		}
+	}
+	return out, nil
+}
+
 // EnsureTopics checks that every topic exists, creating missing ones when
 // create is true; otherwise it fails naming the missing topics. Existing
 // topics are left as they are (partition counts are never changed).
@@ -381,27 +404,13 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, topics []TopicSpec, creat
 	for i, t := range topics {
 		names[i] = t.Name
 	}
-	// A direct metadata request: kadm's ListTopics may answer from a
-	// cache that predates a topic created a moment ago.
-	req := kmsg.NewPtrMetadataRequest()
-	for _, n := range names {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(n)
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, cl)
+	counts, err := PartitionCounts(ctx, cl, names)
 	if err != nil {
-		return fmt.Errorf("list topics: %w", err)
-	}
-	exists := make(map[string]bool, len(resp.Topics))
-	for _, t := range resp.Topics {
-		if t.Topic != nil && t.ErrorCode == 0 {
-			exists[*t.Topic] = true
-		}
+		return err
 	}
 	var missing []TopicSpec
 	for _, t := range topics {
-		if !exists[t.Name] {
+		if _, ok := counts[t.Name]; !ok {
 			missing = append(missing, t)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
@@ -76,6 +77,16 @@ type Serve struct {
 	IngestAddr    string
 	IngestTLSCert string
 	IngestTLSKey  string
+
+	// Two-site redundancy (internal/site): this site's name, the peer
+	// site's API and Kafka, and how long the peer may be silent before this
+	// site runs its feeds.
+	Site             string
+	PeerSite         string
+	PeerURL          string
+	PeerToken        string
+	PeerKafkaBrokers string
+	SiteTakeover     time.Duration
 
 	ShutdownTimeout time.Duration
 	PprofAddr       string
@@ -156,6 +167,13 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.IngestAddr, "ingest-addr", ":8090", "listen address of the HTTP/2 copy ingest (POST /v1/copies; h2c, or h2 with TLS); empty disables it")
 	fs.StringVar(&c.IngestTLSCert, "ingest-tls-cert", "", "PEM certificate: serve ingest over h2 (TLS)")
 	fs.StringVar(&c.IngestTLSKey, "ingest-tls-key", "", "PEM private key for -ingest-tls-cert")
+
+	fs.StringVar(&c.Site, "site", "", "two-site redundancy: this site's name (letters, digits, -); with -peer-url and -peer-kafka-brokers")
+	fs.StringVar(&c.PeerSite, "peer-site", "", "two-site redundancy: the peer site's name (its -site)")
+	fs.StringVar(&c.PeerURL, "peer-url", "", "two-site redundancy: the peer site's API base URL (http[s]://host:port)")
+	fs.StringVar(&c.PeerToken, "peer-token", "", "two-site redundancy: an admin token of the peer site's API")
+	fs.StringVar(&c.PeerKafkaBrokers, "peer-kafka-brokers", "", "two-site redundancy: comma-separated host:port of the peer site's Kafka, which this site's copies are mirrored into (same SASL/TLS settings as -kafka-*)")
+	fs.DurationVar(&c.SiteTakeover, "site-takeover", 15*time.Second, "two-site redundancy: how long the peer site may not answer before this site runs the peer's feeds")
 
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on finishing in-flight work at SIGINT/SIGTERM")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
@@ -352,6 +370,7 @@ func (c *Serve) Validate() error {
 	if c.AuditMaxAge < 0 {
 		errs = append(errs, fmt.Errorf("-audit-max-age %s: must not be negative (0 keeps the audit log forever)", c.AuditMaxAge))
 	}
+	errs = append(errs, c.validateSite()...)
 	if c.CallLogMaxAge <= 0 || c.CallLogMaxRows <= 0 {
 		errs = append(errs, errors.New("-calllog-max-age and -calllog-max-rows must be positive"))
 	}
@@ -419,4 +438,39 @@ func ParseTopics(s string) ([]Topic, error) {
 		return nil, errors.New("no topics")
 	}
 	return out, nil
+}
+
+var validSite = regexp.MustCompile(`^[A-Za-z0-9-]{1,32}$`)
+
+// validateSite checks the two-site settings: all or none, on a director.
+func (c *Serve) validateSite() []error {
+	if c.Site == "" {
+		if c.PeerSite != "" || c.PeerURL != "" || c.PeerKafkaBrokers != "" || c.PeerToken != "" {
+			return []error{errors.New("-peer-site, -peer-url, -peer-token and -peer-kafka-brokers need -site")}
+		}
+		return nil
+	}
+	var errs []error
+	if !validSite.MatchString(c.Site) {
+		errs = append(errs, fmt.Errorf("-site %q: want 1 to 32 letters, digits or -", c.Site))
+	}
+	if !validSite.MatchString(c.PeerSite) || c.PeerSite == c.Site {
+		errs = append(errs, fmt.Errorf("-peer-site %q: want the peer site's name (1 to 32 letters, digits or -), not this site's", c.PeerSite))
+	}
+	if !c.Director {
+		errs = append(errs, errors.New("-site needs the director (-director)"))
+	}
+	if u, err := url.Parse(c.PeerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("-peer-url %q: want the peer site's API as http[s]://host:port", c.PeerURL))
+	}
+	if c.PeerToken == "" {
+		errs = append(errs, errors.New("-site needs -peer-token, an admin token of the peer site"))
+	}
+	if c.PeerKafkaBrokers == "" {
+		errs = append(errs, errors.New("-site needs -peer-kafka-brokers, the peer site's Kafka"))
+	}
+	if c.SiteTakeover < 2*time.Second || c.SiteTakeover > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("-site-takeover %s: want 2s to 10m", c.SiteTakeover))
+	}
+	return errs
 }

@@ -79,6 +79,9 @@ const (
 	StateConnected    = "connected"
 	StateDisconnected = "disconnected"
 	StateStopped      = "stopped"
+	// StateStandby is a feed this node keeps the position of while another
+	// site runs it (two-site redundancy, internal/site).
+	StateStandby = "standby"
 	StateError        = "error"
 )
 
@@ -351,7 +354,7 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 		}
 		m.m.declare(&f.spec)
 		if s.Enabled != nil && !*s.Enabled {
-			f.setState(StateStopped)
+			f.setState(map[bool]string{false: StateStopped, true: StateStandby}[s.standby])
 			continue
 		}
 		if err := m.position(ctx, &f.spec, true); err != nil {
@@ -498,7 +501,26 @@ func rekeyTopicSpec(spec *FeedSpec) (broker.TopicSpec, error) {
 // key), so each transaction lands in one partition.
 func rekeyStage1(s *FeedSpec) FeedSpec {
 	return FeedSpec{Name: rekeyStage1Name(s.Name), Type: TypeKafka, Sources: s.Sources, Directions: s.Directions,
-		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name), rekeyStage: true}
+		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name), rekeyStage: true, standby: s.standby}
+}
+
+// Standby is spec as a feed this node keeps but does not run, because
+// another site runs it: its consumer groups stay (internal/site keeps them
+// where that site delivered) and its status says standby.
+func Standby(spec FeedSpec) FeedSpec {
+	off := false
+	spec.Enabled, spec.standby = &off, true
+	return spec
+}
+
+// Groups are the consumer groups of the feed spec: its own, and its re-key
+// stage's for a re-keyed xdr feed.
+func (m *Manager) Groups(spec *FeedSpec) []string {
+	g := []string{m.cfg.GroupPrefix + spec.Name}
+	if spec.Type == TypeXDR && spec.XDR != nil && spec.XDR.Rekey {
+		g = append(g, m.cfg.GroupPrefix+rekeyStage1Name(spec.Name))
+	}
+	return g
 }
 
 // rekeyStage1Name is the name of the first stage of the re-keyed xdr feed

@@ -25,8 +25,14 @@ type FeedSpec struct {
 	// rekeyStage marks the first stage, which tells the second how far
 	// it has forwarded each source partition (watermark.go).
 	rekeyStage bool
+	// standby marks a disabled feed that another site runs (Standby).
+	standby bool
 
-	Name       string   `json:"name"`
+	Name string `json:"name"`
+	// Site is, with two-site redundancy (internal/site), the site that
+	// runs the feed; the other keeps it standing by. The API sets it to
+	// the site the feed is created at.
+	Site       string   `json:"site,omitempty"`
 	Type       string   `json:"type"`
 	Sources    []string `json:"sources"`              // NF types (topics), e.g. SCP, NRF
 	Directions []string `json:"directions,omitempty"` // message directions; empty = all

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/api"
+	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/obs"
+	"github.com/signalbox/signalbox/internal/site"
+)
+
+// mirroredTopics are the topics the peer site's copies are mirrored into
+// here: one per NF topic, with its partitions (none without -site).
+func (s *Server) mirroredTopics(nf []broker.TopicSpec) []broker.TopicSpec {
+	if s.cfg.Site == "" {
+		return nil
+	}
+	out := make([]broker.TopicSpec, len(nf))
+	for i, t := range nf {
+		out[i] = broker.TopicSpec{Name: site.MirroredTopic(s.cfg.PeerSite, t.Name), Partitions: t.Partitions}
+	}
+	return out
+}
+
+// startSite starts the two-site parts: the mirror of this site's copies into
+// the peer's Kafka and the pair that watches the peer and places the feeds.
+func (d *directorParts) startSite(ctx context.Context, nf []broker.TopicSpec) error {
+	cfg := d.s.cfg
+	peerKafka := d.client
+	peerKafka.Brokers = splitList(cfg.PeerKafkaBrokers)
+	if d.broker != nil {
+		// Our embedded broker's settings say nothing of the peer's
+		// limits: its broker decides what is too large.
+		peerKafka.MaxMessageBytes = 0
+	}
+	d.mirror = site.NewMirror(site.MirrorConfig{Site: cfg.Site, Peer: cfg.PeerSite, Local: d.client, Remote: peerKafka,
+		Topics: nf, Registerer: d.s.reg, Logger: d.s.log})
+	pair, closePair, err := site.NewPair(site.PairConfig{Site: cfg.Site, Peer: cfg.PeerSite, PeerURL: cfg.PeerURL,
+		PeerToken: cfg.PeerToken, Takeover: cfg.SiteTakeover, Store: d.s.store, Feeds: d.mgr, Kafka: d.client,
+		Mirror: d.mirror, Topics: nf, OnChange: func() { d.s.changed(api.ChangedFeeds) },
+		Registerer: d.s.reg, Logger: d.s.log})
+	if err != nil {
+		return err
+	}
+	d.pair, d.pairClose = pair, closePair
+	sctx, stop := context.WithCancel(ctx)
+	d.siteStop = stop
+	d.siteDone = make(chan struct{}, 2)
+	go func() { defer func() { d.siteDone <- struct{}{} }(); d.mirror.Run(sctx) }()
+	go func() { defer func() { d.siteDone <- struct{}{} }(); pair.Run(sctx) }()
+	d.s.log.Info("two-site redundancy", "site", cfg.Site, "peer", cfg.PeerSite, "peer_url", cfg.PeerURL,
+		"peer_kafka", cfg.PeerKafkaBrokers, "takeover", cfg.SiteTakeover)
+	return nil
+}
+
+// stopSite stops the mirror and the pair.
+func (d *directorParts) stopSite(ctx context.Context) {
+	if d.siteStop == nil {
+		return
+	}
+	d.siteStop()
+	for range 2 {
+		select {
+		case <-d.siteDone:
+		case <-ctx.Done():
+			return
+		}
+	}
+	d.pairClose()
+}
+
+// siteState answers the peer site (GET /api/v1/site); nil without -site.
+func (s *Server) siteState() api.SiteReporter {
+	if s.dir == nil || s.dir.pair == nil {
+		return nil
+	}
+	return siteReporter{s.dir.pair}
+}
+
+type siteReporter struct{ p *site.Pair }
+
+func (r siteReporter) State(ctx context.Context) (any, error) { return r.p.State(ctx) }
+
+// checkSite raises site_peer_unreachable while the peer site has not
+// answered for 5 s (saying whether this site took its feeds over), and
+// site_mirror_failing while copies are not reaching the peer's Kafka.
+func (s *Server) checkSite(now time.Time) {
+	if s.dir == nil || s.dir.pair == nil {
+		return
+	}
+	peer := s.dir.pair.Peer()
+	if down, since, why, taken := s.dir.pair.PeerDown(); down && now.Sub(since) >= 5*time.Second {
+		what := "this site runs only its own feeds until -site-takeover passes"
+		if taken {
+			what = "this site runs the peer's feeds too"
+		}
+		s.alarms.Raise(alarmSitePeer, "site/"+peer, obs.Major,
+			fmt.Sprintf("peer site %s has not answered for %s (%v): %s", peer, now.Sub(since).Round(time.Second), why, what))
+	} else if !down {
+		s.alarms.Clear(alarmSitePeer, "site/"+peer)
+	}
+	if err := s.dir.mirror.LastError(); err != nil {
+		s.alarms.Raise(alarmSiteMirror, "site/"+peer, obs.Major,
+			fmt.Sprintf("copies are not mirrored into peer site %s's Kafka: %v", peer, err))
+	} else {
+		s.alarms.Clear(alarmSiteMirror, "site/"+peer)
+	}
+}

@@ -1,0 +1,502 @@
+// Package site is two-site redundancy: two signalbox sites, each with its
+// own Kafka and config store, that carry each other's copies and feeds.
+// Each site mirrors the copies NFs produce into its NF topics to the peer's
+// Kafka (mirror.go), into topics named for the origin site ("east.SCP"),
+// partition for partition, each copy keeping its key, value, headers and
+// timestamp and gaining its origin offset; so both sites hold every copy,
+// and a feed at either site reads its NF topics and the peer's mirrored
+// ones. A feed runs at one site, its owner; the pair (pair.go) mirrors the
+// owner's feed specs into the peer's store, keeps the peer's consumer
+// groups where the owner's feeds have delivered (translated through the
+// mirror's offset maps), and runs the peer's feeds when the peer has not
+// answered for the takeover time, until it is back.
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
+)
+
+// Record headers the mirror adds to each copy it mirrors.
+const (
+	HeaderSite   = "signalbox-site"          // the origin site's name
+	HeaderOrigin = "signalbox-origin-offset" // the copy's offset in the origin partition
+)
+
+// MirroredTopic is where a site's copies of topic are mirrored to at its peer.
+func MirroredTopic(site, topic string) string { return site + "." + topic }
+
+// mirrorGroup is the consumer group of a site's mirror, in its own Kafka: the
+// nodes of a site share the partitions to mirror. It commits nothing: where
+// a partition goes on is read from the peer's topic (resume).
+func mirrorGroup(peer string) string { return "signalbox-site-mirror-" + peer }
+
+// flushTimeout bounds the wait for the peer to acknowledge a poll's copies;
+// past it the mirror starts again (the peer's Kafka is down, say).
+const flushTimeout = 30 * time.Second
+
+// MirrorConfig configures a Mirror.
+type MirrorConfig struct {
+	Site       string              // this site
+	Peer       string              // the peer site
+	Local      broker.ClientConfig // this site's Kafka
+	Remote     broker.ClientConfig // the peer's Kafka
+	Topics     []broker.TopicSpec  // this site's NF topics, mirrored
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Mirror copies this site's NF topics into the peer's Kafka, and keeps the
+// offset maps the pair translates feed positions with.
+type Mirror struct {
+	cfg  MirrorConfig
+	log  *slog.Logger
+	mu   sync.Mutex
+	maps map[topicPart]*offsetMap
+
+	copies  *prometheus.CounterVec
+	errs    prometheus.Counter
+	running prometheus.Gauge
+	lastErr error
+}
+
+type topicPart struct {
+	topic string
+	part  int32
+}
+
+// NewMirror makes a mirror; Run runs it.
+func NewMirror(cfg MirrorConfig) *Mirror {
+	m := &Mirror{cfg: cfg, log: cfg.Logger, maps: map[topicPart]*offsetMap{},
+		copies: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_site_mirrored_copies_total",
+			Help: "Copies of this site's NF topics mirrored into the peer site's Kafka, by topic."}, []string{"topic"}),
+		errs: prometheus.NewCounter(prometheus.CounterOpts{Name: "signalbox_site_mirror_errors_total",
+			Help: "Times the mirror to the peer site's Kafka failed and started again (peer unreachable, a produce refused, partition counts that differ)."}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "signalbox_site_mirror_up",
+			Help: "1 while this node mirrors copies into the peer site's Kafka."}),
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(m.copies, m.errs, m.running)
+	}
+	return m
+}
+
+// Run mirrors until ctx ends, starting again after a failure (the peer's
+// Kafka down, say) from where the peer's topics end.
+func (m *Mirror) Run(ctx context.Context) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := m.run(ctx)
+		m.running.Set(0)
+		if ctx.Err() != nil {
+			return
+		}
+		m.errs.Inc()
+		m.mu.Lock()
+		m.lastErr = err
+		m.mu.Unlock()
+		m.log.Warn("site mirror stopped; starting again", "peer", m.cfg.Peer, "err", err, "in", backoff)
+		if time.Since(start) > time.Minute {
+			backoff = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// LastError is the mirror's last failure, nil while none.
+func (m *Mirror) LastError() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastErr
+}
+
+func (m *Mirror) run(ctx context.Context) error {
+	// No record delivery timeout: franz-go measures it from a record's
+	// timestamp, which is the NF's, so a backlog would time out at once.
+	// A flush that does not end in flushTimeout fails the run instead.
+	remote, err := m.cfg.Remote.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(2*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer remote.Close()
+	if err := m.checkTopics(ctx, remote); err != nil {
+		return err
+	}
+	names := make([]string, len(m.cfg.Topics))
+	for i, t := range m.cfg.Topics {
+		names[i] = t.Name
+	}
+	local, err := m.cfg.Local.NewClient(
+		kgo.ConsumerGroup(mirrorGroup(m.cfg.Peer)),
+		kgo.ConsumeTopics(names...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			return m.resume(ctx, remote, offs)
+		}),
+	)
+	if err != nil {
+		return err
+	}
+	defer local.Close()
+	m.running.Set(1)
+	m.mu.Lock()
+	m.lastErr = nil
+	m.mu.Unlock()
+	m.log.Info("site mirror running", "peer", m.cfg.Peer, "topics", names)
+
+	var (
+		pmu     sync.Mutex
+		failure error
+	)
+	for {
+		fs := local.PollFetches(ctx)
+		if ctx.Err() != nil {
+			local.AllowRebalance() // or Close waits for it, leaving the group
+			return nil
+		}
+		if err := fs.Err0(); err != nil && !errors.Is(err, context.Canceled) {
+			local.AllowRebalance()
+			return fmt.Errorf("read %s: %w", m.cfg.Site, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			om := m.offsetMap(r.Topic, r.Partition)
+			origin := r.Offset
+			out := &kgo.Record{
+				Topic:     MirroredTopic(m.cfg.Site, r.Topic),
+				Partition: r.Partition,
+				Key:       r.Key,
+				Value:     r.Value,
+				Timestamp: r.Timestamp,
+				Headers: append(r.Headers[:len(r.Headers):len(r.Headers)],
+					kgo.RecordHeader{Key: HeaderSite, Value: []byte(m.cfg.Site)},
+					kgo.RecordHeader{Key: HeaderOrigin, Value: strconv.AppendInt(nil, origin, 10)}),
+			}
+			remote.Produce(ctx, out, func(pr *kgo.Record, err error) {
+				if err != nil {
+					pmu.Lock()
+					if failure == nil {
+						failure = err
+					}
+					pmu.Unlock()
+					return
+				}
+				om.add(origin, pr.Offset)
+			})
+		})
+		// Everything produced lands before the partitions can move:
+		// whoever mirrors them next reads the peer's topic to go on.
+		fctx, fcancel := context.WithTimeout(ctx, flushTimeout)
+		ferr := remote.Flush(fctx)
+		fcancel()
+		pmu.Lock()
+		perr := failure
+		pmu.Unlock()
+		local.AllowRebalance()
+		switch {
+		case perr != nil:
+			return fmt.Errorf("produce to %s: %w", m.cfg.Peer, perr)
+		case ctx.Err() != nil:
+			return nil
+		case ferr != nil:
+			return fmt.Errorf("produce to %s: not acknowledged in %s: %w", m.cfg.Peer, flushTimeout, ferr)
+		}
+		fs.EachTopic(func(t kgo.FetchTopic) {
+			n := 0
+			t.EachRecord(func(*kgo.Record) { n++ })
+			if n > 0 {
+				m.copies.WithLabelValues(t.Topic).Add(float64(n))
+			}
+		})
+	}
+}
+
+// checkTopics makes the mirrored topics in the peer's Kafka, partition for
+// partition as here, and refuses to run where one exists with another count:
+// a copy must land on the partition of its origin for the positions to map.
+func (m *Mirror) checkTopics(ctx context.Context, remote *kgo.Client) error {
+	want := make([]broker.TopicSpec, len(m.cfg.Topics))
+	names := make([]string, len(m.cfg.Topics))
+	for i, t := range m.cfg.Topics {
+		want[i] = broker.TopicSpec{Name: MirroredTopic(m.cfg.Site, t.Name), Partitions: t.Partitions}
+		names[i] = want[i].Name
+	}
+	if err := broker.EnsureTopics(ctx, remote, want, true); err != nil {
+		return fmt.Errorf("peer %s: %w", m.cfg.Peer, err)
+	}
+	have, err := broker.PartitionCounts(ctx, remote, names)
+	if err != nil {
+		return fmt.Errorf("peer %s: %w", m.cfg.Peer, err)
+	}
+	for _, w := range want {
+		if n := have[w.Name]; n != w.Partitions {
+			return fmt.Errorf("peer %s: topic %s has %d partitions, this site's %d: they must be the same", m.cfg.Peer, w.Name, n, w.Partitions)
+		}
+	}
+	return nil
+}
+
+// resume positions each partition this node was given after the last copy
+// the peer's topic holds (its origin offset header), and at the start of the
+// partition where the peer has none.
+func (m *Mirror) resume(ctx context.Context, remote *kgo.Client, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	topics := make([]string, 0, len(offs))
+	for t := range offs {
+		topics = append(topics, MirroredTopic(m.cfg.Site, t))
+	}
+	tails, err := lastRecords(ctx, m.cfg.Remote, remote, topics)
+	if err != nil {
+		return nil, fmt.Errorf("peer %s: read where the mirror stopped: %w", m.cfg.Peer, err)
+	}
+	out := make(map[string]map[int32]kgo.Offset, len(offs))
+	for t, parts := range offs {
+		out[t] = make(map[int32]kgo.Offset, len(parts))
+		for p := range parts {
+			at := kgo.NewOffset().AtStart()
+			if r := tails[MirroredTopic(m.cfg.Site, t)][p]; r != nil {
+				origin, ok := originOffset(r)
+				if !ok {
+					return nil, fmt.Errorf("peer %s: %s/%d offset %d has no %s header: the topic is written by something else than this site's mirror",
+						m.cfg.Peer, r.Topic, p, r.Offset, HeaderOrigin)
+				}
+				m.offsetMap(t, p).add(origin, r.Offset)
+				at = kgo.NewOffset().At(origin + 1).WithEpoch(-1)
+			}
+			out[t][p] = at
+		}
+	}
+	m.log.Info("site mirror positioned", "peer", m.cfg.Peer, "partitions", len(tails))
+	return out, nil
+}
+
+// originOffset reads a mirrored copy's origin offset header.
+func originOffset(r *kgo.Record) (int64, bool) {
+	for _, h := range r.Headers {
+		if h.Key == HeaderOrigin {
+			n, err := strconv.ParseInt(string(h.Value), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+func (m *Mirror) offsetMap(topic string, part int32) *offsetMap {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := topicPart{topic, part}
+	om := m.maps[k]
+	if om == nil {
+		om = &offsetMap{}
+		m.maps[k] = om
+	}
+	return om
+}
+
+// PeerOffset translates a position in this site's topic (the next offset to
+// read of topic/part) to the position in the peer's mirrored topic. Where
+// the offset map does not know it (a restart seeds the map from the peer's
+// last copies; another node of this site mirrors the partition), the
+// peer's topic is searched for it.
+func (m *Mirror) PeerOffset(ctx context.Context, topic string, part int32, next int64) (int64, bool) {
+	if d, ok := m.offsetMap(topic, part).destOf(next); ok {
+		return d, true
+	}
+	d, err := m.search(ctx, MirroredTopic(m.cfg.Site, topic), part, func(origin int64) bool { return origin >= next })
+	if err != nil {
+		m.log.Warn("site mirror: find a position in the peer's topic", "topic", topic, "partition", part, "offset", next, "err", err)
+		return 0, false
+	}
+	return d, true
+}
+
+// LocalOffset translates a position in the peer's mirrored copy of this
+// site's topic/part to the position in this site's topic; where the offset
+// map does not know it, the copy there is read from the peer's Kafka.
+func (m *Mirror) LocalOffset(ctx context.Context, topic string, part int32, next int64) (int64, bool) {
+	if o, ok := m.offsetMap(topic, part).originOf(next); ok {
+		return o, true
+	}
+	o, err := m.originAfter(ctx, MirroredTopic(m.cfg.Site, topic), part, next)
+	if err != nil {
+		m.log.Warn("site mirror: read a mirrored copy's origin", "topic", topic, "partition", part, "offset", next, "err", err)
+		return 0, false
+	}
+	return o, true
+}
+
+// bounds are the start and end offsets of the peer's topic/part.
+func (m *Mirror) bounds(ctx context.Context, topic string, part int32) (start, end int64, err error) {
+	cl, err := m.cfg.Remote.NewClient()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for i, list := range []func(context.Context, ...string) (kadm.ListedOffsets, error){adm.ListStartOffsets, adm.ListEndOffsets} {
+		lo, err := list(ctx, topic)
+		if err == nil {
+			err = lo.Error()
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		o, _ := lo.Lookup(topic, part)
+		if i == 0 {
+			start = o.Offset
+		} else {
+			end = o.Offset
+		}
+	}
+	return start, end, nil
+}
+
+// originAfter is where, in the origin partition, a reader positioned at
+// next in the peer's topic/part goes on: the origin of the copy at next, or
+// past the end, after the last copy's.
+func (m *Mirror) originAfter(ctx context.Context, topic string, part int32, next int64) (int64, error) {
+	start, end, err := m.bounds(ctx, topic, part)
+	if err != nil {
+		return 0, err
+	}
+	if end <= start {
+		return 0, fmt.Errorf("%s/%d holds no copy", topic, part)
+	}
+	if next >= end {
+		o, err := m.originAt(ctx, topic, part, end-1)
+		return o + 1, err
+	}
+	return m.originAt(ctx, topic, part, max(next, start))
+}
+
+// search is the first offset of the peer's topic/part whose copy's origin
+// satisfies ok (monotone: false, then true), or the end if none does.
+func (m *Mirror) search(ctx context.Context, topic string, part int32, ok func(origin int64) bool) (int64, error) {
+	lo, hi, err := m.bounds(ctx, topic, part)
+	if err != nil {
+		return 0, err
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		o, err := m.originAt(ctx, topic, part, mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok(o) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}
+
+// originAt reads the origin offset of the copy at offset at (or the first
+// after it) of the peer's topic/part.
+func (m *Mirror) originAt(ctx context.Context, topic string, part int32, at int64) (int64, error) {
+	rd, err := m.cfg.Remote.NewClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(at)}}))
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		var r *kgo.Record
+		fs.EachRecord(func(x *kgo.Record) {
+			if r == nil && x.Offset >= at {
+				r = x
+			}
+		})
+		if r != nil {
+			o, ok := originOffset(r)
+			if !ok {
+				return 0, fmt.Errorf("%s/%d offset %d has no %s header", topic, part, r.Offset, HeaderOrigin)
+			}
+			return o, nil
+		}
+	}
+}
+
+// lastRecords reads the last record of every non-empty partition of topics.
+func lastRecords(ctx context.Context, cc broker.ClientConfig, cl *kgo.Client, topics []string) (map[string]map[int32]*kgo.Record, error) {
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
+	at := map[string]map[int32]kgo.Offset{}
+	want := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		s, _ := starts.Lookup(o.Topic, o.Partition)
+		if o.Offset > s.Offset {
+			if at[o.Topic] == nil {
+				at[o.Topic] = map[int32]kgo.Offset{}
+			}
+			at[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset - 1)
+			want++
+		}
+	})
+	out := map[string]map[int32]*kgo.Record{}
+	if want == 0 {
+		return out, nil
+	}
+	rd, err := cc.NewClient(kgo.ConsumePartitions(at))
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for got := 0; got < want; {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read the last copies: %d of %d partitions: %w", got, want, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if out[r.Topic] == nil {
+				out[r.Topic] = map[int32]*kgo.Record{}
+			}
+			if out[r.Topic][r.Partition] == nil {
+				got++
+			}
+			out[r.Topic][r.Partition] = r
+		})
+	}
+	return out, nil
+}
