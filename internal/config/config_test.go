@@ -105,3 +105,38 @@ func TestParseTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestSiteFlags: the two-site settings go together, and each is checked.
+func TestSiteFlags(t *testing.T) {
+	ok := []string{"-site", "east", "-peer-site", "west", "-peer-url", "http://west:8080", "-peer-token", "t", "-peer-kafka-brokers", "west:9092"}
+	if _, err := parse(t, ok, nil, ""); err != nil {
+		t.Fatalf("a full site pair: %v", err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-peer-url", "http://west:8080"}, "need -site"},
+		{[]string{"-site", "east"}, "-peer-site"},
+		{[]string{"-site", "east", "-peer-site", "east"}, "not this site's"},
+		{[]string{"-site", "east side", "-peer-site", "west"}, `-site "east side"`},
+		{slicesWith(ok, "-peer-url", "west:8080"), "-peer-url"},
+		{slicesWith(ok, "-site-takeover", "1s"), "-site-takeover 1s"},
+		{slicesWith(ok, "-director=false", ""), "needs the director"},
+		{[]string{"-site", "east", "-peer-site", "west", "-peer-url", "http://west:8080", "-peer-kafka-brokers", "w:9092"}, "-peer-token"},
+	} {
+		_, err := parse(t, c.args, nil, "")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.want)
+		}
+	}
+}
+
+// slicesWith is args with flag set to v (appended; v "" for a bool flag).
+func slicesWith(args []string, flag, v string) []string {
+	out := append([]string(nil), args...)
+	if v == "" {
+		return append(out, flag)
+	}
+	return append(out, flag, v)
+}
