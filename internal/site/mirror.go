@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,10 @@ func mirrorGroup(peer string) string { return "signalbox-site-mirror-" + peer }
 // flushTimeout bounds the wait for the peer to acknowledge a poll's copies;
 // past it the mirror starts again (the peer's Kafka is down, say).
 const flushTimeout = 30 * time.Second
+
+// flushEvery is how often the mirror waits for the peer's acknowledgements
+// and lets a rebalance of its group go on.
+const flushEvery = 100 * time.Millisecond
 
 // MirrorConfig configures a Mirror.
 type MirrorConfig struct {
@@ -134,24 +139,28 @@ func (m *Mirror) run(ctx context.Context) error {
 	// No record delivery timeout: franz-go measures it from a record's
 	// timestamp, which is the NF's, so a backlog would time out at once.
 	// A flush that does not end in flushTimeout fails the run instead.
+	if err := m.checkTopics(ctx); err != nil {
+		return err
+	}
+	// A client of its own after the check: one that asked for a topic
+	// before it was made would wait out its metadata's age (5 s) to see it.
 	remote, err := m.cfg.Remote.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(2*time.Millisecond))
 	if err != nil {
 		return err
 	}
 	defer remote.Close()
-	if err := m.checkTopics(ctx, remote); err != nil {
-		return err
-	}
 	names := make([]string, len(m.cfg.Topics))
 	for i, t := range m.cfg.Topics {
 		names[i] = t.Name
 	}
+	var rebalancing atomic.Bool // a rebalance waits for AllowRebalance
 	local, err := m.cfg.Local.NewClient(
 		kgo.ConsumerGroup(mirrorGroup(m.cfg.Peer)),
 		kgo.ConsumeTopics(names...),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { rebalancing.Store(true) }),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 			return m.resume(ctx, remote, offs)
@@ -171,19 +180,28 @@ func (m *Mirror) run(ctx context.Context) error {
 		pmu     sync.Mutex
 		failure error
 	)
+	counted := make(map[string]prometheus.Counter, len(names))
+	for _, n := range names {
+		counted[n] = m.copies.WithLabelValues(n)
+	}
+	lastFlush := time.Now()
 	for {
-		fs := local.PollFetches(ctx)
+		// A poll ends by flushEvery even when nothing comes, so that a
+		// rebalance waiting for it goes on.
+		pctx, pcancel := context.WithTimeout(ctx, flushEvery)
+		fs := local.PollFetches(pctx)
+		pcancel()
 		if ctx.Err() != nil {
 			local.AllowRebalance() // or Close waits for it, leaving the group
 			return nil
 		}
-		if err := fs.Err0(); err != nil && !errors.Is(err, context.Canceled) {
+		if err := fs.Err0(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			local.AllowRebalance()
 			return fmt.Errorf("read %s: %w", m.cfg.Site, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			om := m.offsetMap(r.Topic, r.Partition)
-			origin := r.Offset
+			origin, c := r.Offset, counted[r.Topic]
 			out := &kgo.Record{
 				Topic:     MirroredTopic(m.cfg.Site, r.Topic),
 				Partition: r.Partition,
@@ -204,17 +222,25 @@ func (m *Mirror) run(ctx context.Context) error {
 					return
 				}
 				om.add(origin, pr.Offset)
+				c.Inc()
 			})
 		})
-		// Everything produced lands before the partitions can move:
-		// whoever mirrors them next reads the peer's topic to go on.
+		// Partitions move only once everything produced has landed:
+		// whoever mirrors them next reads the peer's topic to go on. A
+		// rebalance waits for that at most flushEvery (the producer's
+		// buffer bounds what is in flight meanwhile).
+		if !rebalancing.Load() && time.Since(lastFlush) < flushEvery {
+			continue
+		}
 		fctx, fcancel := context.WithTimeout(ctx, flushTimeout)
 		ferr := remote.Flush(fctx)
 		fcancel()
 		pmu.Lock()
 		perr := failure
 		pmu.Unlock()
+		rebalancing.Store(false)
 		local.AllowRebalance()
+		lastFlush = time.Now()
 		switch {
 		case perr != nil:
 			return fmt.Errorf("produce to %s: %w", m.cfg.Peer, perr)
@@ -223,20 +249,18 @@ func (m *Mirror) run(ctx context.Context) error {
 		case ferr != nil:
 			return fmt.Errorf("produce to %s: not acknowledged in %s: %w", m.cfg.Peer, flushTimeout, ferr)
 		}
-		fs.EachTopic(func(t kgo.FetchTopic) {
-			n := 0
-			t.EachRecord(func(*kgo.Record) { n++ })
-			if n > 0 {
-				m.copies.WithLabelValues(t.Topic).Add(float64(n))
-			}
-		})
 	}
 }
 
 // checkTopics makes the mirrored topics in the peer's Kafka, partition for
 // partition as here, and refuses to run where one exists with another count:
 // a copy must land on the partition of its origin for the positions to map.
-func (m *Mirror) checkTopics(ctx context.Context, remote *kgo.Client) error {
+func (m *Mirror) checkTopics(ctx context.Context) error {
+	remote, err := m.cfg.Remote.NewClient()
+	if err != nil {
+		return err
+	}
+	defer remote.Close()
 	want := make([]broker.TopicSpec, len(m.cfg.Topics))
 	names := make([]string, len(m.cfg.Topics))
 	for i, t := range m.cfg.Topics {

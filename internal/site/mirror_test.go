@@ -142,7 +142,7 @@ func TestMirror(t *testing.T) {
 	<-bdone
 }
 
-func mustClient(t *testing.T, cc broker.ClientConfig, opts ...kgo.Opt) *kgo.Client {
+func mustClient(t testing.TB, cc broker.ClientConfig, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := cc.NewClient(opts...)
 	if err != nil {
