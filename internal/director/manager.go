@@ -82,7 +82,7 @@ const (
 	// StateStandby is a feed this node keeps the position of while another
 	// site runs it (two-site redundancy, internal/site).
 	StateStandby = "standby"
-	StateError        = "error"
+	StateError   = "error"
 )
 
 // FeedStatus is a feed's runtime state and counters since it (re)started.
