@@ -104,7 +104,11 @@ func TestRateLimitsHoldAcrossNodes(t *testing.T) {
 	for i := range nodes {
 		cfg := testConfig(t, t.TempDir(), false)
 		cfg.Store = dsn
-		cfg.RateLimitSync = 100 * time.Millisecond
+		// 50 ms, not the default 100: a count reaches the other node
+		// within two intervals plus the store's latency, and calls 250 ms
+		// apart under make test's load (two cores, the race detector, other
+		// packages' tests) left 100 ms too little margin (12 of 10 seen).
+		cfg.RateLimitSync = 50 * time.Millisecond
 		cfg.NodeName = fmt.Sprintf("node-%d", i)
 		nodes[i] = startServer(t, cfg)
 		defer nodes[i].Shutdown()
