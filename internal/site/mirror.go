@@ -163,7 +163,7 @@ func (m *Mirror) run(ctx context.Context) error {
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { rebalancing.Store(true) }),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-			return m.resume(ctx, remote, offs)
+			return m.resume(ctx, offs)
 		}),
 	)
 	if err != nil {
@@ -285,33 +285,29 @@ func (m *Mirror) checkTopics(ctx context.Context) error {
 // resume positions each partition this node was given after the last copy
 // the peer's topic holds (its origin offset header), and at the start of the
 // partition where the peer has none.
-func (m *Mirror) resume(ctx context.Context, remote *kgo.Client, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	topics := make([]string, 0, len(offs))
-	for t := range offs {
-		topics = append(topics, MirroredTopic(m.cfg.Site, t))
-	}
-	tails, err := lastRecords(ctx, m.cfg.Remote, remote, topics)
-	if err != nil {
-		return nil, fmt.Errorf("peer %s: read where the mirror stopped: %w", m.cfg.Peer, err)
-	}
+func (m *Mirror) resume(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	out := make(map[string]map[int32]kgo.Offset, len(offs))
 	for t, parts := range offs {
+		rt := MirroredTopic(m.cfg.Site, t)
 		out[t] = make(map[int32]kgo.Offset, len(parts))
 		for p := range parts {
+			start, end, err := m.bounds(ctx, rt, p)
+			if err != nil {
+				return nil, fmt.Errorf("peer %s: read where the mirror stopped: %w", m.cfg.Peer, err)
+			}
 			at := kgo.NewOffset().AtStart()
-			if r := tails[MirroredTopic(m.cfg.Site, t)][p]; r != nil {
-				origin, ok := originOffset(r)
-				if !ok {
-					return nil, fmt.Errorf("peer %s: %s/%d offset %d has no %s header: the topic is written by something else than this site's mirror",
-						m.cfg.Peer, r.Topic, p, r.Offset, HeaderOrigin)
+			if end > start {
+				origin, err := m.originAt(ctx, rt, p, end-1)
+				if err != nil {
+					return nil, fmt.Errorf("peer %s: read where the mirror stopped: %w (is the topic written by something else than this site's mirror?)", m.cfg.Peer, err)
 				}
-				m.offsetMap(t, p).add(origin, r.Offset)
+				m.offsetMap(t, p).add(origin, end-1)
 				at = kgo.NewOffset().At(origin + 1).WithEpoch(-1)
 			}
 			out[t][p] = at
 		}
 	}
-	m.log.Info("site mirror positioned", "peer", m.cfg.Peer, "partitions", len(tails))
+	m.log.Info("site mirror positioned", "peer", m.cfg.Peer, "topics", len(out))
 	return out, nil
 }
 
@@ -465,62 +461,4 @@ func (m *Mirror) originAt(ctx context.Context, topic string, part int32, at int6
 			return o, nil
 		}
 	}
-}
-
-// lastRecords reads the last record of every non-empty partition of topics.
-func lastRecords(ctx context.Context, cc broker.ClientConfig, cl *kgo.Client, topics []string) (map[string]map[int32]*kgo.Record, error) {
-	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topics...)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, err
-	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, err
-	}
-	at := map[string]map[int32]kgo.Offset{}
-	want := 0
-	ends.Each(func(o kadm.ListedOffset) {
-		s, _ := starts.Lookup(o.Topic, o.Partition)
-		if o.Offset > s.Offset {
-			if at[o.Topic] == nil {
-				at[o.Topic] = map[int32]kgo.Offset{}
-			}
-			at[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset - 1)
-			want++
-		}
-	})
-	out := map[string]map[int32]*kgo.Record{}
-	if want == 0 {
-		return out, nil
-	}
-	rd, err := cc.NewClient(kgo.ConsumePartitions(at))
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	for got := 0; got < want; {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("read the last copies: %d of %d partitions: %w", got, want, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if out[r.Topic] == nil {
-				out[r.Topic] = map[int32]*kgo.Record{}
-			}
-			if out[r.Topic][r.Partition] == nil {
-				got++
-			}
-			out[r.Topic][r.Partition] = r
-		})
-	}
-	return out, nil
 }
