@@ -206,7 +206,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func (f *feed) run(ctx context.Context) {
 	defer close(f.done)
 	f.setState(StateStarting)
-	if f.spec.ExactlyOnce {
+	switch {
+	case f.spec.ExactlyOnce && f.spec.Type == TypeXDR:
+		f.runTransactionalXDR(ctx)
+		return
+	case f.spec.ExactlyOnce:
 		f.runTransactional(ctx)
 		return
 	}

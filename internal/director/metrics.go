@@ -34,6 +34,7 @@ type metrics struct {
 	records        *prometheus.CounterVec
 	upstreamStalls *prometheus.CounterVec
 	replayed       *prometheus.CounterVec
+	checkpoints    *prometheus.CounterVec // by feed and outcome
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -87,6 +88,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Transaction records an xdr feed's output confirmed."}, feed),
 		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_xdr_replayed_copies_total",
 			Help: "Copies a re-keyed xdr feed's correlating stage dropped because its re-key stage forwarded them again (a node that took a partition over re-read it from the last commit)."}, feed),
+		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_xdr_checkpoints_total",
+			Help: "Partitions an exactly-once xdr feed took up, by what it found of its checkpoint: restored (its open transactions rebuilt), missing (none yet: a new feed), mismatched (not of the offset committed: records of copies above it may be made again), invalid (a checkpoint record that does not decode)."},
+			[]string{"feed", "outcome"}),
 		upstreamStalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_xdr_upstream_stalls_total",
 			Help: "Times a re-keyed xdr feed held its transaction timeouts because a partition of its re-key stage stopped moving (a node down until the group's session timeout)."}, feed),
 	}
@@ -94,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed} {
+		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.checkpoints} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -116,6 +120,11 @@ func (m *metrics) declare(spec *FeedSpec) {
 	}
 	if spec.Type == TypeXDR {
 		m.records.WithLabelValues(spec.Name)
+		if spec.ExactlyOnce {
+			for _, o := range []string{"restored", "missing", "mismatched", "invalid"} {
+				m.checkpoints.WithLabelValues(spec.Name, o)
+			}
+		}
 		if spec.XDR != nil && spec.XDR.Rekey {
 			m.replayed.WithLabelValues(spec.Name)
 			m.upstreamStalls.WithLabelValues(spec.Name)
@@ -138,6 +147,7 @@ func (m *metrics) forget(feed string) {
 		v.DeleteLabelValues(feed)
 	}
 	m.incomplete.DeletePartialMatch(prometheus.Labels{"feed": feed})
+	m.checkpoints.DeletePartialMatch(prometheus.Labels{"feed": feed})
 	m.lag.DeleteLabelValues(feed)
 	m.connected.DeleteLabelValues(feed)
 	m.latency.DeleteLabelValues(feed)

@@ -50,55 +50,13 @@ func (f *feed) txnID() string {
 }
 
 func (f *feed) runTransactional(ctx context.Context) {
-	f.setReader(ReaderOwn)
-	var (
-		sess *kgo.GroupTransactSession
-		err  error
-	)
-	for attempt := 0; ; attempt++ {
-		sess, err = kgo.NewGroupTransactSession(append(f.m.cfg.Client.Opts(),
-			kgo.TransactionalID(f.txnID()),
-			kgo.TransactionTimeout(txnTimeout),
-			kgo.ConsumerGroup(f.group),
-			kgo.ConsumeTopics(f.spec.Sources...),
-			// Never reset a partition it consumed: a leader election whose
-			// new epoch the broker cannot place (KIP-320's undefined
-			// epoch) resets a consumer to its reset offset, which
-			// re-produced whole polls in committed transactions (kfake
-			// after ShufflePartitionLeaders: 8,000 of 20,000 copies twice).
-			// Kept, the cursor stays where the transactions left it. The
-			// price: a partition whose unread copies retention deleted
-			// stops with OFFSET_OUT_OF_RANGE in the feed's last error
-			// rather than skip them.
-			kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.RequireStableFetchOffsets(),
-			kgo.SessionTimeout(f.m.cfg.SessionTimeout),
-			kgo.HeartbeatInterval(heartbeat(f.m.cfg.SessionTimeout)),
-			kgo.DefaultProduceTopic(f.spec.Topic),
-			kgo.ProducerBatchCompression(kgo.Lz4Compression()),
-		)...)
-		if err == nil {
-			break
-		}
-		f.setErr(err)
-		f.setState(StateError)
-		f.log.Error("feed: transactional kafka client", "err", err)
-		if !sleepCtx(ctx, f.backoff(attempt)) {
-			return
-		}
+	sess := f.txnSession(ctx)
+	if sess == nil {
+		return
 	}
 	defer sess.Close()
-	if f.m.cfg.CreateTopics {
-		for attempt := 0; ; attempt++ {
-			err := broker.EnsureTopics(ctx, sess.Client(), []broker.TopicSpec{{Name: f.spec.Topic, Partitions: 6}}, true)
-			if err == nil {
-				break
-			}
-			if !f.retryAfter(ctx, err, attempt, "feed: creating the topic") {
-				return
-			}
-		}
+	if !f.ensureOutputs(ctx, sess.Client(), broker.TopicSpec{Name: f.spec.Topic, Partitions: 6}) {
+		return
 	}
 	f.setState(StateConnected)
 
@@ -128,6 +86,62 @@ func (f *feed) runTransactional(ctx context.Context) {
 			break
 		}
 		attempt++
+	}
+}
+
+// txnSession opens the feed's transactional group session, retrying until
+// it opens or ctx ends (nil).
+func (f *feed) txnSession(ctx context.Context, opts ...kgo.Opt) *kgo.GroupTransactSession {
+	f.setReader(ReaderOwn)
+	for attempt := 0; ; attempt++ {
+		sess, err := kgo.NewGroupTransactSession(append(append(f.m.cfg.Client.Opts(),
+			kgo.TransactionalID(f.txnID()),
+			kgo.TransactionTimeout(txnTimeout),
+			kgo.ConsumerGroup(f.group),
+			kgo.ConsumeTopics(f.spec.Sources...),
+			// Never reset a partition it consumed: a leader election whose
+			// new epoch the broker cannot place (KIP-320's undefined
+			// epoch) resets a consumer to its reset offset, which
+			// re-produced whole polls in committed transactions (kfake
+			// after ShufflePartitionLeaders: 8,000 of 20,000 copies twice).
+			// Kept, the cursor stays where the transactions left it. The
+			// price: a partition whose unread copies retention deleted
+			// stops with OFFSET_OUT_OF_RANGE in the feed's last error
+			// rather than skip them.
+			kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.RequireStableFetchOffsets(),
+			kgo.SessionTimeout(f.m.cfg.SessionTimeout),
+			kgo.HeartbeatInterval(heartbeat(f.m.cfg.SessionTimeout)),
+			kgo.DefaultProduceTopic(f.spec.Topic),
+			kgo.ProducerBatchCompression(kgo.Lz4Compression()),
+		), opts...)...)
+		if err == nil {
+			return sess
+		}
+		f.setErr(err)
+		f.setState(StateError)
+		f.log.Error("feed: transactional kafka client", "err", err)
+		if !sleepCtx(ctx, f.backoff(attempt)) {
+			return nil
+		}
+	}
+}
+
+// ensureOutputs creates the topics a transactional feed produces to, when
+// the director creates topics; false if ctx ended first.
+func (f *feed) ensureOutputs(ctx context.Context, cl *kgo.Client, topics ...broker.TopicSpec) bool {
+	if !f.m.cfg.CreateTopics {
+		return true
+	}
+	for attempt := 0; ; attempt++ {
+		err := broker.EnsureTopics(ctx, cl, topics, true)
+		if err == nil {
+			return true
+		}
+		if !f.retryAfter(ctx, err, attempt, "feed: creating the topic") {
+			return false
+		}
 	}
 }
 

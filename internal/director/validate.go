@@ -76,8 +76,12 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	}
 	if spec.ExactlyOnce {
 		switch {
-		case spec.Type != TypeKafka:
-			return &FieldError{Field: "exactly_once", Msg: "exactly-once delivery is for kafka feeds: other targets take no Kafka transaction"}
+		case spec.Type == TypeXDR && spec.Topic == "":
+			return &FieldError{Field: "exactly_once", Msg: "an exactly-once xdr feed writes its records to a topic: a URL or files take no Kafka transaction"}
+		case spec.Type == TypeXDR && spec.XDR != nil && spec.XDR.Rekey:
+			return &FieldError{Field: "exactly_once", Msg: "does not combine with xdr.rekey yet: the re-key stage's watermarks are not transactional"}
+		case spec.Type != TypeKafka && spec.Type != TypeXDR:
+			return &FieldError{Field: "exactly_once", Msg: "exactly-once delivery is for kafka feeds and xdr feeds to a topic: other targets take no Kafka transaction"}
 		case spec.Kafka != nil:
 			return &FieldError{Field: "exactly_once", Msg: "needs the director's own Kafka as the target: a transaction cannot span clusters (leave out \"kafka\")"}
 		case spec.Transactions:

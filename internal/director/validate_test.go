@@ -35,6 +35,14 @@ func TestValidateNamesFields(t *testing.T) {
 		}), ""},
 		{"valid exactly once", ok(func(s *FeedSpec) { s.Type, s.Topic, s.ExactlyOnce = TypeKafka, "probe.out", true }), ""},
 		{"exactly once not kafka", ok(func(s *FeedSpec) { s.ExactlyOnce = true }), "exactly_once"},
+		{"valid exactly once xdr", ok(func(s *FeedSpec) { s.Type, s.Topic, s.ExactlyOnce = TypeXDR, "xdr.out", true }), ""},
+		{"exactly once xdr to a url", ok(func(s *FeedSpec) { s.Type, s.URL, s.ExactlyOnce = TypeXDR, "https://a:8443/x", true }), "exactly_once"},
+		{"exactly once xdr rekey", ok(func(s *FeedSpec) {
+			s.Type, s.Topic, s.ExactlyOnce, s.XDR = TypeXDR, "xdr.out", true, &XDRSpec{Rekey: true}
+		}), "exactly_once"},
+		{"exactly once xdr external", ok(func(s *FeedSpec) {
+			s.Type, s.Topic, s.ExactlyOnce, s.Kafka = TypeXDR, "x", true, &KafkaTarget{Brokers: []string{"k1:9093"}}
+		}), "exactly_once"},
 		{"exactly once external", ok(func(s *FeedSpec) {
 			s.Type, s.Topic, s.ExactlyOnce, s.Kafka = TypeKafka, "x", true, &KafkaTarget{Brokers: []string{"k1:9093"}}
 		}), "exactly_once"},

@@ -120,8 +120,9 @@ type xdrSink struct {
 	f     *feed
 	x     *xdr.Correlator
 	reg   *trackingRegisterer
-	inner Sink
-	tick  time.Duration
+	inner   Sink
+	tick    time.Duration
+	timeout time.Duration // the correlator's
 
 	mu       sync.Mutex // one delivery to inner at a time
 	recs     []xdr.Record
@@ -159,15 +160,35 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 	if f.spec.Type != TypeXDR {
 		return inner, nil
 	}
-	cfg, err := xdrConfig(&f.spec)
+	xs, err := f.newXDRSink(inner, false)
 	if err != nil {
 		inner.Close()
+		return nil, err
+	}
+	if f.spec.internal {
+		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout+xs.timeout, f.m.m.replayed.WithLabelValues(f.spec.Name))
+		xs.upDone = make(chan struct{})
+		xs.unwatch = f.m.watchRebalances(rekeyStage1Name(f.spec.Name), &xs.clock)
+		go xs.watchUpstream(ctx, f.m.cfg.GroupPrefix+rekeyStage1Name(f.spec.Name), xs.timeout)
+	}
+	f.xsp.Store(xs)
+	go xs.expireLoop(ctx)
+	return xs, nil
+}
+
+// newXDRSink makes the feed's correlator stage in front of inner, with its
+// metrics registered; track keeps every copy's offset (xdr.Config's
+// TrackOffsets), for an exactly-once feed's checkpoints.
+func (f *feed) newXDRSink(inner Sink, track bool) (*xdrSink, error) {
+	cfg, err := xdrConfig(&f.spec)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	xs := &xdrSink{f: f, inner: inner,
+	cfg.TrackOffsets = track
+	xs := &xdrSink{f: f, inner: inner, timeout: cfg.Timeout,
 		tick:   min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
 		srcIdx: map[tp]uint32{}, read: map[tp]readPos{}, owned: map[tp]bool{}, low: map[uint32]int64{},
 		spans: map[uint32][][2]int64{},
@@ -181,17 +202,8 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 		if xs.reg != nil {
 			xs.reg.unregisterAll()
 		}
-		inner.Close()
 		return nil, fmt.Errorf("feed %q: %w", f.spec.Name, err)
 	}
-	if f.spec.internal {
-		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout+cfg.Timeout, f.m.m.replayed.WithLabelValues(f.spec.Name))
-		xs.upDone = make(chan struct{})
-		xs.unwatch = f.m.watchRebalances(rekeyStage1Name(f.spec.Name), &xs.clock)
-		go xs.watchUpstream(ctx, f.m.cfg.GroupPrefix+rekeyStage1Name(f.spec.Name), cfg.Timeout)
-	}
-	f.xsp.Store(xs)
-	go xs.expireLoop(ctx)
 	return xs, nil
 }
 
@@ -238,6 +250,30 @@ func (s *xdrSink) sendFrom(ctx context.Context, b *pollBatch) error {
 // deliver sends s.recs that pass the filter to the output, retrying until it
 // confirms or ctx ends. s.mu is held.
 func (s *xdrSink) deliver(ctx context.Context) error {
+	s.encode()
+	s.store()
+	if len(s.out) == 0 {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		err := s.inner.Send(ctx, s.out)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil ||
+			!s.f.retryAfter(ctx, err, attempt, "xdr feed: record delivery failed, retrying", "records", len(s.out)) {
+			return ctx.Err()
+		}
+	}
+	s.f.setState(StateConnected)
+	s.delivered(s.out)
+	return nil
+}
+
+// encode turns s.recs into s.out, the output's copies of the records the
+// feed's filter passes, and s.keep and s.keepRaws, the records and JSON the
+// record store keeps. s.mu is held.
+func (s *xdrSink) encode() {
 	f := s.f
 	// With a record store, every record the correlator made is kept,
 	// whatever the feed's filter, by one of the xdr feeds that make it
@@ -270,30 +306,25 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 		*c = nfcopy.Copy{CorrelationID: r.CorrelationID, Timestamp: r.End, Raw: b}
 		s.out = append(s.out, c)
 	}
-	if len(s.keep) > 0 {
-		st.Append(s.keep, s.keepRaws) // copies what it keeps
-		clear(s.keep)
-		clear(s.keepRaws)
-		s.keep, s.keepRaws = s.keep[:0], s.keepRaws[:0]
+}
+
+// store hands the records encode kept to the record store.
+func (s *xdrSink) store() {
+	if len(s.keep) == 0 {
+		return
 	}
-	if len(s.out) == 0 {
-		return nil
-	}
-	for attempt := 0; ; attempt++ {
-		err := s.inner.Send(ctx, s.out)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil ||
-			!f.retryAfter(ctx, err, attempt, "xdr feed: record delivery failed, retrying", "records", len(s.out)) {
-			return ctx.Err()
-		}
-	}
-	f.setState(StateConnected)
-	s.remember(s.out)
-	f.records.Add(uint64(len(s.out)))
-	f.m.m.records.WithLabelValues(f.spec.Name).Add(float64(len(s.out)))
-	return nil
+	s.f.m.cfg.RecordStore.Append(s.keep, s.keepRaws) // copies what it keeps
+	clear(s.keep)
+	clear(s.keepRaws)
+	s.keep, s.keepRaws = s.keep[:0], s.keepRaws[:0]
+}
+
+// delivered counts out, records the output confirmed, and keeps the last
+// of them for the console.
+func (s *xdrSink) delivered(out []*nfcopy.Copy) {
+	s.remember(out)
+	s.f.records.Add(uint64(len(out)))
+	s.f.m.m.records.WithLabelValues(s.f.spec.Name).Add(float64(len(out)))
 }
 
 // expireLoop emits timed-out transactions and releases held marks whose

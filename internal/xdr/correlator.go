@@ -44,6 +44,9 @@ type Config struct {
 	Linger time.Duration
 	// Now is the clock for timeouts (default time.Now).
 	Now func() time.Time
+	// TrackOffsets keeps the offset of every copy added with AddFrom, for
+	// Open: an exactly-once reader's checkpoint names them.
+	TrackOffsets bool
 }
 
 // Correlator joins copies into Records. A transaction is COMPLETE, and its
@@ -82,6 +85,7 @@ type Config struct {
 type Correlator struct {
 	timeout  int64
 	linger   int64
+	track    bool // Config.TrackOffsets
 	maxShard int
 	expected map[string]int
 	now      func() time.Time
@@ -156,6 +160,7 @@ func New(cfg Config) (*Correlator, error) {
 	x := &Correlator{
 		timeout:  int64(cfg.Timeout),
 		linger:   int64(cfg.Linger),
+		track:    cfg.TrackOffsets,
 		maxShard: max(1, cfg.MaxPending/n),
 		expected: maps(cfg.ExpectedCopies),
 		now:      cfg.Now,
@@ -252,6 +257,9 @@ func (x *Correlator) AddFrom(c *nfcopy.Copy, src uint32, off int64, out []Record
 	}
 	if src != NoSource {
 		t.from(src, off)
+		if x.track {
+			t.offs = append(t.offs, srcAt{src, off})
+		}
 	}
 	if !t.lingers && x.completeNow(t) {
 		if x.linger > 0 {

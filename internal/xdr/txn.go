@@ -31,6 +31,7 @@ type txn struct {
 	nfs  []nfPart
 	hops []Hop
 	srcs []srcOff // where its copies were read from (AddFrom)
+	offs []srcAt  // each copy's place, with Config.TrackOffsets
 
 	method, path             string
 	producerID, producerFQDN string
@@ -52,6 +53,12 @@ type txn struct {
 type srcOff struct {
 	src      uint32
 	off, max int64
+}
+
+// srcAt is where one copy was read.
+type srcAt struct {
+	src uint32
+	off int64
 }
 
 // from notes a copy of t read from src at off.
