@@ -117,9 +117,9 @@ type readPos struct {
 
 // xdrSink is an xdr feed's Sink: correlator in front of the record output.
 type xdrSink struct {
-	f     *feed
-	x     *xdr.Correlator
-	reg   *trackingRegisterer
+	f       *feed
+	x       *xdr.Correlator
+	reg     *trackingRegisterer
 	inner   Sink
 	tick    time.Duration
 	timeout time.Duration // the correlator's
