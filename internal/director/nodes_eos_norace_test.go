@@ -57,21 +57,8 @@ func TestNodesExactlyOnceKilled(t *testing.T) {
 			t.Errorf("read_committed: %d unique, %d duplicates", u, d)
 		}
 		// kcat (librdkafka) reads the same: each copy once.
-		args := []string{"-C", "-b", c.brokers[0], "-t", "probe.out", "-X", "isolation.level=read_committed", "-e", "-o", "beginning", "-q", "-f", "%k\n"}
-		raw, err := exec.Command(kcat, args...).Output()
-		if err != nil {
-			t.Fatalf("kcat: %v", err)
-		}
-		seen := map[string]int{}
-		for _, k := range strings.Fields(string(raw)) {
-			seen[k]++
-		}
-		dups := 0
-		for _, v := range seen {
-			dups += v - 1
-		}
-		if len(seen) != n || dups != 0 {
-			t.Errorf("kcat read_committed: %d unique, %d duplicates; want %d once", len(seen), dups, n)
+		if u, d := kcatKeys(t, kcat, c, "probe.out"); u != n || d != 0 {
+			t.Errorf("kcat read_committed: %d unique, %d duplicates; want %d once", u, d, n)
 		}
 		all := newOutputReaderIso(t, c, "probe.out", kgo.ReadUncommitted())
 		time.Sleep(2 * time.Second)
@@ -116,6 +103,25 @@ func TestNodesExactlyOnceZombie(t *testing.T) {
 	if !strings.Contains(a.output(), "transaction") {
 		t.Logf("the resumed node logged no refused transaction:\n%s", a.output())
 	}
+}
+
+// kcatKeys reads topic with kcat, isolation.level=read_committed, and
+// counts the distinct keys and how many more times than once they came.
+func kcatKeys(t *testing.T, kcat string, c *testCluster, topic string) (unique, dups int) {
+	t.Helper()
+	args := []string{"-C", "-b", strings.Join(c.brokers, ","), "-t", topic, "-X", "isolation.level=read_committed", "-e", "-o", "beginning", "-q", "-f", "%k\n"}
+	raw, err := exec.Command(kcat, args...).Output()
+	if err != nil {
+		t.Fatalf("kcat: %v", err)
+	}
+	seen := map[string]int{}
+	for _, k := range strings.Fields(string(raw)) {
+		seen[k]++
+	}
+	for _, v := range seen {
+		dups += v - 1
+	}
+	return len(seen), dups
 }
 
 // outputReader counts the copies in a topic by correlation id (the key).
