@@ -113,9 +113,9 @@ type recordCounter struct {
 	results map[string]int
 }
 
-func newRecordCounter(t *testing.T, ctx context.Context, brokers []string, topic string) *recordCounter {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func newRecordCounter(t *testing.T, ctx context.Context, brokers []string, topic string, opts ...kgo.Opt) *recordCounter {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +141,17 @@ func newRecordCounter(t *testing.T, ctx context.Context, brokers []string, topic
 	}()
 	t.Cleanup(cl.Close)
 	return rc
+}
+
+// dups is how many records came more than once, by correlation id.
+func (rc *recordCounter) dups() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := 0
+	for _, v := range rc.ids {
+		n += v - 1
+	}
+	return n
 }
 
 func (rc *recordCounter) counts() (int, map[string]int) {
@@ -196,6 +207,9 @@ func TestDirectorEndToEnd(t *testing.T) {
 	createFeed(t, s, `{"name":"sepp-errors","type":"synthetic","sources":["SCP","NRF","SEPP"],"endpoint":"`+seppProbe.Addr()+`","filter":"nf_type == \"SEPP\""}`)
 	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"15s","linger":"200ms"}}`)
 	xdrs := newRecordCounter(t, ctx, s.KafkaAddrs(), "XDR")
+	// The same records, exactly once: across the restart below too.
+	createFeed(t, s, `{"name":"tx-once","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR-ONCE","exactly_once":true,"xdr":{"timeout":"15s","linger":"200ms"}}`)
+	xdrOnce := newRecordCounter(t, ctx, s.KafkaAddrs(), "XDR-ONCE", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	xdrProbe := startProbe(t, ctx, probe.ModeHTTP2)
 	createFeed(t, s, `{"name":"tx-h2","type":"xdr","sources":["SCP","NRF","SEPP"],"url":"http://`+xdrProbe.Addr()+`/records","xdr":{"timeout":"15s","linger":"200ms"}}`)
 	lake := newKafkaCounter(t, ctx, s.KafkaAddrs(), "COPIES-OUT")
@@ -245,6 +259,13 @@ func TestDirectorEndToEnd(t *testing.T) {
 	})
 	if n, results := xdrs.counts(); n != wantTx || results["complete"] != wantTx {
 		t.Fatalf("xdr feed: %d records %v, want %d complete", n, results, wantTx)
+	}
+	testkit.WaitForState(t, 30*time.Second, "exactly-once xdr feed", func() (bool, string) {
+		n, results := xdrOnce.counts()
+		return n >= wantTx, fmt.Sprintf("records=%d results=%v want %d", n, results, wantTx)
+	})
+	if n, results := xdrOnce.counts(); n != wantTx || results["complete"] != wantTx || xdrOnce.dups() != 0 {
+		t.Fatalf("exactly-once xdr feed: %d records %v, %d duplicates, want %d complete once", n, results, xdrOnce.dups(), wantTx)
 	}
 	// The same records over HTTP/2, validated by the probe.
 	testkit.WaitForState(t, 30*time.Second, "xdr feed over http2", func() (bool, string) {
@@ -309,7 +330,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 	s = startServer(t, cfg)
-	<-prodDone
+	st2 := <-prodDone
 	for _, p := range []*probe.Probe{synth, h2} {
 		testkit.WaitForState(t, 60*time.Second, "after restart "+p.Snapshot().Mode, func() (bool, string) {
 			r := p.Snapshot()
@@ -325,6 +346,17 @@ func TestDirectorEndToEnd(t *testing.T) {
 	})
 	if len(lake.errors) > 0 {
 		t.Fatalf("undecodable copies in the kafka feed: %v", lake.errors[:1])
+	}
+	// The exactly-once xdr feed took its open transactions up from its
+	// checkpoints: every transaction once, complete.
+	wantTx += int(st2.Sent["SCP"]/4 + st2.Sent["NRF"]/2 + st2.Sent["SEPP"]/2)
+	testkit.WaitForState(t, 60*time.Second, "exactly-once xdr feed after restart", func() (bool, string) {
+		n, results := xdrOnce.counts()
+		return n >= wantTx, fmt.Sprintf("records=%d results=%v dups=%d want %d", n, results, xdrOnce.dups(), wantTx)
+	})
+	time.Sleep(time.Second)
+	if n, results := xdrOnce.counts(); n != wantTx || results["complete"] != wantTx || xdrOnce.dups() != 0 {
+		t.Fatalf("exactly-once xdr feed after restart: %d records %v, %d duplicates, want %d complete once", n, results, xdrOnce.dups(), wantTx)
 	}
 }
 
