@@ -196,24 +196,7 @@ func BenchmarkXDRFeedStore(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	cpu0, start := testkit.CPUTime(), time.Now()
-	if err := m.Apply(ctx, []FeedSpec{spec}); err != nil {
-		b.Fatal(err)
-	}
-	// Until every copy is read and no record was made for a second (the
-	// correlator's last transactions time out after 500 ms); the CPU up to
-	// the last record.
-	var records uint64
-	cpu := time.Duration(0)
-	for quiet := time.Now(); time.Since(quiet) < time.Second; time.Sleep(20 * time.Millisecond) {
-		s, _ := m.Status("tx")
-		if s.Records != records || s.Lag != 0 {
-			records, quiet, cpu = s.Records, time.Now(), testkit.CPUTime()-cpu0
-		}
-		if time.Since(start) > 5*time.Minute {
-			b.Fatalf("records stopped at %d, lag %d", s.Records, s.Lag)
-		}
-	}
+	records, cpu, _ := runUntilQuiet(b, m, spec, b.N)
 	b.StopTimer()
 	stop() // the last file closed
 	recs, raws := readRecords(b, out)
@@ -233,6 +216,69 @@ func BenchmarkXDRFeedStore(b *testing.B) {
 	b.ReportMetric(store, "store-cpu-µs/record")
 	b.ReportMetric(100*store/feed, "store-%")
 	b.ReportMetric(float64(stored)/float64(len(recs)), "stored-B/record")
+}
+
+// runUntilQuiet applies the xdr feed spec and waits until it read all n
+// copies and made no record for a second (its last transactions time out within
+// its timeout, under a second); it returns the records made, and the CPU
+// and the time up to the last of them.
+func runUntilQuiet(b *testing.B, m *Manager, spec FeedSpec, n int) (records uint64, cpu, elapsed time.Duration) {
+	cpu0, start := testkit.CPUTime(), time.Now()
+	if err := m.Apply(context.Background(), []FeedSpec{spec}); err != nil {
+		b.Fatal(err)
+	}
+	for quiet := time.Now(); time.Since(quiet) < time.Second; time.Sleep(20 * time.Millisecond) {
+		s, _ := m.Status(spec.Name)
+		if s.Records != records || s.Lag != 0 || s.Delivered < uint64(n) {
+			records, quiet, cpu, elapsed = s.Records, time.Now(), testkit.CPUTime()-cpu0, time.Since(start)
+		}
+		if time.Since(start) > 5*time.Minute {
+			b.Fatalf("records stopped at %d, lag %d", s.Records, s.Lag)
+		}
+	}
+	return records, cpu, elapsed
+}
+
+// BenchmarkXDRFeedKafka is what exactly-once costs an xdr feed to a topic:
+// b.N copies of nfsim's default mix, 3 KB, already in Kafka, read from
+// earliest by an xdr feed at-least-once and exactly-once (transactions, and
+// a checkpoint of the open transactions in each). CPU (the in-process
+// broker's included) per record and records per second. Run with
+// -benchtime=100000x.
+func BenchmarkXDRFeedKafka(b *testing.B) {
+	for _, once := range []bool{false, true} {
+		b.Run(map[bool]string{false: "at-least-once", true: "exactly-once"}[once], func(b *testing.B) {
+			ctx := context.Background()
+			topics := append(slices.Clone(testTopics[:3]), broker.TopicSpec{Name: "SEPP", Partitions: 2})
+			br, err := broker.Start(ctx, broker.Config{Addr: "127.0.0.1:0", Topics: topics}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer br.Close()
+			st, err := nfsim.Run(ctx, nfsim.Config{Brokers: br.ClientConfig().Brokers, Count: int64(b.N), Size: 3000,
+				Progress: time.Hour}, io.Discard)
+			if err != nil || st.Total() != int64(b.N) {
+				b.Fatalf("nfsim: %v, sent %d of %d", err, st.Total(), b.N)
+			}
+			var m *Manager
+			m, _ = runManager(b, Config{Client: br.ClientConfig(), Topics: topics, Logger: benchLogger(), CreateTopics: true,
+				NewSink: func(spec *FeedSpec) (Sink, error) { return m.defaultSink(spec) }})
+			spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF", "SEPP"}, Start: "earliest",
+				Topic: "xdr.out", ExactlyOnce: once, XDR: &XDRSpec{Timeout: "500ms"}}
+			if err := m.Prepare(ctx, &spec); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			records, cpu, elapsed := runUntilQuiet(b, m, spec, b.N)
+			b.StopTimer()
+			if records == 0 {
+				b.Fatal("no records")
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(records), "cpu-µs/record")
+			b.ReportMetric(float64(records)/elapsed.Seconds(), "records/s")
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "copies/s")
+		})
+	}
 }
 
 // readRecords reads the records of an xdr feed's JSONL files in dir.
@@ -285,4 +331,11 @@ func storeRecords(b *testing.B, recs []xdr.Record, raws [][]byte) (time.Duration
 		}
 	}
 	return cpu, stored
+}
+
+func benchLogger() *slog.Logger {
+	if os.Getenv("DIRECTOR_BENCH_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
 }

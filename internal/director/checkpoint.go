@@ -141,10 +141,9 @@ func parseCheckpointKey(b []byte) (tp, bool) {
 }
 
 // readCheckpoints reads the feed's checkpoint topic to its last stable
-// offset and returns the last checkpoint of each source partition, and
-// whether the topic held any. A record that is not a checkpoint is logged,
+// offset and returns the last checkpoint of each source partition. A record that is not a checkpoint is logged,
 // counted and passed over: its partition is taken up without one.
-func (f *feed) readCheckpoints(ctx context.Context, adm *kadm.Client) (map[tp]checkpoint, bool, error) {
+func (f *feed) readCheckpoints(ctx context.Context, adm *kadm.Client) (map[tp]checkpoint, error) {
 	topic := CheckpointTopic(f.spec.Name)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -153,20 +152,42 @@ func (f *feed) readCheckpoints(ctx context.Context, adm *kadm.Client) (map[tp]ch
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("checkpoints %s: %w", topic, err)
+		return nil, fmt.Errorf("checkpoints %s: %w", topic, err)
 	}
-	ends, err := adm.ListCommittedOffsets(ctx, topic) // the last stable offset
+	// Every transaction that wrote to the topic so far is decided once the
+	// last stable offset reaches its end: the last checkpoints of the
+	// transactions that committed the offsets the reader starts from are
+	// then readable, or were aborted with them (a node that died with one
+	// open leaves it for up to the transaction timeout).
+	hw, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
-		err = ends.Error()
+		err = hw.Error()
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("checkpoints %s: %w", topic, err)
+		return nil, fmt.Errorf("checkpoints %s: %w", topic, err)
+	}
+	high, _ := hw.Lookup(topic, 0)
+	var ends kadm.ListedOffsets
+	for {
+		ends, err = adm.ListCommittedOffsets(ctx, topic) // the last stable offset
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("checkpoints %s: %w", topic, err)
+		}
+		if e, _ := ends.Lookup(topic, 0); e.Offset >= high.Offset {
+			break
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return nil, fmt.Errorf("checkpoints %s: a transaction stays open below offset %d: %w", topic, high.Offset, ctx.Err())
+		}
 	}
 	s, _ := starts.Lookup(topic, 0)
 	e, _ := ends.Lookup(topic, 0)
 	out := map[tp]checkpoint{}
 	if e.Offset <= s.Offset {
-		return out, e.Offset > 0, nil
+		return out, nil
 	}
 	cl, err := kgo.NewClient(append(f.m.cfg.Client.Opts(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(s.Offset)}}),
@@ -176,16 +197,16 @@ func (f *feed) readCheckpoints(ctx context.Context, adm *kadm.Client) (map[tp]ch
 		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
-		return nil, false, fmt.Errorf("checkpoints %s: %w", topic, err)
+		return nil, fmt.Errorf("checkpoints %s: %w", topic, err)
 	}
 	defer cl.Close()
 	for done := false; !done; {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return nil, false, fmt.Errorf("checkpoints %s: reading to offset %d: %w", topic, e.Offset, ctx.Err())
+			return nil, fmt.Errorf("checkpoints %s: reading to offset %d: %w", topic, e.Offset, ctx.Err())
 		}
 		if err := fs.Err0(); err != nil {
-			return nil, false, fmt.Errorf("checkpoints %s: %w", topic, err)
+			return nil, fmt.Errorf("checkpoints %s: %w", topic, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			done = done || r.Offset >= e.Offset-1
@@ -210,7 +231,7 @@ func (f *feed) readCheckpoints(ctx context.Context, adm *kadm.Client) (map[tp]ch
 			out[k] = cp
 		})
 	}
-	return out, true, nil
+	return out, nil
 }
 
 func (f *feed) badCheckpoint(r *kgo.Record, err error) {

@@ -308,9 +308,7 @@ func (t *xdrTxn) rewriteCommit(req *kmsg.TxnOffsetCommitRequest) error {
 }
 
 // takeUp reads the checkpoints of the partitions first read in fs, and
-// starts each where its checkpoint says. A checkpoint older than the commit
-// is the marker of the last transaction not written yet to the checkpoint
-// topic: it is read again, for up to the transaction timeout.
+// starts each where its checkpoint says.
 func (t *xdrTxn) takeUp(ctx context.Context, fs kgo.Fetches) error {
 	fresh := map[tp]int64{} // partition → the first offset read
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -330,21 +328,9 @@ func (t *xdrTxn) takeUp(ctx context.Context, fs kgo.Fetches) error {
 		}
 		return fresh[k]
 	}
-	var cps map[tp]checkpoint
-	for deadline := time.Now().Add(txnTimeout); ; {
-		var any bool
-		var err error
-		if cps, any, err = f.readCheckpoints(ctx, t.adm); err != nil {
-			return err
-		}
-		stale := false
-		for k := range fresh {
-			cp, ok := cps[k]
-			stale = stale || any && (!ok || cp.commit() < at(k))
-		}
-		if !stale || time.Now().After(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
-			break
-		}
+	cps, err := f.readCheckpoints(ctx, t.adm)
+	if err != nil {
+		return err
 	}
 	for k := range fresh {
 		from := at(k)
