@@ -183,6 +183,7 @@ var (
 		"signalbox_feed_tap_rebalances_total":          {"sources"},
 		"signalbox_feed_undeliverable_total":           {"feed"},
 		"signalbox_feed_xdr_replayed_copies_total":     nil,
+		"signalbox_feed_xdr_checkpoints_total":         {"feed", "outcome"},
 		"signalbox_feed_xdr_upstream_stalls_total":     nil,
 		"signalbox_xdr_handed_over_transactions_total": nil,
 		"signalbox_xdr_transactions_total":             {"nf_type", "service", "status_class"},
@@ -393,6 +394,7 @@ func TestDashboardsQueryRealMetrics(t *testing.T) {
 	createFeed(t, s, `{"name":"probe-a","type":"synthetic","sources":["SCP","NRF","SEPP"],"endpoint":"`+synth.Addr()+`"}`)
 	createFeed(t, s, `{"name":"lake","type":"kafka","sources":["SCP","NRF","SEPP"],"topic":"COPIES-OUT"}`)
 	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"2s","linger":"100ms","rekey":true}}`)
+	createFeed(t, s, `{"name":"tx-once","type":"xdr","sources":["SCP"],"topic":"XDR-ONCE","exactly_once":true}`)
 	// 3,000 copies are ~1,100 transactions, of which nfsim fails 3 % from
 	// a seed of its own each run: 300 copies (~110) had none in 1 run in
 	// ~30, and the failure panels' series then never appeared.
