@@ -175,20 +175,7 @@ func BenchmarkFeedLatency(b *testing.B) {
 // Run with -benchtime=100000x.
 func BenchmarkXDRFeedStore(b *testing.B) {
 	ctx := context.Background()
-	topics := append(slices.Clone(testTopics[:3]), broker.TopicSpec{Name: "SEPP", Partitions: 2})
-	br, err := broker.Start(ctx, broker.Config{Addr: "127.0.0.1:0", Topics: topics}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br.Close()
-	st, err := nfsim.Run(ctx, nfsim.Config{Brokers: br.ClientConfig().Brokers, Count: int64(b.N), Size: 3000,
-		Progress: time.Hour}, io.Discard)
-	if err != nil || st.Total() != int64(b.N) {
-		b.Fatalf("nfsim: %v, sent %d of %d", err, st.Total(), b.N)
-	}
-	var m *Manager
-	m, stop := runManager(b, Config{Client: br.ClientConfig(), Topics: topics, Logger: slog.New(slog.DiscardHandler),
-		NewSink: func(spec *FeedSpec) (Sink, error) { return m.defaultSink(spec) }})
+	m, stop := nfsimBacklog(b, false)
 	out := b.TempDir()
 	spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF", "SEPP"}, Start: "earliest",
 		File: &FileSpec{Dir: out, Format: "jsonl", RotateSeconds: 1}, XDR: &XDRSpec{Timeout: "500ms"}}
@@ -216,6 +203,28 @@ func BenchmarkXDRFeedStore(b *testing.B) {
 	b.ReportMetric(store, "store-cpu-µs/record")
 	b.ReportMetric(100*store/feed, "store-%")
 	b.ReportMetric(float64(stored)/float64(len(recs)), "stored-B/record")
+}
+
+// nfsimBacklog starts an in-process broker holding b.N copies of nfsim's
+// default mix, 3 KB, and a manager of it (creating topics if told), and
+// returns the manager and what stops it.
+func nfsimBacklog(b *testing.B, createTopics bool) (*Manager, func()) {
+	ctx := context.Background()
+	topics := append(slices.Clone(testTopics[:3]), broker.TopicSpec{Name: "SEPP", Partitions: 2})
+	br, err := broker.Start(ctx, broker.Config{Addr: "127.0.0.1:0", Topics: topics}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { br.Close() })
+	st, err := nfsim.Run(ctx, nfsim.Config{Brokers: br.ClientConfig().Brokers, Count: int64(b.N), Size: 3000,
+		Progress: time.Hour}, io.Discard)
+	if err != nil || st.Total() != int64(b.N) {
+		b.Fatalf("nfsim: %v, sent %d of %d", err, st.Total(), b.N)
+	}
+	var m *Manager
+	m, stop := runManager(b, Config{Client: br.ClientConfig(), Topics: topics, Logger: benchLogger(), CreateTopics: createTopics,
+		NewSink: func(spec *FeedSpec) (Sink, error) { return m.defaultSink(spec) }})
+	return m, stop
 }
 
 // runUntilQuiet applies the xdr feed spec and waits until it read all n
@@ -249,20 +258,7 @@ func BenchmarkXDRFeedKafka(b *testing.B) {
 	for _, once := range []bool{false, true} {
 		b.Run(map[bool]string{false: "at-least-once", true: "exactly-once"}[once], func(b *testing.B) {
 			ctx := context.Background()
-			topics := append(slices.Clone(testTopics[:3]), broker.TopicSpec{Name: "SEPP", Partitions: 2})
-			br, err := broker.Start(ctx, broker.Config{Addr: "127.0.0.1:0", Topics: topics}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer br.Close()
-			st, err := nfsim.Run(ctx, nfsim.Config{Brokers: br.ClientConfig().Brokers, Count: int64(b.N), Size: 3000,
-				Progress: time.Hour}, io.Discard)
-			if err != nil || st.Total() != int64(b.N) {
-				b.Fatalf("nfsim: %v, sent %d of %d", err, st.Total(), b.N)
-			}
-			var m *Manager
-			m, _ = runManager(b, Config{Client: br.ClientConfig(), Topics: topics, Logger: benchLogger(), CreateTopics: true,
-				NewSink: func(spec *FeedSpec) (Sink, error) { return m.defaultSink(spec) }})
+			m, _ := nfsimBacklog(b, true)
 			spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF", "SEPP"}, Start: "earliest",
 				Topic: "xdr.out", ExactlyOnce: once, XDR: &XDRSpec{Timeout: "500ms"}}
 			if err := m.Prepare(ctx, &spec); err != nil {

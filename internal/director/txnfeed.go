@@ -61,23 +61,36 @@ func (f *feed) runTransactional(ctx context.Context) {
 	f.setState(StateConnected)
 
 	t := &txnPoll{f: f, sess: sess, tooLarge: map[recordAt]bool{}}
+	f.transactLoop(ctx, sess, 0, t.run, "feed: transaction aborted by a rebalance; the poll is read again")
+}
+
+// transactLoop polls sess and hands each poll to run, which produces it in
+// a transaction, until ctx ends. A poll ends after every (when not 0), for
+// what a feed does when no copies come; else empty polls are not handed.
+// A transaction that failed is retried with backoff; one aborted by a
+// rebalance is not a failure: the session has rewound to the committed
+// offsets, and the next poll reads the copies again.
+func (f *feed) transactLoop(ctx context.Context, sess *kgo.GroupTransactSession, every time.Duration,
+	run func(context.Context, kgo.Fetches) (bool, error), aborted string) {
 	var lastFetchErr time.Time
 	for attempt := 0; ctx.Err() == nil; {
-		fs := sess.PollRecords(ctx, f.m.cfg.MaxBatch)
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if every > 0 {
+			pctx, cancel = context.WithTimeout(ctx, every)
+		}
+		fs := sess.PollRecords(pctx, f.m.cfg.MaxBatch)
+		cancel()
 		if ctx.Err() != nil {
 			break
 		}
 		f.fetchErrors(fs, &lastFetchErr)
-		if fs.NumRecords() == 0 {
+		if every == 0 && fs.NumRecords() == 0 {
 			continue
 		}
-		committed, err := t.run(ctx, fs)
+		committed, err := run(ctx, fs)
 		if err == nil {
-			// Committed, or aborted because the group rebalanced during
-			// it: then the session has rewound to the committed offsets,
-			// and the next poll reads the copies again (no failure).
 			if !committed {
-				f.log.Info("feed: transaction aborted by a rebalance; the poll is read again")
+				f.log.Info(aborted)
 			}
 			attempt = 0
 			continue
@@ -87,6 +100,43 @@ func (f *feed) runTransactional(ctx context.Context) {
 		}
 		attempt++
 	}
+}
+
+// txnErrs keeps a transaction's first produce error.
+type txnErrs struct {
+	mu    sync.Mutex
+	first error
+}
+
+func (e *txnErrs) failed(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.first == nil {
+		e.first = err
+	}
+}
+
+// end waits for every produce of the transaction, then commits it, with its
+// offsets (commit with them ctx's PreTxnCommitFnContext), when all
+// succeeded, else aborts it. It returns whether it committed, and the
+// first produce error or the session's. It clears the produce error.
+func (e *txnErrs) end(ctx context.Context, sess *kgo.GroupTransactSession, commit context.Context) (bool, error) {
+	if err := sess.Client().Flush(ctx); err != nil {
+		e.failed(err)
+	}
+	e.mu.Lock()
+	perr := e.first
+	e.first = nil
+	e.mu.Unlock()
+	try := kgo.TryCommit
+	if perr != nil {
+		try = kgo.TryAbort
+	}
+	committed, err := sess.End(commit, try)
+	if err == nil && perr != nil {
+		err = perr
+	}
+	return committed, err
 }
 
 // txnSession opens the feed's transactional group session, retrying until
@@ -150,8 +200,8 @@ type txnPoll struct {
 	f     *feed
 	sess  *kgo.GroupTransactSession
 	b     pollBatch
-	mu    sync.Mutex
-	first error
+	errs  txnErrs
+	mu    sync.Mutex // big
 	// tooLarge are records the target refused as too large in an aborted
 	// transaction: the next transaction dead-letters them instead.
 	tooLarge map[recordAt]bool
@@ -165,7 +215,7 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	if err := t.sess.Begin(); err != nil {
 		return false, err
 	}
-	t.first, t.big = nil, t.big[:0]
+	t.big = t.big[:0]
 	fs.EachRecord(func(r *kgo.Record) {
 		if n == len(b.arena) {
 			b.arena = append(b.arena, new(nfcopy.Copy))
@@ -187,24 +237,13 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	}
 	// Every produce's outcome first, to choose between committing the
 	// poll's offsets with the transaction and aborting both.
-	if err := t.sess.Client().Flush(ctx); err != nil {
-		t.failed(nil, err)
-	}
-	t.mu.Lock()
-	perr := t.first
-	t.mu.Unlock()
-	try := kgo.TryCommit
-	if perr != nil {
-		try = kgo.TryAbort
-	}
-	committed, err := t.sess.End(ctx, try)
-	if err == nil && perr != nil {
+	committed, err := t.errs.end(ctx, t.sess, ctx)
+	if !committed && len(t.big) > 0 {
 		for _, r := range t.big {
 			t.tooLarge[recordAt{tp{r.Topic, r.Partition}, r.Offset}] = true
 		}
-		err = perr
 	}
-	if committed && perr == nil {
+	if committed && err == nil {
 		f.countDelivered(b.batch)
 		clear(t.tooLarge)
 	}
@@ -224,14 +263,12 @@ func (t *txnPoll) produce(ctx context.Context, src, r *kgo.Record) {
 // failed keeps the poll's first error, and src when the target refused it
 // as too large.
 func (t *txnPoll) failed(src *kgo.Record, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if src != nil && broker.IsTooLarge(err) {
+		t.mu.Lock()
 		t.big = append(t.big, src)
+		t.mu.Unlock()
 	}
-	if t.first == nil {
-		t.first = err
-	}
+	t.errs.failed(err)
 }
 
 // recordAt is a record's place: its partition and offset.

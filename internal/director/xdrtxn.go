@@ -3,9 +3,7 @@ package director
 import (
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -59,8 +57,7 @@ type xdrTxn struct {
 	xs   *xdrSink
 	b    pollBatch
 
-	mu    sync.Mutex
-	first error // the transaction's first produce error
+	errs txnErrs
 
 	// revoked is set when the group takes partitions away (or they are
 	// lost): the correlator is reset after the transaction.
@@ -133,30 +130,9 @@ func (f *feed) runTransactionalXDR(ctx context.Context) {
 	}
 	f.setState(StateConnected)
 
-	var lastFetchErr time.Time
-	for attempt := 0; ctx.Err() == nil; {
-		// Polls end every tick, so that timed-out transactions go out
-		// when no copies come.
-		pctx, cancel := context.WithTimeout(ctx, xs.tick)
-		fs := t.sess.PollRecords(pctx, f.m.cfg.MaxBatch)
-		cancel()
-		if ctx.Err() != nil {
-			break
-		}
-		f.fetchErrors(fs, &lastFetchErr)
-		committed, err := t.run(ctx, fs)
-		if err == nil {
-			if !committed {
-				f.log.Info("xdr feed: transaction aborted by a rebalance; read again from the checkpoints")
-			}
-			attempt = 0
-			continue
-		}
-		if !f.retryAfter(ctx, err, attempt, "xdr feed: transaction not committed") {
-			break
-		}
-		attempt++
-	}
+	// Polls end every tick, so that timed-out transactions go out when no
+	// copies come.
+	f.transactLoop(ctx, t.sess, xs.tick, t.run, "xdr feed: transaction aborted by a rebalance; read again from the checkpoints")
 }
 
 // run correlates one poll and produces what it made in one transaction;
@@ -210,7 +186,6 @@ func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 		t.reset()
 		return false, err
 	}
-	t.first = nil
 	for _, c := range xs.out {
 		t.produce(ctx, &kgo.Record{Topic: f.spec.Topic, Key: []byte(c.CorrelationID), Value: c.Raw})
 	}
@@ -222,20 +197,7 @@ func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	for _, p := range t.cps {
 		t.produce(ctx, &kgo.Record{Topic: cpTopic, Key: checkpointKey(p.k), Value: p.cp.appendTo(nil)})
 	}
-	if err := t.sess.Client().Flush(ctx); err != nil {
-		t.failed(err)
-	}
-	t.mu.Lock()
-	perr := t.first
-	t.mu.Unlock()
-	try := kgo.TryCommit
-	if perr != nil {
-		try = kgo.TryAbort
-	}
-	committed, err := t.sess.End(kgo.PreTxnCommitFnContext(ctx, t.rewriteCommit), try)
-	if err == nil && perr != nil {
-		err = perr
-	}
+	committed, err := t.errs.end(ctx, t.sess, kgo.PreTxnCommitFnContext(ctx, t.rewriteCommit))
 	if committed && err == nil {
 		for _, p := range t.cps {
 			t.committed[p.k] = p.cp
@@ -381,15 +343,7 @@ func (t *xdrTxn) reset() {
 func (t *xdrTxn) produce(ctx context.Context, r *kgo.Record) {
 	t.sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
 		if err != nil {
-			t.failed(err)
+			t.errs.failed(err)
 		}
 	})
-}
-
-func (t *xdrTxn) failed(err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.first == nil {
-		t.first = err
-	}
 }
