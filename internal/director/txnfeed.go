@@ -197,11 +197,11 @@ func (f *feed) ensureOutputs(ctx context.Context, cl *kgo.Client, topics ...brok
 
 // txnPoll produces one poll in one transaction.
 type txnPoll struct {
-	f     *feed
-	sess  *kgo.GroupTransactSession
-	b     pollBatch
-	errs  txnErrs
-	mu    sync.Mutex // big
+	f    *feed
+	sess *kgo.GroupTransactSession
+	b    pollBatch
+	errs txnErrs
+	mu   sync.Mutex // big
 	// tooLarge are records the target refused as too large in an aborted
 	// transaction: the next transaction dead-letters them instead.
 	tooLarge map[recordAt]bool

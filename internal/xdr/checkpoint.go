@@ -13,18 +13,11 @@ func (x *Correlator) Open(fn func(src uint32, off int64)) {
 	if !x.track {
 		return
 	}
-	for i := range x.shards {
-		s := &x.shards[i]
-		s.mu.Lock()
-		for _, l := range []*txnList{&s.lingering, &s.waiting} {
-			for t := l.head; t != nil; t = t.next {
-				for _, a := range t.offs {
-					fn(a.src, a.off)
-				}
-			}
+	x.eachPending(func(t *txn) {
+		for _, a := range t.offs {
+			fn(a.src, a.off)
 		}
-		s.mu.Unlock()
-	}
+	})
 }
 
 // Reset forgets every pending transaction, without a record, and every

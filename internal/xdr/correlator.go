@@ -343,14 +343,22 @@ func (x *Correlator) Drop(gone func(src uint32) bool) int {
 // a source is below the lowest of them: the rest of what it read went into
 // records already emitted.
 func (x *Correlator) LowWater(fn func(src uint32, off int64)) {
+	x.eachPending(func(t *txn) {
+		for _, so := range t.srcs {
+			fn(so.src, so.off)
+		}
+	})
+}
+
+// eachPending calls fn with every pending transaction, each shard locked
+// in turn.
+func (x *Correlator) eachPending(fn func(*txn)) {
 	for i := range x.shards {
 		s := &x.shards[i]
 		s.mu.Lock()
 		for _, l := range []*txnList{&s.lingering, &s.waiting} {
 			for t := l.head; t != nil; t = t.next {
-				for _, so := range t.srcs {
-					fn(so.src, so.off)
-				}
+				fn(t)
 			}
 		}
 		s.mu.Unlock()
