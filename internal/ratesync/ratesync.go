@@ -43,8 +43,11 @@ type Config struct {
 	Store  Store
 	Node   string // this node's name in the shared table; unique in the cluster
 	// Every is the sync interval (default 100 ms); Timeout bounds one sync
-	// (default Every); StaleAfter is how long without a successful sync
-	// before the other nodes' counts are dropped (default 2 s).
+	// (default Every, and at least 500 ms: on a loaded box a store round
+	// trip of more than one interval is better finished than failed and
+	// sent again; ticks meanwhile are skipped); StaleAfter is how long
+	// without a successful sync before the other nodes' counts are dropped
+	// (default 2 s).
 	Every, Timeout, StaleAfter time.Duration
 	Alarms                     *obs.Alarms // may be nil
 	Registerer                 prometheus.Registerer
@@ -76,7 +79,7 @@ func New(cfg Config) *Syncer {
 		cfg.Every = 100 * time.Millisecond
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = cfg.Every
+		cfg.Timeout = max(cfg.Every, 500*time.Millisecond)
 	}
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = 2 * time.Second
