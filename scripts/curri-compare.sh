@@ -17,7 +17,14 @@
 #   bench curri  -target (open loop; latency from the intended send time)
 # alternating which tool goes first. Each tool has a warm-up of its own at
 # the same rate first. Per run it prints p50/p95/p99/max, errors, and the CPU
-# of the server and of the tool (from /proc), then the p95 ratios.
+# of the server and of the tool (from /proc), then the p95 ratios. bench
+# curri times each call from its due time (the schedule); it also reports
+# the p95 timed from each call's write (p95_send), as vegeta times.
+#
+# With TOGETHER=1 the two tools run at once against the same server, each
+# at RATE/2 over CONNS/2 connections: the same server, the same moment, so
+# a difference between their figures is what each tool times, not the
+# server's state.
 #
 # Environment: RATE (15000), DURATION (20s), WARMUP (3s), PAIRS (3), CONNS
 # (32), TLS (1: HTTPS with an RSA-2048 certificate, keep-alive), TOOLS
@@ -28,7 +35,7 @@
 set -euo pipefail
 
 RATE=${RATE:-15000} DURATION=${DURATION:-20s} WARMUP=${WARMUP:-3s} PAIRS=${PAIRS:-3} CONNS=${CONNS:-32}
-TLS=${TLS:-0} TOOLS=${TOOLS:-vegeta bench} BENCH_BIN=${BENCH_BIN:-bin/signalbox}
+TLS=${TLS:-0} TOOLS=${TOOLS:-vegeta bench} BENCH_BIN=${BENCH_BIN:-bin/signalbox} TOGETHER=${TOGETHER:-0}
 OUT=${OUT:-$(mktemp -d /tmp/curri-compare.XXXXXX)}
 [ $# -gt 0 ] || { sed -n '2,30p' "$0"; exit 2; }
 mkdir -p "$OUT"
@@ -114,9 +121,9 @@ r = json.load(open(sys.argv[1])); l = r["latency_us"]; ms = lambda us: us / 1e3
 err = r["transport_errors"] + r["non_200"] + r["unsent"]
 # The server's CPU was read around warm-up and window; scale to the window.
 w, d = float(sys.argv[4].rstrip("s")), float(sys.argv[5].rstrip("s"))
-print("p50 %.3f p95 %.3f p99 %.3f max %.3f errors %d gen_cpu %.2f srv_cpu %.2f" % (
+print("p50 %.3f p95 %.3f p99 %.3f max %.3f errors %d gen_cpu %.2f srv_cpu %.2f p95_send %.3f" % (
     ms(l["p50"]), ms(l["p95"]), ms(l["p99"]), ms(l["max"]), err, r["generator_cpu_seconds"],
-    (float(sys.argv[3]) - float(sys.argv[2])) * d / (w + d)))
+    (float(sys.argv[3]) - float(sys.argv[2])) * d / (w + d), ms(r.get("latency_from_send_us", l)["p95"])))
 PY
 }
 
@@ -130,22 +137,42 @@ for pair in $(seq 1 "$PAIRS"); do
 		start_server "${parts[@]}"
 		tools=($TOOLS)
 		[ $((pair % 2)) -eq 0 ] && tools=($(printf '%s\n' "${tools[@]}" | tac))
-		for t in "${tools[@]}"; do
-			line=$("run_$t" "$label-$pair-$t")
-			printf '%-10s %-5s %-7s %s\n' "$label" "$pair" "$t" "$line" | tee -a "$results"
-		done
+		if [ "$TOGETHER" = 1 ]; then
+			pids=()
+			for t in "${tools[@]}"; do
+				(RATE=$((RATE / 2)) CONNS=$((CONNS / 2)) "run_$t" "$label-$pair-$t" >"$OUT/$label-$pair-$t.line") &
+				pids+=($!)
+			done
+			wait "${pids[@]}"
+			for t in "${tools[@]}"; do
+				printf '%-10s %-5s %-7s %s\n' "$label" "$pair" "$t" "$(cat "$OUT/$label-$pair-$t.line")" | tee -a "$results"
+			done
+		else
+			for t in "${tools[@]}"; do
+				line=$("run_$t" "$label-$pair-$t")
+				printf '%-10s %-5s %-7s %s\n' "$label" "$pair" "$t" "$line" | tee -a "$results"
+			done
+		fi
 		stop_server
 	done
 done
 python3 - "$results" <<'PY'
 import sys, collections, statistics
 p95 = collections.defaultdict(list)
+sent = collections.defaultdict(list)  # bench's p95 timed from each call's write
 for line in open(sys.argv[1]):
     f = line.split(); kv = dict(zip(f[3::2], f[4::2]))
     p95[(f[0], f[2])].append(float(kv["p95"]))
+    if "p95_send" in kv:
+        sent[f[0]].append(float(kv["p95_send"]))
 print("\np95 (ms) per variant and tool: median [runs]")
 for (v, t), xs in p95.items():
     print("  %-10s %-7s %.3f  %s" % (v, t, statistics.median(xs), " ".join("%.3f" % x for x in xs)))
+for v, xs in sent.items():
+    print("  %-10s %-7s %.3f  %s  (bench timed from each call's write)" % (v, "bench@w", statistics.median(xs), " ".join("%.3f" % x for x in xs)))
+    if (v, "vegeta") in p95:
+        print("  %s: vegeta/bench-from-write p95 ratio, median of pairs %.2f" % (v,
+              statistics.median(y / x for x, y in zip(xs, p95[(v, "vegeta")]) if x > 0)))
 variants = list(dict.fromkeys(v for v, _ in p95)); tools = sorted({t for _, t in p95})
 if len(tools) == 2:
     for v in variants:

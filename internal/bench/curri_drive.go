@@ -66,6 +66,7 @@ type driveConfig struct {
 type tally struct {
 	hist      *hdrhistogram.Histogram
 	lag       *hdrhistogram.Histogram // open loop: from a call's due time to its write
+	fromSend  *hdrhistogram.Histogram // from a call's write to its answer
 	calls     int64                   // answered (any status) in the measured window
 	decisions [numDecisions]int64
 	byClass   [numClasses][numDecisions]int64
@@ -79,11 +80,12 @@ type tally struct {
 	reconnects, reconnectErr int64
 }
 
-func newTally() *tally { return &tally{hist: newHist(), lag: newHist()} }
+func newTally() *tally { return &tally{hist: newHist(), lag: newHist(), fromSend: newHist()} }
 
 func (t *tally) merge(o *tally) {
 	t.hist.Merge(o.hist)
 	t.lag.Merge(o.lag)
+	t.fromSend.Merge(o.fromSend)
 	t.calls += o.calls
 	for i := range t.decisions {
 		t.decisions[i] += o.decisions[i]
@@ -458,6 +460,7 @@ func account(t *tally, class int, due, sent, done, measureStart time.Time, resp 
 	}
 	t.calls++
 	recordUs(t.hist, lat)
+	recordUs(t.fromSend, done.Sub(sent))
 	if resp.status != 200 {
 		t.non200++
 		if t.firstErr == "" {

@@ -36,7 +36,11 @@ type curriReport struct {
 	// SendLag (open loop) is how late the generator wrote calls against
 	// their due times: the part of Latency that is the load generator's own
 	// scheduling on the shared cores, not the server.
-	SendLag   *latencyReport   `json:"send_lag_us,omitempty"`
+	SendLag *latencyReport `json:"send_lag_us,omitempty"`
+	// FromSend (open loop) is each call's time from its write to its
+	// answer: what a generator that times from its own write sees (vegeta
+	// does), leaving out its lateness against the schedule.
+	FromSend  *latencyReport   `json:"latency_from_send_us,omitempty"`
 	Decisions map[string]int64 `json:"decisions"`
 	// ByClass: decisions by the rule kind the request was drawn to hit.
 	ByClass         map[string]map[string]int64 `json:"decisions_by_class"`
@@ -196,6 +200,8 @@ func (r *curriReport) fill(res *driveResult) {
 	if t.lag.TotalCount() > 0 {
 		l := latencyOf(t.lag)
 		r.SendLag = &l
+		f := latencyOf(t.fromSend)
+		r.FromSend = &f
 	}
 	r.Decisions = map[string]int64{}
 	for d, n := range t.decisions {
@@ -313,6 +319,10 @@ func (r *curriReport) writeTable(w io.Writer) error {
 	if g := r.SendLag; g != nil {
 		p("send lag", "p50 %s  p99 %s  max %s  (the generator's own lateness against the schedule, part of the latency above)",
 			msOf(g.P50), msOf(g.P99), msOf(g.Max))
+	}
+	if f := r.FromSend; f != nil {
+		p("from send", "p50 %s  p95 %s  p99 %s  max %s  (from each call's write: what a generator timing from its own write, as vegeta does, reports)",
+			msOf(f.P50), msOf(f.P95), msOf(f.P99), msOf(f.Max))
 	}
 	if st := r.Storm; st != nil {
 		line := fmt.Sprintf("%d connections opened at once halfway through, %d failed", st.Conns, st.Errors)
