@@ -139,6 +139,13 @@ func (f *feed) runTransactionalXDR(ctx context.Context) {
 // with nothing to produce or commit, it begins none (true).
 func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	f, xs, b := t.f, t.xs, &t.b
+	if t.revoked.Load() {
+		// Partitions were taken away since the last transaction: what the
+		// correlator holds may be theirs, and this poll may hold their
+		// copies. Start again from the commits of the partitions kept.
+		t.reset()
+		return true, nil
+	}
 	if err := t.takeUp(ctx, fs); err != nil {
 		t.reset()
 		return false, err
