@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/broker"
@@ -141,15 +142,30 @@ func parseCheckpointKey(b []byte) (tp, bool) {
 }
 
 // readCheckpoints reads the feed's checkpoint topic to its last stable
-// offset and returns the last checkpoint of each source partition. A record that is not a checkpoint is logged,
-// counted and passed over: its partition is taken up without one.
+// offset and returns the last checkpoint of each source partition. A
+// record that is not a checkpoint is logged, counted and passed over: its
+// partition is taken up without one.
 func (f *feed) readCheckpoints(ctx context.Context, adm *kadm.Client) (map[tp]checkpoint, error) {
 	topic := CheckpointTopic(f.spec.Name)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
+	// A topic created a moment ago (ensureOutputs) may be unknown to the
+	// client's metadata for a while yet.
+	var (
+		starts kadm.ListedOffsets
+		err    error
+	)
+	for {
+		starts, err = adm.ListStartOffsets(ctx, topic)
+		if err == nil {
+			err = starts.Error()
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			break
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			break
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints %s: %w", topic, err)

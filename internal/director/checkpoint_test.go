@@ -1,8 +1,15 @@
 package director
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/broker"
 )
 
 // A checkpoint decodes to what was encoded; anything else is refused with
@@ -72,4 +79,95 @@ func FuzzParseCheckpoint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// readCheckpoints finds the last committed checkpoint of each partition,
+// leaves out an aborted transaction's, and reads the same after the broker
+// compacted the topic (its markers and older checkpoints gone).
+func TestCheckpointsReadAfterCompaction(t *testing.T) {
+	c := startCluster(t, kfakeCluster, 1)
+	h := newHarness(t, c)
+	f := &feed{m: h.m, spec: FeedSpec{Name: "cp"}, log: testLogger()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := CheckpointTopic("cp")
+	if err := broker.EnsureTopics(ctx, h.m.admin, []broker.TopicSpec{checkpointTopicSpec("cp")}, true); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.ClientConfig().NewClient(kgo.TransactionalID("cp-test"), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	write := func(commit bool, cps map[tp]checkpoint) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for k, cp := range cps {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Key: checkpointKey(k), Value: cp.appendTo(nil)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := tp{"SCP", 0}, tp{"SCP", 1}
+	for i := int64(1); i <= 200; i++ {
+		cps := map[tp]checkpoint{a: {next: 10 * i, open: []int64{10*i - 5}}}
+		if i%2 == 0 {
+			cps[b] = checkpoint{next: 7 * i}
+		}
+		write(true, cps)
+	}
+	write(false, map[tp]checkpoint{a: {next: 99999}}) // aborted: never read
+	want := map[tp]checkpoint{a: {next: 2000, open: []int64{1995}}, b: {next: 1400}}
+	check := func(when string) {
+		t.Helper()
+		got, err := f.readCheckpoints(ctx, kadm.NewClient(h.m.admin))
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d checkpoints, want %d: %v", when, len(got), len(want), got)
+		}
+		for k, w := range want {
+			if g := got[k]; !g.equal(&w) {
+				t.Errorf("%s: %v: %+v, want %+v", when, k, g, w)
+			}
+		}
+	}
+	check("as written")
+	c.kfake.Compact()
+	if n := countRecords(t, c, topic); n > 10 {
+		t.Errorf("%d records after compaction: not compacted, the test reads nothing new", n)
+	}
+	check("after compaction")
+	// And after a last checkpoint written once compacted.
+	write(true, map[tp]checkpoint{b: {next: 5000}})
+	want[b] = checkpoint{next: 5000}
+	c.kfake.Compact()
+	check("written after compaction")
+}
+
+// countRecords is how many data records topic holds (all of them, aborted
+// too), read from its start.
+func countRecords(t *testing.T, c *testCluster, topic string) int {
+	t.Helper()
+	cl, err := c.ClientConfig().NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	n := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			return n
+		}
+		n += fs.NumRecords()
+	}
 }
