@@ -2,6 +2,7 @@ package director
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -178,18 +179,17 @@ func (f *feed) txnSession(ctx context.Context, opts ...kgo.Opt) *kgo.GroupTransa
 	}
 }
 
-// ensureOutputs creates the topics a transactional feed produces to, when
-// the director creates topics; false if ctx ended first.
+// ensureOutputs checks that the topics a transactional feed produces to
+// exist, creating them when the director creates topics; it retries (the
+// error, naming a missing topic, in the feed's status) until they do, and is
+// false if ctx ended first.
 func (f *feed) ensureOutputs(ctx context.Context, cl *kgo.Client, topics ...broker.TopicSpec) bool {
-	if !f.m.cfg.CreateTopics {
-		return true
-	}
 	for attempt := 0; ; attempt++ {
-		err := broker.EnsureTopics(ctx, cl, topics, true)
+		err := broker.EnsureTopics(ctx, cl, topics, f.m.cfg.CreateTopics)
 		if err == nil {
 			return true
 		}
-		if !f.retryAfter(ctx, err, attempt, "feed: creating the topic") {
+		if !f.retryAfter(ctx, err, attempt, "feed: output topics") {
 			return false
 		}
 	}
@@ -238,10 +238,12 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	// Every produce's outcome first, to choose between committing the
 	// poll's offsets with the transaction and aborting both.
 	committed, err := t.errs.end(ctx, t.sess, ctx)
+	// The broker refuses a whole batch for one record over its limit: the
+	// largest refused goes to the dead letters next time, the next largest
+	// if that is refused again.
 	if !committed && len(t.big) > 0 {
-		for _, r := range t.big {
-			t.tooLarge[recordAt{tp{r.Topic, r.Partition}, r.Offset}] = true
-		}
+		r := slices.MaxFunc(t.big, func(a, b *kgo.Record) int { return len(a.Value) - len(b.Value) })
+		t.tooLarge[recordAt{tp{r.Topic, r.Partition}, r.Offset}] = true
 	}
 	if committed && err == nil {
 		f.countDelivered(b.batch)

@@ -3,6 +3,7 @@ package director
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -46,7 +47,8 @@ import (
 // transaction whose record was produced before it opens a new transaction
 // (the tombstone that would have counted it late is not checkpointed), and
 // the record store is written after the commit (a kill between the two
-// leaves those records out of it). Several nodes split the transactions as
+// leaves those records out of it). A record the topic refuses as too large
+// aborts its transaction once; made again, it goes to the dead-letter topic. Several nodes split the transactions as
 // a single-stage xdr feed does at-least-once; a re-keyed feed is refused.
 
 // xdrTxn is an exactly-once xdr feed's reader.
@@ -58,6 +60,13 @@ type xdrTxn struct {
 	b    pollBatch
 
 	errs txnErrs
+
+	// tooLarge are the correlation ids of records the output topic refused
+	// as too large in an aborted transaction: made again from the
+	// checkpoints, they are dead-lettered instead.
+	tooLarge map[string]bool
+	bigMu    sync.Mutex
+	big      []bigRecord // this transaction's refused ones
 
 	// revoked is set when the group takes partitions away (or they are
 	// lost): the correlator is reset after the transaction.
@@ -92,6 +101,23 @@ func (r *replaying) wants(off int64) bool {
 	return false
 }
 
+// bigRecord is a record refused as too large: its correlation id and size.
+type bigRecord struct {
+	id   string
+	size int
+}
+
+// largest is the largest of the records refused as too large. The broker
+// refuses a whole batch for one record over its limit, so only the largest
+// is dead-lettered; if the next transaction is refused again, the next
+// largest goes.
+func largest(big []bigRecord) (bigRecord, bool) {
+	if len(big) == 0 {
+		return bigRecord{}, false
+	}
+	return slices.MaxFunc(big, func(a, b bigRecord) int { return a.size - b.size }), true
+}
+
 type pendingCheckpoint struct {
 	k  tp
 	cp checkpoint
@@ -99,7 +125,7 @@ type pendingCheckpoint struct {
 
 func (f *feed) runTransactionalXDR(ctx context.Context) {
 	t := &xdrTxn{f: f, next: map[tp]int64{}, replay: map[tp]*replaying{}, committed: map[tp]checkpoint{},
-		commitAt: map[tp]int64{}, open: map[tp][]int64{}}
+		commitAt: map[tp]int64{}, open: map[tp][]int64{}, tooLarge: map[string]bool{}}
 	taken := func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
 		if len(parts) > 0 {
 			t.revoked.Store(true)
@@ -193,8 +219,24 @@ func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 		t.reset()
 		return false, err
 	}
+	t.big = t.big[:0]
 	for _, c := range xs.out {
-		t.produce(ctx, &kgo.Record{Topic: f.spec.Topic, Key: []byte(c.CorrelationID), Value: c.Raw})
+		if t.tooLarge[c.CorrelationID] {
+			delete(t.tooLarge, c.CorrelationID)
+			b.dlq = f.undeliverable(b.dlq, c, "the target refused the record as too large")
+			continue
+		}
+		id := c.CorrelationID
+		t.sess.Produce(ctx, &kgo.Record{Topic: f.spec.Topic, Key: []byte(id), Value: c.Raw}, func(r *kgo.Record, err error) {
+			if err != nil {
+				if broker.IsTooLarge(err) {
+					t.bigMu.Lock()
+					t.big = append(t.big, bigRecord{id, len(r.Value)})
+					t.bigMu.Unlock()
+				}
+				t.errs.failed(err)
+			}
+		})
 	}
 	for _, d := range b.dlq {
 		truncateDeadLetter(d)
@@ -205,6 +247,9 @@ func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 		t.produce(ctx, &kgo.Record{Topic: cpTopic, Key: checkpointKey(p.k), Value: p.cp.appendTo(nil)})
 	}
 	committed, err := t.errs.end(ctx, t.sess, kgo.PreTxnCommitFnContext(ctx, t.rewriteCommit))
+	if b, ok := largest(t.big); ok && !committed && len(t.tooLarge) < 10000 {
+		t.tooLarge[b.id] = true
+	}
 	if committed && err == nil {
 		for _, p := range t.cps {
 			t.committed[p.k] = p.cp
