@@ -2,6 +2,7 @@ package director
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -263,4 +264,54 @@ func offlineManager(t testing.TB) *Manager {
 	}
 	t.Cleanup(func() { m.admin.Close() })
 	return m
+}
+
+// outputReader counts the copies in a topic by correlation id (the key).
+type outputReader struct {
+	mu   chan struct{}
+	seen map[string]int
+}
+
+func newOutputReader(t *testing.T, c *testCluster, topic string) *outputReader {
+	return newOutputReaderIso(t, c, topic, kgo.ReadCommitted())
+}
+
+func newOutputReaderIso(t *testing.T, c *testCluster, topic string, iso kgo.IsolationLevel) *outputReader {
+	t.Helper()
+	// Never reset once reading (see runTransactional): kfake answers a
+	// leader election's epoch check so that a consumer resets to its reset
+	// offset, and would count the log twice.
+	cl, err := c.ClientConfig().NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()), kgo.FetchIsolationLevel(iso))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &outputReader{mu: make(chan struct{}, 1), seen: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				o.mu <- struct{}{}
+				o.seen[string(bytes.Clone(r.Key))]++
+				<-o.mu
+			})
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	return o
+}
+
+// counts is how many distinct ids with prefix were read, and how many
+// more times than once.
+func (o *outputReader) counts(prefix string) (unique, dups int) {
+	o.mu <- struct{}{}
+	defer func() { <-o.mu }()
+	for k, v := range o.seen {
+		if strings.HasPrefix(k, prefix) {
+			unique++
+			dups += v - 1
+		}
+	}
+	return unique, dups
 }
