@@ -56,7 +56,7 @@ func (f *feed) runTransactional(ctx context.Context) {
 		return
 	}
 	defer sess.Close()
-	if !f.ensureOutputs(ctx, sess.Client(), broker.TopicSpec{Name: f.spec.Topic, Partitions: 6}) {
+	if !f.ensureOutputs(ctx, sess.Client(), f.outputTopic()) {
 		return
 	}
 	f.setState(StateConnected)
@@ -138,6 +138,12 @@ func (e *txnErrs) end(ctx context.Context, sess *kgo.GroupTransactSession, commi
 		err = perr
 	}
 	return committed, err
+}
+
+// outputTopic is the topic an exactly-once feed produces to, as it is
+// created when missing.
+func (f *feed) outputTopic() broker.TopicSpec {
+	return broker.TopicSpec{Name: f.spec.Topic, Partitions: 6}
 }
 
 // txnSession opens the feed's transactional group session, retrying until

@@ -151,7 +151,7 @@ func (f *feed) runTransactionalXDR(ctx context.Context) {
 	}
 	defer t.sess.Close()
 	t.adm = kadm.NewClient(t.sess.Client())
-	if !f.ensureOutputs(ctx, t.sess.Client(), broker.TopicSpec{Name: f.spec.Topic, Partitions: 6}, checkpointTopicSpec(f.spec.Name)) {
+	if !f.ensureOutputs(ctx, t.sess.Client(), f.outputTopic(), checkpointTopicSpec(f.spec.Name)) {
 		return
 	}
 	f.setState(StateConnected)
@@ -258,7 +258,7 @@ func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 		xs.delivered(xs.out)
 		f.countDelivered(b.batch)
 	}
-	if !committed || err != nil || t.revoked.Swap(false) {
+	if !committed || err != nil || t.revoked.Load() {
 		t.reset()
 	}
 	return committed, err
@@ -371,12 +371,12 @@ func (t *xdrTxn) takeUp(ctx context.Context, fs kgo.Fetches) error {
 // reset forgets what the correlator holds and rewinds every partition the
 // feed holds to its commit, to be taken up again from its checkpoint.
 func (t *xdrTxn) reset() {
+	t.revoked.Store(false)
 	t.xs.x.Reset()
 	clear(t.next)
 	clear(t.replay)
 	clear(t.committed)
 	clear(t.commitAt)
-	t.revoked.Store(false)
 	cl := t.sess.Client()
 	at := map[string]map[int32]kgo.EpochOffset{}
 	for topic, ps := range cl.CommittedOffsets() {
