@@ -12,26 +12,12 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/signalbox
 
 # make test: installs and starts what the tests need (PostgreSQL, xmllint,
-# kcat, tshark, Chromium, Prometheus) on Debian, then runs every test with the race
-# detector against both store backends, and in a pass without it the
-# allocation tests and the director's multi-process node tests (TestNodes*:
-# timing across processes, which the race detector would distort; they
-# build only without it). vet runs with -race so that it compiles the
-# dependencies once for the race pass; the pass without it, and vet of the
-# files that build only without it, cover just the packages it tests
-# (NORACE_PKGS): on a fresh machine each build of every dependency costs
-# minutes.
-NORACE_PKGS = $(shell git grep -lE '^func (Test[A-Za-z0-9_]*Alloc|TestNodes)' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
-
+# kcat, tshark, Chromium, Prometheus, net-snmp) on Debian, then runs every
+# test: with the race detector against both store backends, and, at the same
+# time, the allocation tests and the director's multi-process node tests
+# without it. scripts/test.sh says how, phase by phase.
 test:
-	@./scripts/test-deps.sh > .test-deps.out || { echo "make test: scripts/test-deps.sh failed (its messages are above)" >&2; exit 1; }
-	@gofmt_out=$$(gofmt -l $$(git ls-files '*.go')) && { [ -z "$$gofmt_out" ] || { echo "gofmt needed:"; echo "$$gofmt_out"; exit 1; }; }
-	@long=$$(git ls-files '*.go' | grep -v '_test\.go$$' | xargs wc -l | awk '$$2 != "total" && $$1 > 700'); \
-	  [ -z "$$long" ] || { echo "product files over 700 lines (split each along a job):"; echo "$$long"; exit 1; }
-	$(GO) vet -race ./...
-	$(GO) vet $(NORACE_PKGS)
-	SIGNALBOX_TEST_POSTGRES_DSN="$$(tail -1 .test-deps.out)" $(GO) test -race -timeout 12m ./...
-	$(GO) test -count=1 -timeout 12m -run 'Alloc|^TestNodes' $(NORACE_PKGS)
+	./scripts/test.sh
 
 # make test-unit: the fast loop for developers. Needs nothing but Go: -short
 # leaves out the tests that talk to PostgreSQL, tshark, kcat or Chromium
@@ -65,4 +51,4 @@ package: build
 	SIGNALBOX_VERSION=$(PKG_VERSION) $(GO) tool nfpm package -p deb -f deploy/debian/nfpm.yaml -t dist/
 
 clean:
-	rm -rf bin dist .test-deps.out
+	rm -rf bin dist .test-deps.out .test-deps.log .test-race.json .test-norace.json

@@ -18,6 +18,7 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v snmptranslate >/dev/null 2>&1 || need+=(snmp)
 command -v snmptrapd >/dev/null 2>&1 || need+=(snmptrapd)
 command -v smilint >/dev/null 2>&1 || need+=(smitools)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 
 SUDO=""
 ASPG="sudo -u postgres"
@@ -34,15 +35,16 @@ fi
 # The IETF base MIB modules (SNMPv2-SMI, -TC, -CONF, -MIB) that every MIB
 # imports: Debian keeps them out of main (snmp-mibs-downloader, non-free,
 # fetches them from the IETF). They are taken from a pinned npm package that
-# carries them (net-snmp for Node.js, MIT), checked by its sha256, into
-# net-snmp's default MIB path, where snmp-mibs-downloader puts them.
+# carries them (net-snmp for Node.js, MIT), fetched by npm from the registry
+# it is configured with and checked by its sha256, into net-snmp's default
+# MIB path, where snmp-mibs-downloader puts them.
 mibdir=/usr/share/snmp/mibs/ietf
 if [ ! -s "$mibdir/SNMPv2-SMI" ]; then
   echo "test-deps: installing the IETF base MIB modules in $mibdir" >&2
   tmp=$(mktemp -d)
-  curl -fsS -o "$tmp/m.tgz" https://registry.npmjs.org/net-snmp/-/net-snmp-3.29.2.tgz
-  echo "a89a7a7e29638b5353aa246563821172754ff1980bfc4b5dbd09dc1b217c6f04  $tmp/m.tgz" | sha256sum -c --quiet
-  tar -xzf "$tmp/m.tgz" -C "$tmp"
+  (cd "$tmp" && npm pack --silent net-snmp@3.29.2 >/dev/null)
+  echo "a89a7a7e29638b5353aa246563821172754ff1980bfc4b5dbd09dc1b217c6f04  $tmp/net-snmp-3.29.2.tgz" | sha256sum -c --quiet
+  tar -xzf "$tmp/net-snmp-3.29.2.tgz" -C "$tmp"
   $SUDO mkdir -p "$mibdir"
   for m in SNMPv2-SMI SNMPv2-TC SNMPv2-CONF SNMPv2-MIB; do
     $SUDO cp "$tmp/package/lib/mibs/$m.mib" "$mibdir/$m"

@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -336,18 +337,7 @@ func (s *Server) Shutdown() error {
 		s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
-		var wg sync.WaitGroup
-		for _, srv := range s.listeners() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := srv.Shutdown(ctx); err != nil {
-					errs = append(errs, err)
-					srv.Close()
-				}
-			}()
-		}
-		wg.Wait()
+		errs = append(errs, shutdownListeners(ctx, s.listeners())...)
 		if s.dir != nil {
 			s.dir.stop(ctx)
 		}
@@ -383,6 +373,25 @@ func (s *Server) Shutdown() error {
 type httpListener interface {
 	Shutdown(context.Context) error
 	Close() error
+}
+
+// shutdownListeners stops the listeners at once, each closed when it does
+// not finish in time, and gives their errors.
+func shutdownListeners(ctx context.Context, ls []httpListener) []error {
+	errs := make([]error, len(ls))
+	var wg sync.WaitGroup
+	for i, srv := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Shutdown(ctx); err != nil {
+				errs[i] = err
+				srv.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	return slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 }
 
 // listeners returns the servers that were started.

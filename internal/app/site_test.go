@@ -35,7 +35,9 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testkit.RemoveBinary()
+	os.Exit(code)
 }
 
 // siteProc is a site's serve running as a process of its own.

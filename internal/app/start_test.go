@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStartFailureIsAnError: a listener that cannot be opened makes Start
@@ -31,5 +33,33 @@ func TestStartFailureIsAnError(t *testing.T) {
 	}
 	if err := s.Shutdown(); err != nil {
 		t.Errorf("shutdown: %v", err)
+	}
+}
+
+// stuckListener is a listener whose Shutdown does not finish in time.
+type stuckListener struct{ closed bool }
+
+func (l *stuckListener) Shutdown(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (l *stuckListener) Close() error { l.closed = true; return nil }
+
+// TestShutdownListenersBothTimeOut: when both listeners outlast the
+// shutdown timeout, both errors come back and both are closed; run under
+// -race, which catches the two shutdowns writing the errors at once.
+func TestShutdownListenersBothTimeOut(t *testing.T) {
+	a, b := &stuckListener{}, &stuckListener{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	errs := shutdownListeners(ctx, []httpListener{a, b})
+	if len(errs) != 2 || !a.closed || !b.closed {
+		t.Fatalf("errors %v, closed %v %v; want two errors and both closed", errs, a.closed, b.closed)
+	}
+	for _, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("error %v, want the deadline", err)
+		}
 	}
 }

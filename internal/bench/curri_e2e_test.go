@@ -4,61 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
-// builtBin is the signalbox binary built once for every test of the
-// package (a build under -race takes tens of seconds).
-var builtBin struct {
-	once sync.Once
-	path string
-	err  error
-	dir  string
-}
-
-// TestMain removes the shared binary when the package's tests end.
+// TestMain removes the binary testkit.Binary built, if it built one.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if builtBin.dir != "" {
-		os.RemoveAll(builtBin.dir)
-	}
+	testkit.RemoveBinary()
 	os.Exit(code)
-}
-
-// buildSignalbox builds the real binary from the module root, once.
-func buildSignalbox(t *testing.T) string {
-	t.Helper()
-	builtBin.once.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			builtBin.err = fmt.Errorf("go env GOMOD: %v", err)
-			return
-		}
-		root := filepath.Dir(strings.TrimSpace(string(out)))
-		if builtBin.dir, err = os.MkdirTemp("", "signalbox-bench-bin-"); err != nil {
-			builtBin.err = err
-			return
-		}
-		bin := filepath.Join(builtBin.dir, "signalbox")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/signalbox")
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			builtBin.err = fmt.Errorf("go build ./cmd/signalbox: %v\n%s", err, b)
-			return
-		}
-		builtBin.path = bin
-	})
-	if builtBin.err != nil {
-		t.Fatal(builtBin.err)
-	}
-	return builtBin.path
 }
 
 // TestRunCURRIEndToEnd starts the real server as a child process, loads
@@ -139,7 +98,7 @@ func runCURRIBench(t *testing.T, args ...string) (curriReport, string) {
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	err := RunCURRI(ctx, append([]string{"-server-bin", buildSignalbox(t), "-json", jsonPath}, args...), &stdout, &stderr)
+	err := RunCURRI(ctx, append([]string{"-server-bin", testkit.Binary(t), "-json", jsonPath}, args...), &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	if err != nil {
 		t.Fatal(err)

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/signalbox/signalbox/internal/nfsim"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // TestRunDirector runs the scenario briefly at 2,000 MPS, with separate
 // processes and in-process, and checks the report: nothing lost, per-NF
 // counts adding up, latency and CPU measured.
 func TestRunDirector(t *testing.T) {
-	bin := buildSignalbox(t)
+	bin := testkit.Binary(t)
 	tests := []struct {
 		name string
 		args []string

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# make test: every test of the repository, on a fresh Debian machine.
+#
+#   1. scripts/test-deps.sh installs and starts the outside tools
+#      (PostgreSQL, kcat, tshark, Chromium, Prometheus, net-snmp) in the
+#      background while Go compiles; its log is .test-deps.log.
+#   2. gofmt, and no product file over 700 lines.
+#   3. go vet of the packages whose tests run without the race detector
+#      (NORACE_PKGS: the allocation tests and the director's multi-process
+#      node tests, TestNodes*, about timing across processes, which the race
+#      detector would distort; they build only without it), and their pass,
+#      started in the background: it mostly waits on its node processes.
+#   4. go vet -race ./... (compiling the dependencies once for the race
+#      pass), bin/signalbox built once for the tests that run the binary
+#      (SIGNALBOX_TEST_BIN), and every test with the race detector against
+#      both store backends, with -vet=off since vet has run.
+#   5. Both passes' results through scripts/testreport: each package's
+#      result, the output of every failed test, the slowest tests; the whole
+#      runs are in .test-race.json and .test-norace.json (go test -json).
+#
+# Each phase prints its start, in seconds from the beginning.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+start=$SECONDS
+phase() { printf '== make test: %s (at %ds)\n' "$*" $((SECONDS - start)); }
+
+phase "outside tools (scripts/test-deps.sh, in the background)"
+./scripts/test-deps.sh > .test-deps.out 2> .test-deps.log &
+deps=$!
+
+phase "gofmt and file lengths"
+gofmt_out=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$gofmt_out" ]; then
+  echo "gofmt needed:"; echo "$gofmt_out"; exit 1
+fi
+long=$(git ls-files '*.go' | grep -v '_test\.go$' | xargs wc -l | awk '$2 != "total" && $1 > 700')
+if [ -n "$long" ]; then
+  echo "product files over 700 lines (split each along a job):"; echo "$long"; exit 1
+fi
+
+norace_pkgs=$(git grep -lE '^func (Test[A-Za-z0-9_]*Alloc|TestNodes)' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
+phase "go vet" $norace_pkgs
+$GO vet $norace_pkgs
+
+if ! wait $deps; then
+  cat .test-deps.log >&2
+  echo "make test: scripts/test-deps.sh failed (its messages are above)" >&2
+  exit 1
+fi
+export SIGNALBOX_TEST_POSTGRES_DSN="$(tail -1 .test-deps.out)"
+
+$GO build -o bin/testreport ./scripts/testreport
+
+phase "pass without the race detector, in the background: -run 'Alloc|^TestNodes'" $norace_pkgs
+$GO test -count=1 -vet=off -timeout 12m -json -run 'Alloc|^TestNodes' $norace_pkgs > .test-norace.json 2>&1 &
+norace=$!
+
+phase "go vet -race ./..."
+$GO vet -race ./...
+phase "bin/signalbox"
+$GO build -o bin/signalbox ./cmd/signalbox
+export SIGNALBOX_TEST_BIN="$PWD/bin/signalbox"
+
+phase "go test -race ./..."
+race_rc=0
+$GO test -race -vet=off -timeout 12m -json ./... 2>&1 | tee .test-race.json | bin/testreport race || race_rc=$?
+
+norace_rc=0
+wait $norace || norace_rc=$?
+phase "pass without the race detector ended"
+bin/testreport norace < .test-norace.json || norace_rc=$?
+
+phase "done: race pass exit $race_rc, pass without it exit $norace_rc"
+[ $race_rc -eq 0 ] && [ $norace_rc -eq 0 ]
