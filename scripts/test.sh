@@ -53,7 +53,7 @@ export SIGNALBOX_TEST_POSTGRES_DSN="$(tail -1 .test-deps.out)"
 $GO build -o bin/testreport ./scripts/testreport
 
 phase "pass without the race detector, in the background: -run 'Alloc|^TestNodes'" $norace_pkgs
-$GO test -count=1 -vet=off -timeout 12m -json -run 'Alloc|^TestNodes' $norace_pkgs > .test-norace.json 2>&1 &
+$GO test -count=1 -vet=off -timeout 12m -parallel 4 -json -run 'Alloc|^TestNodes' $norace_pkgs > .test-norace.json 2>&1 &
 norace=$!
 
 phase "go vet -race ./..."

@@ -24,6 +24,7 @@ import (
 // delivers only the rate-limited denials to a SIEM (a real h2c server),
 // and a file feed writes all of them as JSON lines.
 func TestCallRecordsStreamThroughTheDirector(t *testing.T) {
+	t.Parallel()
 	kcat := testkit.Tool(t, "kcat")
 	cfg := testConfig(t, t.TempDir(), true)
 	cfg.CallsTopic = "CALLS"

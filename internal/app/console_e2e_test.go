@@ -30,6 +30,7 @@ const chromiumPath = "/usr/bin/chromium"
 // refused with the API's 403 and stores nothing. Every page is saved as a
 // full-page PNG in $SIGNALBOX_TEST_OUT or <module>/testout/screenshots.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	testkit.Tool(t, chromiumPath)
 	outDir := screenshotDir(t)
 

@@ -25,6 +25,7 @@ import (
 // ones too; an xdr feed whose records join each request to its answer.
 // Broken Diameter messages are counted, and stall nothing.
 func TestDirectorDiameter(t *testing.T) {
+	t.Parallel()
 	kcat := testkit.Tool(t, "kcat")
 	tshark := testkit.Tool(t, "tshark")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -187,6 +187,7 @@ func probeState(p *probe.Probe) string {
 // Every copy is delivered exactly once when nothing fails; none is lost
 // when signalbox restarts mid-stream.
 func TestDirectorEndToEnd(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
@@ -360,10 +361,12 @@ func TestDirectorEndToEnd(t *testing.T) {
 	}
 }
 
-// TestDirectorConsumerOutage: the synthetic consumer stops for 10 s
-// mid-stream and restarts on the same address; the feed reconnects and
-// nothing is lost (duplicates allowed, counted).
+// TestDirectorConsumerOutage: the synthetic consumer stops mid-stream
+// until the feed reports the outage with copies waiting, and restarts on
+// the same address; the feed reconnects and nothing is lost (duplicates
+// allowed, counted).
 func TestDirectorConsumerOutage(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := startServer(t, testConfig(t, t.TempDir(), true))
@@ -374,10 +377,22 @@ func TestDirectorConsumerOutage(t *testing.T) {
 
 	const n = 8000
 	prodDone := make(chan struct{})
-	go func() { produceCopies(t, ctx, s.KafkaAddrs(), "out", 500, n); close(prodDone) }()
-	time.Sleep(3 * time.Second)
+	go func() { produceCopies(t, ctx, s.KafkaAddrs(), "out", 1000, n); close(prodDone) }()
+	testkit.WaitForState(t, 30*time.Second, "copies to flow", func() (bool, string) {
+		return synth.Snapshot().Unique >= 1000, probeState(synth)
+	})
 	synth.Close()
-	time.Sleep(10 * time.Second)
+	// The outage as the feed reports it: not connected, with an error,
+	// and copies piling up behind it.
+	testkit.WaitForState(t, 30*time.Second, "the feed to report the outage with copies waiting", func() (bool, string) {
+		var st struct {
+			State string `json:"state"`
+			Lag   int64  `json:"lag"`
+		}
+		_, b := apiDo(t, s, "GET", "/api/v1/feeds/probe-b/status", "")
+		_ = json.Unmarshal(b, &st)
+		return st.State != "connected" && st.Lag >= 1000, string(b)
+	})
 	if err := synth.Start(ctx); err != nil {
 		t.Fatalf("probe restart: %v", err)
 	}

@@ -24,6 +24,7 @@ import (
 // dead-letter topic with the reason and go on: every other copy delivered
 // exactly once, the feed connected, the copy counted as undeliverable.
 func TestDirectorPoisonPill(t *testing.T) {
+	t.Parallel()
 	// An exactly-once feed's first transaction over the big copy aborts;
 	// the next dead-letters it and commits the rest.
 	for _, once := range []bool{false, true} {
@@ -121,6 +122,7 @@ func poisonPill(t *testing.T, once bool) {
 // is one value) and skips, counting, what it cannot; only a record that is
 // not a copy at all goes to the dead-letter topic.
 func TestDirectorRelaysIncompleteCopies(t *testing.T) {
+	t.Parallel()
 	kcat := testkit.Tool(t, "kcat")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 // "decode as": every copy as HTTP/2, each response on its request's stream,
 // and no TCP or HTTP/2 expert warning.
 func TestDirectorStreamInStockTshark(t *testing.T) {
+	t.Parallel()
 	kcat := testkit.Tool(t, "kcat")
 	tshark := testkit.Tool(t, "tshark")
 	ctx, cancel := context.WithCancel(context.Background())

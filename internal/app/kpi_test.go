@@ -19,6 +19,7 @@ import (
 // service failure-ratio alarm past its threshold; a subscriber's records
 // are found by SUPI, and a trace of the subscriber catches their copies.
 func TestKPIsByCause(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := testConfig(t, t.TempDir(), true)

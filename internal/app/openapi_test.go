@@ -26,6 +26,7 @@ import (
 //     the document, and every request and every answer, errors included, is
 //     valid against the document.
 func TestOpenAPIContract(t *testing.T) {
+	t.Parallel()
 	raw, err := api.OpenAPIJSON()
 	if err != nil {
 		t.Fatal(err)

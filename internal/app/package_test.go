@@ -24,6 +24,7 @@ import (
 // command line; free loopback ports instead of the config file's, which
 // the environment overrides as it would for an operator), and purges it.
 func TestDebianPackage(t *testing.T) {
+	t.Parallel()
 	dpkg := testkit.Tool(t, "dpkg")
 	sudo := []string{}
 	if os.Geteuid() != 0 {

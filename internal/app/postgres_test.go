@@ -51,6 +51,7 @@ func pgSchemaDSN(t *testing.T) string {
 // created through node A's API is applied by node B without a restart
 // (LISTEN/NOTIFY, with version polling as the fallback).
 func TestScaleOutOnPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := pgSchemaDSN(t)
 	cfgA := testConfig(t, t.TempDir(), false)
 	cfgA.Store = dsn

@@ -30,6 +30,7 @@ const rulesDir = "../../deploy/prometheus"
 // The shipped alert rules load and pass their unit tests in promtool, and
 // every alarm kind signalbox raises has an alert.
 func TestAlertRules(t *testing.T) {
+	t.Parallel()
 	promtool := testkit.Tool(t, "promtool")
 	for _, args := range [][]string{{"check", "rules", "signalbox.rules.yml"}, {"test", "rules", "signalbox.rules_test.yml"}} {
 		cmd := exec.Command(promtool, args...)
@@ -62,6 +63,7 @@ func TestAlertRules(t *testing.T) {
 // them without error, and finds the metrics the README names with the
 // labels it gives them, once traffic has made them.
 func TestPrometheusScrapesServe(t *testing.T) {
+	t.Parallel()
 	testkit.Tool(t, "prometheus")
 	cfg := testConfig(t, t.TempDir(), false)
 	cfg.Store = pgSchemaDSN(t)
@@ -358,6 +360,7 @@ scrape_configs:
 // real Prometheus scraping a signalbox that carries calls and copies, and
 // every metric a query names is there.
 func TestDashboardsQueryRealMetrics(t *testing.T) {
+	t.Parallel()
 	testkit.Tool(t, "prometheus")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

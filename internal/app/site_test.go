@@ -100,6 +100,7 @@ func (p *siteProc) kill() {
 // is delivered twice is only what a had delivered since b last heard
 // where it was (at-least-once across the kill).
 func TestSitePair(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := testkit.StartBroker(t, broker.Config{Topics: []broker.TopicSpec{{Name: "OUT", Partitions: 3}}})

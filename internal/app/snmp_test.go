@@ -15,6 +15,7 @@ import (
 // net-snmp's snmptrapd, authenticated and encrypted, named by the MIB it
 // ships.
 func TestAlarmsReachSNMPManager(t *testing.T) {
+	t.Parallel()
 	mibDir, _ := filepath.Abs("../../deploy/snmp")
 	engine := snmpnotify.EngineIDFromText("edge-1")
 	d := testkit.SNMPTrapd(t, fmt.Sprintf("createUser -e 0x%x noc SHA-512 auth-secret-1 AES priv-secret-1\nauthUser log noc priv\n", engine), mibDir)

@@ -26,6 +26,7 @@ import (
 // unmodified tshark reads and as JSON lines; a viewer can neither see nor
 // start one; the audit log shows who traced whom and who downloaded it.
 func TestSubscriberTrace(t *testing.T) {
+	t.Parallel()
 	tshark := testkit.Tool(t, "tshark")
 	ctx := context.Background()
 	cfg := testConfig(t, t.TempDir(), true)
@@ -218,6 +219,7 @@ func produceTransaction(t *testing.T, cl *kgo.Client, supi, corr string, reverse
 // had committed (an external Kafka keeps the trace's groups): the copies
 // sent while it was down are caught after, and none twice.
 func TestTraceResumesAfterRestart(t *testing.T) {
+	t.Parallel()
 	br, err := broker.Start(context.Background(), broker.Config{Addr: "127.0.0.1:0",
 		Topics: []broker.TopicSpec{{Name: "SCP", Partitions: 4}, {Name: "NRF", Partitions: 2}, {Name: "SEPP", Partitions: 2}}}, nil)
 	if err != nil {

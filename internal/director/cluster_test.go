@@ -72,7 +72,9 @@ func startCluster(t *testing.T, kind string, n int) *testCluster {
 	t.Helper()
 	switch kind {
 	case kfakeCluster:
-		opts := []kfake.Opt{kfake.NumBrokers(n)}
+		// A 3 s session, as on librdkafka's mock: kfake's default minimum
+		// (6 s, Kafka's) would double every wait on a session's end.
+		opts := []kfake.Opt{kfake.NumBrokers(n), kfake.GroupMinSessionTimeout(time.Second)}
 		for _, tp := range clusterTopics {
 			opts = append(opts, kfake.SeedTopics(int32(tp.Partitions), tp.Name))
 		}
@@ -81,7 +83,7 @@ func startCluster(t *testing.T, kind string, n int) *testCluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(kc.Close)
-		return &testCluster{kind: kind, brokers: kc.ListenAddrs(), session: 6 * time.Second, kfake: kc, down: func(t *testing.T, i int) {
+		return &testCluster{kind: kind, brokers: kc.ListenAddrs(), session: 3 * time.Second, kfake: kc, down: func(t *testing.T, i int) {
 			if err := kc.RemoveNode(int32(i)); err != nil {
 				t.Fatalf("kfake: remove broker %d: %v", i, err)
 			}
@@ -113,9 +115,9 @@ func startCluster(t *testing.T, kind string, n int) *testCluster {
 }
 
 // onEachCluster runs fn as a subtest on a fresh cluster of each kind with
-// n brokers.
+// n brokers, the kinds in parallel.
 func onEachCluster(t *testing.T, n int, fn func(t *testing.T, c *testCluster)) {
 	for _, kind := range []string{kfakeCluster, librdkafkaCluster} {
-		t.Run(kind, func(t *testing.T) { fn(t, startCluster(t, kind, n)) })
+		t.Run(kind, func(t *testing.T) { t.Parallel(); fn(t, startCluster(t, kind, n)) })
 	}
 }
