@@ -138,6 +138,8 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 		}
 	}
 
+	d.client.Logger = s.log.With("component", "kafka")
+
 	if d.records, err = xdrstore.Open(xdrstore.Config{Dir: filepath.Join(cfg.DataDir, "xdrs"), MaxAge: cfg.XDRStoreMaxAge,
 		MaxBytes: cfg.XDRStoreMaxBytes, Codec: cfg.XDRStoreCodec, Registerer: s.reg, Logger: s.log}); err != nil {
 		d.stop(ctx)

@@ -386,12 +386,14 @@ func TestDirectorConsumerOutage(t *testing.T) {
 	// and copies piling up behind it.
 	testkit.WaitForState(t, 30*time.Second, "the feed to report the outage with copies waiting", func() (bool, string) {
 		var st struct {
-			State string `json:"state"`
-			Lag   int64  `json:"lag"`
+			Status struct {
+				State string `json:"state"`
+				Lag   int64  `json:"lag"`
+			} `json:"status"`
 		}
 		_, b := apiDo(t, s, "GET", "/api/v1/feeds/probe-b/status", "")
 		_ = json.Unmarshal(b, &st)
-		return st.State != "connected" && st.Lag >= 1000, string(b)
+		return st.Status.State != "connected" && st.Status.Lag >= 1000, string(b)
 	})
 	if err := synth.Start(ctx); err != nil {
 		t.Fatalf("probe restart: %v", err)

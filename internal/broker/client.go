@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,6 +31,10 @@ type ClientConfig struct {
 	// release ("3.0"), for a cluster that mishandles newer requests (empty:
 	// franz-go's newest, each negotiated down by ApiVersions).
 	MaxVersion string
+	// Logger, when set, receives the client's own log: group joins,
+	// assignments, revocations and their errors at debug level, its
+	// warnings and errors as such.
+	Logger *slog.Logger `json:"-"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -70,6 +75,9 @@ func (c ClientConfig) Opts() []kgo.Opt {
 	if c.TLS != nil {
 		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
 	}
+	if c.Logger != nil {
+		opts = append(opts, kgo.WithLogger(kgoLogger{c.Logger}))
+	}
 	if v := kversion.FromString(c.MaxVersion); v != nil {
 		opts = append(opts, kgo.MaxVersions(v))
 	}
@@ -91,6 +99,36 @@ func (c ClientConfig) Opts() []kgo.Opt {
 		opts = append(opts, kgo.SASL(badMechanism(c.SASLMechanism)))
 	}
 	return opts
+}
+
+// kgoLogger hands franz-go's log to slog; its info lines (the group's
+// life) are debug lines here.
+type kgoLogger struct{ l *slog.Logger }
+
+func slogLevel(l kgo.LogLevel) slog.Level {
+	switch l {
+	case kgo.LogLevelError:
+		return slog.LevelError
+	case kgo.LogLevelWarn:
+		return slog.LevelWarn
+	case kgo.LogLevelInfo:
+		return slog.LevelDebug
+	default:
+		return slog.LevelDebug - 4
+	}
+}
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	for _, l := range []kgo.LogLevel{kgo.LogLevelDebug, kgo.LogLevelInfo, kgo.LogLevelWarn, kgo.LogLevelError} {
+		if k.l.Enabled(context.Background(), slogLevel(l)) {
+			return l
+		}
+	}
+	return kgo.LogLevelNone
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	k.l.Log(context.Background(), slogLevel(level), "kafka client: "+msg, keyvals...)
 }
 
 // NewClient validates the configuration and builds a client.

@@ -52,9 +52,11 @@ func runNode(c string) int {
 		return 2
 	}
 	var m *Manager
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: nodeLogLevel()}))
+	nc.Kafka.Logger = log
 	m, err := NewManager(Config{
 		Client: nc.Kafka, Topics: testTopics[:3], Registerer: prometheus.NewRegistry(), Node: nc.Node,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: nodeLogLevel()})), SessionTimeout: nc.SessionTimeout, CreateTopics: true, SoloReads: nc.Solo,
+		Logger: log, SessionTimeout: nc.SessionTimeout, CreateTopics: true, SoloReads: nc.Solo,
 		BackoffMin: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
 		NewSink: func(spec *FeedSpec) (Sink, error) {
 			if spec.Type == TypeSynthetic {
