@@ -31,9 +31,9 @@ type ClientConfig struct {
 	// release ("3.0"), for a cluster that mishandles newer requests (empty:
 	// franz-go's newest, each negotiated down by ApiVersions).
 	MaxVersion string
-	// Logger, when set, receives the client's own log: group joins,
-	// assignments, revocations and their errors at debug level, its
-	// warnings and errors as such.
+	// Logger, when set, receives the client's own log (kgoLogger): group
+	// joins, assignments and revocations at debug level, connection
+	// trouble at info, its errors as errors.
 	Logger *slog.Logger `json:"-"`
 }
 
@@ -101,8 +101,10 @@ func (c ClientConfig) Opts() []kgo.Opt {
 	return opts
 }
 
-// kgoLogger hands franz-go's log to slog; its info lines (the group's
-// life) are debug lines here.
+// kgoLogger hands franz-go's log to slog, a level lower: its info lines
+// (the group's life) are debug lines here, and its warnings (a connection
+// closed, a broker unreachable: retried, and reported by the feeds and
+// alarms that depend on them) info lines.
 type kgoLogger struct{ l *slog.Logger }
 
 func slogLevel(l kgo.LogLevel) slog.Level {
@@ -110,7 +112,7 @@ func slogLevel(l kgo.LogLevel) slog.Level {
 	case kgo.LogLevelError:
 		return slog.LevelError
 	case kgo.LogLevelWarn:
-		return slog.LevelWarn
+		return slog.LevelInfo
 	case kgo.LogLevelInfo:
 		return slog.LevelDebug
 	default:
