@@ -59,6 +59,7 @@ type feed struct {
 	member  string
 	resetMu sync.Mutex
 	resetTo map[tp]int64
+	mship   membership // when the reader's membership was last proven
 
 	// filters and xdr (filtering.go, xdrfeed.go)
 	filt                          *feedFilter

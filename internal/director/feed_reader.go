@@ -15,6 +15,7 @@ import (
 // ends, or until the client cannot be built: the feed then stays in the
 // error state.
 func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
+	f.mship.session = f.m.cfg.SessionTimeout
 	cl, err := f.m.cfg.Client.NewClient(readerOpts(pooled,
 		kgo.ConsumerGroup(f.group),
 		kgo.ConsumeTopics(f.spec.Sources...),
@@ -23,6 +24,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(time.Second),
+		kgo.AutoCommitCallback(f.mship.committed),
 		kgo.SessionTimeout(f.m.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(heartbeat(f.m.cfg.SessionTimeout)),
 		kgo.OnPartitionsAssigned(f.assigned),
@@ -45,7 +47,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		cl.Close()
 	}()
 
-	var lastFetchErr time.Time
+	var lastFetchErr, lastUnproven time.Time
 	for ctx.Err() == nil {
 		// A free slot first, then the poll: while the sender is busy,
 		// copies gather in the client into one larger batch.
@@ -64,6 +66,19 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 			break
 		}
 		f.fetchErrors(fs, &lastFetchErr)
+		if !fs.Empty() && f.mship.stale() {
+			// After a pause: deliver only as a proven member (membership).
+			if err := f.mship.prove(ctx, cl, f.group); err != nil {
+				if time.Since(lastUnproven) > 10*time.Second {
+					lastUnproven = time.Now()
+					f.log.Warn("feed: membership not proven after a pause; the poll is read again", "err", err)
+				}
+				cl.SetOffsets(epochOffsets(firstOffsets(fs)))
+				p.free <- b
+				sleepCtx(ctx, heartbeat(f.m.cfg.SessionTimeout))
+				continue
+			}
+		}
 		b.cl = cl
 		if !f.decode(ctx, fs, b) {
 			b.release()
@@ -124,6 +139,7 @@ func (f *feed) fetchErrors(fs kgo.Fetches, last *time.Time) {
 // meanwhile, and move the group's commits back.
 func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
 	defer f.m.upstreamRebalance(f.spec.Name, true)
+	f.mship.note()
 	member, _ := cl.GroupMetadata()
 	var kept map[string][]int32
 	if f.member != "" && member != f.member {
@@ -196,7 +212,28 @@ func (f *feed) repositionKept(cl *kgo.Client) {
 
 // revoked (kgo.OnPartitionsRevoked) commits what was marked, through the
 // group member (so with its generation), and ends the partitions' epochs.
+//
+// After a pause past the session timeout, franz-go may revoke as a new
+// member, from the new assignment's point of view, partitions another node
+// has owned and committed past since: what it marked is the old
+// membership's, and it commits nothing of them, as for lost partitions
+// (tap.revoked); nor does a member not proven since a pause.
 func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
+	if member, _ := cl.GroupMetadata(); f.member != "" && member != f.member {
+		f.log.Warn("feed: revoked as a new group member; committing nothing of the old membership", "partitions", len(parts))
+		f.partitionsLost(ctx, cl, parts)
+		return
+	}
+	if f.mship.stale() {
+		pctx, cancel := context.WithTimeout(ctx, f.m.cfg.SessionTimeout/3)
+		err := f.mship.prove(pctx, cl, f.group)
+		cancel()
+		if err != nil {
+			f.log.Warn("feed: revoked after a pause without a proven membership; committing nothing", "err", err)
+			f.partitionsLost(ctx, cl, parts)
+			return
+		}
+	}
 	f.m.upstreamRebalance(f.spec.Name, false)
 	if err := cl.CommitMarkedOffsets(ctx); err != nil {
 		f.log.Warn("feed: commit on revoke", "err", err)

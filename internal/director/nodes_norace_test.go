@@ -87,14 +87,22 @@ func zombieCommitsNothing(t *testing.T, solo bool) {
 			t.Errorf("committed offsets moved backwards %d times: %v", len(back), back)
 		}
 		d, total := r.counts()
-		t.Logf("%d copies, %d delivered, %d duplicates; the resumed node's commits refused by the fence: %d; it rejoined as a new member keeping partitions: %d",
-			d, total, total-d, strings.Count(a.output(), errNotMember.Error()), strings.Count(a.output(), "rejoined as a new group member"))
-		// A resumed node given back partitions it held before the pause
-		// starts them again from their commits, not from franz-go's
-		// cursor there (tap.addParts, feed.assigned): before the feed's
-		// own reader did, it delivered again everything the other node
-		// had delivered meanwhile (6,092 of 12,000 once on the mock).
-		if total-d > n/4 {
+		t.Logf("%d copies, %d delivered, %d duplicates; the resumed node's commits or proofs refused: %d; polls read again for want of a proof: %d; it rejoined as a new member keeping partitions: %d",
+			d, total, total-d, strings.Count(a.output(), errNotMember.Error()), strings.Count(a.output(), "membership not proven after a pause"),
+			strings.Count(a.output(), "rejoined as a new group member"))
+		// What is delivered twice is what the paused node had delivered
+		// past its last commit, which the other node delivers again: at
+		// most a commit interval (1 s) of its half of the 2,000 copies/s,
+		// about 1,000, and what was in flight; n/8 is 1,500. Measured
+		// 36-772 in 12 runs beside two busy loops.
+		//
+		// More would mean the resumed node delivered what the group gave
+		// away while it was paused: a poll fetched before the pause,
+		// delivered before the node proved its membership (membership,
+		// tap.prove: 4,894 once, solo on kfake), or a partition given
+		// back and read on from franz-go's cursor instead of its commit
+		// (tap.addParts, feed.assigned: 6,092 once on the mock).
+		if total-d > n/8 {
 			t.Errorf("%d duplicates of %d copies", total-d, n)
 			r.mu.Lock()
 			times := map[int]int{}

@@ -182,9 +182,10 @@ func (t *tap) commitLoop(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// errNotMember is a fenced commit refused because the tap's reader is not
-// (or no longer) a member of its group's current generation.
-var errNotMember = errors.New("the tap is not a member of its group's current generation")
+// errNotMember is a fenced commit (or a proof, membership.prove) refused
+// because the reader is not (or no longer) a member of its group's current
+// generation.
+var errNotMember = errors.New("the reader is not a member of its group's current generation")
 
 // fencedCommit commits what mems confirmed into their feeds' groups, but
 // only after proving that the tap is still a member of its group's current
