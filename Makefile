@@ -21,7 +21,8 @@ test:
 
 # make test-unit: the fast loop for developers. Needs nothing but Go: -short
 # leaves out the tests that talk to PostgreSQL, tshark, kcat or Chromium
-# (testkit.Outside), which make test always runs.
+# (testkit.Outside), the director's multi-process node tests and its runs on
+# librdkafka's mock cluster, which make test always runs.
 test-unit:
 	$(GO) vet ./...
 	$(GO) test -short -timeout 5m ./...

@@ -115,11 +115,16 @@ func startCluster(t *testing.T, kind string, n int) *testCluster {
 }
 
 // onEachCluster runs fn as a subtest on a fresh cluster of each kind with
-// n brokers, one after the other: run side by side under the race
+// n brokers (kfake only in -short), one after the other: run side by side under the race
 // detector, librdkafka's mock took over a minute to reassign what a broker
 // outage moved (TestBrokerDownMidStream).
 func onEachCluster(t *testing.T, n int, fn func(t *testing.T, c *testCluster)) {
 	for _, kind := range []string{kfakeCluster, librdkafkaCluster} {
-		t.Run(kind, func(t *testing.T) { fn(t, startCluster(t, kind, n)) })
+		t.Run(kind, func(t *testing.T) {
+			if kind == librdkafkaCluster && testing.Short() {
+				t.Skip("librdkafka's mock cluster waits out its rebalances for tens of seconds: left out of -short (make test-unit); make test runs it")
+			}
+			fn(t, startCluster(t, kind, n))
+		})
 	}
 }

@@ -42,6 +42,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// nodeTest starts a test that runs nodes as processes: in parallel with
+// the others (they mostly wait on their nodes), and not in -short (make
+// test-unit), where their minute of waiting is not worth it.
+func nodeTest(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs signalbox nodes as processes: left out of -short (make test-unit); make test runs it")
+	}
+	t.Parallel()
+}
+
 // runNode runs a Manager with the feeds of c (synthetic feeds write to the
 // acknowledged TCP test receiver at their endpoint; others use the real
 // sinks) until SIGTERM.

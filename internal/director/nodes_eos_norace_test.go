@@ -32,7 +32,7 @@ import (
 // there, this test finds 1,992 of 8,000 copies twice, kcat and franz-go
 // alike: what the mock does, not what the feed does.
 func TestNodesExactlyOnceKilled(t *testing.T) {
-	t.Parallel()
+	nodeTest(t)
 	kcat := testkit.Tool(t, "kcat")
 	func(t *testing.T, c *testCluster) {
 		nc := eosNode(t, c)
@@ -74,7 +74,7 @@ func TestNodesExactlyOnceKilled(t *testing.T) {
 // Kafka 2.3's versions, has no TxnOffsetCommit v3 (generation and member),
 // so a zombie there would be fenced by nothing but its transaction timeout.
 func TestNodesExactlyOnceZombie(t *testing.T) {
-	t.Parallel()
+	nodeTest(t)
 	c := startCluster(t, kfakeCluster, 1)
 	nc := eosNode(t, c)
 	a := startNode(t, nc)
@@ -145,7 +145,7 @@ func eosNode(t *testing.T, c *testCluster) nodeConfig {
 // fails or aborts, the poll is read again, and read_committed sees every
 // copy once.
 func TestNodesExactlyOnceBrokerDown(t *testing.T) {
-	t.Parallel()
+	nodeTest(t)
 	for _, fault := range []string{"broker-removed", "coordinators-moved", "leaders-elected"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()

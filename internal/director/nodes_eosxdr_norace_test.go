@@ -29,7 +29,7 @@ import (
 // read_committed finds one record per transaction, each with the result
 // its copies make: complete, or response_timeout for the unanswered.
 func TestNodesExactlyOnceXDR(t *testing.T) {
-	t.Parallel()
+	nodeTest(t)
 	kcat := testkit.Tool(t, "kcat")
 	for _, fault := range []string{"killed", "zombie", "broker-removed"} {
 		t.Run(fault, func(t *testing.T) {

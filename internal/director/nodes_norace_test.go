@@ -31,7 +31,7 @@ import (
 // commit franz-go's marks through their group member, which carries the
 // generation; the "solo" run holds them to the same.
 func TestNodesZombieCommitsNothing(t *testing.T) {
-	t.Parallel()
+	nodeTest(t)
 	for _, solo := range []bool{false, true} {
 		t.Run(map[bool]string{false: "tap", true: "solo"}[solo], func(t *testing.T) { t.Parallel(); zombieCommitsNothing(t, solo) })
 	}
@@ -126,7 +126,7 @@ func zombieCommitsNothing(t *testing.T, solo bool) {
 // meanwhile the survivor's correlator waits for the copies stuck there
 // instead of timing their transactions out.
 func TestNodesXDRKilledMidStream(t *testing.T) {
-	t.Parallel()
+	nodeTest(t)
 	onEachCluster(t, 1, func(t *testing.T, c *testCluster) {
 		dups, _ := xdrHandover(t, c, func(t *testing.T, nodes []*nodeProc, _ nodeConfig) {
 			nodes[0].signal(syscall.SIGKILL)
@@ -142,7 +142,7 @@ func TestNodesXDRKilledMidStream(t *testing.T) {
 // (SIGTERM): both groups rebalance twice, and the nodes that give up
 // partitions hand their pending transactions over without records.
 func TestNodesXDRRebalanceMidStream(t *testing.T) {
-	t.Parallel()
+	nodeTest(t)
 	// kfake only. On librdkafka's mock a rebalance round waits session
 	// timeout - 1 s for members that are already in (rdkafka_mock_cgrp.c),
 	// and partitions a cooperative round revoked stay unassigned for up to
