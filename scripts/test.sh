@@ -13,7 +13,8 @@
 #   4. go vet -race ./... (compiling the dependencies once for the race
 #      pass), bin/signalbox built once for the tests that run the binary
 #      (SIGNALBOX_TEST_BIN), and every test with the race detector against
-#      both store backends, with -vet=off since vet has run.
+#      both store backends, with -vet=off since vet has run, and -count=1:
+#      every test runs, none is taken from the test cache.
 #   5. Both passes' results through scripts/testreport: each package's
 #      result, the output of every failed test, the slowest tests; the whole
 #      runs are in .test-race.json and .test-norace.json (go test -json).
@@ -64,7 +65,7 @@ export SIGNALBOX_TEST_BIN="$PWD/bin/signalbox"
 
 phase "go test -race ./..."
 race_rc=0
-$GO test -race -vet=off -timeout 12m -json ./... 2>&1 | tee .test-race.json | bin/testreport race || race_rc=$?
+$GO test -race -count=1 -vet=off -timeout 12m -json ./... 2>&1 | tee .test-race.json | bin/testreport race || race_rc=$?
 
 norace_rc=0
 wait $norace || norace_rc=$?

@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
+	if a := os.Getenv(produceEnv); a != "" {
+		os.Exit(produceFromHere(a))
+	}
 	code := m.Run()
 	testkit.RemoveBinary()
 	os.Exit(code)

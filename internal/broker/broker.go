@@ -83,7 +83,7 @@ type SASLConfig struct {
 // Config configures the embedded broker.
 type Config struct {
 	Addr           string        // listen address; default ":9092"
-	AdvertisedAddr string        // what clients are told; default derived from Addr (127.0.0.1 for an unspecified host)
+	AdvertisedAddr string        // what clients are told; default derived from Addr (advertiseFor)
 	DataDir        string        // persistence directory; empty keeps everything in memory
 	Retention      time.Duration // default 5m
 	RetentionBytes int64         // per partition; default 1 GiB
@@ -286,24 +286,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	b.wg.Add(1)
 	go b.retentionLoop(cfg.Retention)
-	log.Info("kafka broker started", "addrs", b.addrs, "data_dir", cfg.DataDir,
+	log.Info("kafka broker started", "listen", cfg.Addr, "advertised", advertised, "data_dir", cfg.DataDir,
 		"retention", cfg.Retention, "retention_bytes", cfg.RetentionBytes, "topics", len(cfg.Topics))
 	return b, nil
-}
-
-func advertiseFor(addr, adv, port string) string {
-	if adv != "" {
-		h, p, _ := net.SplitHostPort(adv)
-		if p == "0" || p == "" {
-			p = port
-		}
-		return net.JoinHostPort(h, p)
-	}
-	h, _, _ := net.SplitHostPort(addr)
-	if ip := net.ParseIP(h); h == "" || ip != nil && ip.IsUnspecified() {
-		h = "127.0.0.1"
-	}
-	return net.JoinHostPort(h, port)
 }
 
 func (b *Broker) ensure(ctx context.Context, cfg Config) error {

@@ -137,7 +137,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 
 	fs.BoolVar(&c.Director, "director", true, "run the data director (Kafka broker or client, feeds, HTTP/2 ingest)")
 	fs.StringVar(&c.KafkaAddr, "kafka-addr", ":9092", "listen address of the embedded Kafka broker (ignored with -kafka-brokers)")
-	fs.StringVar(&c.KafkaAdvertisedAddr, "kafka-advertised-addr", "", "host:port the embedded broker tells clients to connect to (default: -kafka-addr, with 127.0.0.1 for an unspecified host)")
+	fs.StringVar(&c.KafkaAdvertisedAddr, "kafka-advertised-addr", "", "host:port the embedded broker tells clients (NFs) to connect to (default: -kafka-addr; for an unspecified host, this host's address on its default route, else 127.0.0.1)")
 	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", "", "comma-separated host:port of an existing Kafka cluster; when set, no embedded broker is started")
 	fs.BoolVar(&c.KafkaCreateTopics, "kafka-create-topics", true, "create missing NF topics in an external Kafka cluster")
 	fs.StringVar(&c.KafkaTopics, "kafka-topics", "SCP=12,NRF=6,SEPP=6,PCF=6,BSF=6,NON_ORACLE=6,DIAMETER=6", "NF topics and partition counts: NAME=PARTITIONS,...; NON_ORACLE takes the copies of NF types without a topic of their own, DIAMETER the Diameter copies of any NF")
