@@ -36,6 +36,8 @@ type feed struct {
 	mDelivered, mBytes, mFailed, mRetries, mLost, mRedelivered prometheus.Counter
 	mLag, mConnected                                           prometheus.Gauge
 	mLatency                                                   prometheus.Observer
+	mEvicted                                                   prometheus.Counter // synthetic feeds: flows pushed out of the table
+	evictedSeen                                                atomic.Uint64      // the sink's FlowsEvicted at the last look
 
 	mu        sync.Mutex
 	state     string
@@ -93,6 +95,9 @@ func (m *Manager) newFeed(s FeedSpec) *feed {
 	f.mFailed, f.mRetries = mt.failures.With(l), mt.retries.With(l)
 	f.mLost, f.mRedelivered = mt.lost.With(l), mt.duplicates.With(l)
 	f.mLag, f.mConnected, f.mLatency = mt.lag.With(l), mt.connected.With(l), mt.latency.With(l)
+	if s.Type == TypeSynthetic {
+		f.mEvicted = mt.flowsEvicted.With(l)
+	}
 	f.calls = m.isCallsFeed(&s)
 	f.initFilter()
 	return f

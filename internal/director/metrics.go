@@ -14,6 +14,7 @@ type metrics struct {
 	deliveredBytes *prometheus.CounterVec
 	failures       *prometheus.CounterVec
 	retries        *prometheus.CounterVec
+	flowsEvicted   *prometheus.CounterVec
 	lost           *prometheus.CounterVec
 	duplicates     *prometheus.CounterVec
 	lag            *prometheus.GaugeVec
@@ -48,6 +49,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failed sink sends (each is retried)."}, feed),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_retries_total",
 			Help: "Batches sent again after a failure."}, feed),
+		flowsEvicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_flows_evicted_total",
+			Help: "Flows a synthetic feed closed to make room in its flow table (packets.max_flows) for another; one that comes back is a new TCP connection to the probe."}, feed),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_lost_total",
 			Help: "Copies deleted by retention before the feed delivered them."}, feed),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_redelivered_total",
@@ -97,7 +100,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost,
+	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.flowsEvicted, m.lost,
 		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.checkpoints} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -132,6 +135,9 @@ func (m *metrics) declare(spec *FeedSpec) {
 	} else {
 		m.reordered.WithLabelValues(spec.Name)
 	}
+	if spec.Type == TypeSynthetic {
+		m.flowsEvicted.WithLabelValues(spec.Name)
+	}
 }
 
 // declareTap makes a shared reader's counters exist at 0.
@@ -143,7 +149,7 @@ func (m *metrics) declareTap(key string) {
 
 func (m *metrics) forget(feed string) {
 	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
-		m.undeliverable, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed} {
+		m.undeliverable, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.flowsEvicted} {
 		v.DeleteLabelValues(feed)
 	}
 	m.incomplete.DeletePartialMatch(prometheus.Labels{"feed": feed})

@@ -63,6 +63,13 @@ type RejectingSink interface {
 	Rejected() (copies []*nfcopy.Copy, reasons []string)
 }
 
+// FlowEvicter is a sink that keeps a table of flows (synthetic) and counts
+// those it closed to make room for others, since it was made
+// (signalbox_feed_flows_evicted_total).
+type FlowEvicter interface {
+	FlowsEvicted() uint64
+}
+
 // SinkStatus is optionally implemented by sinks to report their connection.
 type SinkStatus interface {
 	Connected() bool

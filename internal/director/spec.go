@@ -87,7 +87,7 @@ type AddrMapping struct {
 // PacketSpec tunes a synthetic feed's packets (synthetic.EncoderOptions).
 type PacketSpec struct {
 	MSS         int  `json:"mss,omitempty"`          // largest TCP payload per packet; 0 = 1460
-	MaxFlows    int  `json:"max_flows,omitempty"`    // flows open at once; 0 = 16384
+	MaxFlows    int  `json:"max_flows,omitempty"`    // flows open at once; 0 = 100000
 	KeepPorts   bool `json:"keep_ports,omitempty"`   // server ports as copied, even those Wireshark does not decode as HTTP
 	NoHandshake bool `json:"no_handshake,omitempty"` // no SYN/SYN-ACK/ACK opening a flow, no FIN closing it
 }

@@ -115,7 +115,7 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 				return &FieldError{Field: "packets.mss", Msg: fmt.Sprintf("%d: want 536 to 65495 bytes (0: 1460)", p.MSS)}
 			}
 			if p.MaxFlows != 0 && (p.MaxFlows < 4 || p.MaxFlows > 1<<20) {
-				return &FieldError{Field: "packets.max_flows", Msg: fmt.Sprintf("%d: want 4 to 1048576 (0: 16384)", p.MaxFlows)}
+				return &FieldError{Field: "packets.max_flows", Msg: fmt.Sprintf("%d: want 4 to 1048576 (0: 100000)", p.MaxFlows)}
 			}
 		}
 	case TypeHTTP2:

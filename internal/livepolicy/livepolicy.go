@@ -665,8 +665,10 @@ func (m *Manager) swap(ctx context.Context, snap *callpolicy.Snapshot, v int64, 
 	// Hits counted against the old snapshot are persisted before the swap.
 	m.FlushHits(ctx)
 	m.engine.Swap(snap)
-	m.version.Store(v)
+	// Counted before the version shows: whoever sees the version live
+	// (a test's settle, the API's version check) sees the reload counted.
 	m.reloads.WithLabelValues(scope).Inc()
+	m.version.Store(v)
 	if compiled >= bigReload {
 		debug.FreeOSMemory()
 	}

@@ -65,7 +65,7 @@ const (
 	// Ethernet MTU of 1500 less the IPv4 and TCP headers.
 	DefaultMSS = 1460
 
-	defaultMaxFlows = 16384
+	defaultMaxFlows = 100_000
 	flowWays        = 4 // the flow table is 4-way set associative
 
 	// ackEvery: a side that has received this much since it last sent
@@ -97,7 +97,8 @@ type Mapping struct {
 type EncoderOptions struct {
 	Mappings []Mapping
 	// MaxFlows sizes the flow table, rounded up to a multiple of four
-	// (sets of four flows, least recently used out first); 0 means 16384.
+	// (sets of four flows, least recently used out first); 0 means 100,000
+	// (about 10 MB: a flow is 104 bytes).
 	// A flow pushed out is closed with FIN; it opens afresh if it has
 	// another copy.
 	MaxFlows int
@@ -151,6 +152,11 @@ type Encoder struct {
 	shift  uint       // 64 - log2(number of sets): a hash's top bits index a set
 	tick   uint64
 	conns  uint32
+	// seqClock counts the sequence numbers the encoder has used, in every
+	// flow and direction: the clock of the initial sequence numbers.
+	seqClock uint32
+	// evicted counts flows closed to make room for another (Evicted).
+	evicted uint64
 
 	mss         int
 	keepPorts   bool
@@ -223,6 +229,11 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 	return e
 }
 
+// Evicted is how many flows the encoder has closed to make room for others
+// in its table (EncoderOptions.MaxFlows): each comes back, if it does, as a
+// new TCP connection.
+func (e *Encoder) Evicted() uint64 { return e.evicted }
+
 // Reset forgets all flows: the next copy of each flow opens it again. Call
 // it whenever the global header is re-sent (a new connection), since the
 // reader starts from scratch.
@@ -230,6 +241,7 @@ func (e *Encoder) Reset() {
 	clear(e.flows)
 	clear(e.pending)
 	e.pendingHead, e.pendingN = 0, 0
+	e.seqClock = 0
 }
 
 // set is key's set of flowWays slots in the flow table: one hash, where a
@@ -483,14 +495,19 @@ func (e *Encoder) flow(dst []byte, ts int64, key flowKey, h2 bool) (*flowSlot, [
 	slot := &set[victim]
 	if slot.used {
 		dst = e.close(dst, ts, slot)
+		e.evicted++
 	}
 	e.conns++
 	// RFC 6528: the initial sequence numbers are a hash of the flow plus a
-	// 4 µs clock (the copies' time), so a flow opened again later starts
-	// beyond where its last opening began.
+	// clock. The clock is what the encoder has written, in sequence
+	// numbers (seqClock), not the copies' time: a flow pushed out of the
+	// table and opened again starts beyond where its last opening ended,
+	// in both directions, even when the same copies come again (a replay,
+	// a re-delivery) with the same timestamps, whose 4 µs clock opened it
+	// with the very same numbers (tshark then reads the new connection as
+	// retransmissions of the old, and decodes none of it).
 	h := hashAddrPort(hashAddrPort(fnvOffset, key.client), key.server)
-	clock := uint32(max(ts, 0) / 4000)
-	isnC, isnS := uint32(h)+clock, uint32(h>>32)+clock
+	isnC, isnS := uint32(h)+e.seqClock, uint32(h>>32)+e.seqClock
 	*slot = flowSlot{key: key, used: true, st: flowState{conn: e.conns, lastUse: e.tick}}
 	fl := &slot.st
 	fl.clientSeq, fl.serverSeq = isnC, isnS

@@ -163,8 +163,10 @@ func (e *Encoder) appendSegment(dst []byte, ts int64, key flowKey, fl *flowState
 		binary.BigEndian.PutUint16(dst[tcp+16:], checksum(dst[tcp:], pseudo))
 	}
 	*seq += uint32(n)
+	e.seqClock += uint32(n)
 	if flags&(tcpSYN|tcpFIN) != 0 {
 		*seq++
+		e.seqClock++
 	}
 	if fromClient {
 		fl.clientAck = ack

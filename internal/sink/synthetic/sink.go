@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,12 +52,13 @@ type Sink struct {
 	log    *slog.Logger
 	dialer net.Dialer
 
-	mu     sync.Mutex // serialises Send and Close
-	enc    *Encoder
-	buf    []byte
-	conn   net.Conn
-	raw    syscall.RawConn // the TCP socket under conn, for acknowledgement tracking
-	gather *gather         // under conn: counts what reaches the socket; gathers a TLS batch's records
+	mu      sync.Mutex // serialises Send and Close
+	enc     *Encoder
+	evicted atomic.Uint64 // enc.Evicted(), for FlowsEvicted
+	buf     []byte
+	conn    net.Conn
+	raw     syscall.RawConn // the TCP socket under conn, for acknowledgement tracking
+	gather  *gather         // under conn: counts what reaches the socket; gathers a TLS batch's records
 
 	// Acknowledgement tracking. A ticket is a position in the stream of
 	// bytes written to all connections so far; the current connection's
@@ -132,6 +134,10 @@ func New(cfg Config) (*Sink, error) {
 }
 
 var errClosed = errors.New("synthetic: sink closed")
+
+// FlowsEvicted is how many flows the sink closed to make room in its flow
+// table (Config.MaxFlows) for another, since it was made.
+func (s *Sink) FlowsEvicted() uint64 { return s.evicted.Load() }
 
 // Send encodes the whole batch into one buffer and writes it with one Write
 // call, connecting first if needed (on a new connection the pcap global
@@ -253,6 +259,7 @@ func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy, sh *Shared) (uin
 	for _, c := range batch {
 		b = s.enc.AppendCopyFrom(b, c, sh)
 	}
+	s.evicted.Store(s.enc.Evicted())
 	if cap(b) <= maxKeptBuf {
 		s.buf = b
 	} else {

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -278,4 +279,43 @@ func BenchmarkSinkSend(b *testing.B) {
 		batch[i] = request(i, nfcopy.RequestIngress, jsonBody(3000))
 	}
 	testkit.BenchSends(b, batch, s.Send)
+}
+
+// TestSinkCountsEvictedFlows: a sink whose flow table holds 8 flows, sent
+// copies of 40 distinct flows twice, reports each flow pushed out of the
+// table (FlowsEvicted, the feed's signalbox_feed_flows_evicted_total).
+func TestSinkCountsEvictedFlows(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	s, err := New(Config{Endpoint: ln.Addr().String(), Logger: testkit.Logger(), MaxFlows: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const flows = 40
+	batch := make([]*nfcopy.Copy, flows)
+	for i := range batch {
+		batch[i] = request(i, nfcopy.RequestIngress, jsonBody(100))
+		batch[i].SourceIP, batch[i].SourcePort = fmt.Sprintf("10.9.0.%d", i+1), uint16(41000+i)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if err := s.Send(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first 8 flows fit; every other opening pushes one out (the
+	// table's sets may push one out before it is full: at least that).
+	if n := s.FlowsEvicted(); n < 2*flows-8 || n > 2*flows {
+		t.Fatalf("FlowsEvicted = %d, want %d to %d", n, 2*flows-8, 2*flows)
+	}
 }
