@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"strings"
@@ -409,5 +410,59 @@ func TestDirectorConsumerOutage(t *testing.T) {
 	testkit.WaitForState(t, 10*time.Second, "feed reconnected", func() (bool, string) {
 		_, b := apiDo(t, s, "GET", "/api/v1/feeds/probe-b/status", "")
 		return strings.Contains(string(b), `"state":"connected"`), string(b)
+	})
+}
+
+// TestFeedReportsUnreachableConsumer: a synthetic feed to an endpoint where
+// nothing listens says so at once, with no copy to send: its state is
+// disconnected and its last_error names the endpoint and the refusal, within
+// two seconds. When the probe comes up, the feed reaches it (connected)
+// still without a copy.
+func TestFeedReportsUnreachableConsumer(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startServer(t, testConfig(t, t.TempDir(), true))
+	defer s.Shutdown()
+	// Below the ephemeral range (32768-60999 on Linux): dialled again and
+	// again, a free port in it is sooner or later the dialling socket's
+	// own, and the connection is to itself.
+	var addr string
+	for port := 20000 + rand.IntN(10000); addr == ""; port++ {
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			addr = ln.Addr().String()
+			ln.Close()
+		}
+	}
+	createFeed(t, s, `{"name":"nobody","type":"synthetic","sources":["SCP"],"endpoint":"`+addr+`"}`)
+	type status struct {
+		Status struct {
+			State     string `json:"state"`
+			LastError string `json:"last_error"`
+			Delivered uint64 `json:"delivered"`
+		} `json:"status"`
+	}
+	read := func() (status, string) {
+		var st status
+		_, b := apiDo(t, s, "GET", "/api/v1/feeds/nobody/status", "")
+		_ = json.Unmarshal(b, &st)
+		return st, string(b)
+	}
+	testkit.WaitForState(t, 2*time.Second, "the feed to report its consumer unreachable", func() (bool, string) {
+		st, b := read()
+		return st.Status.State == "disconnected" && strings.Contains(st.Status.LastError, addr) &&
+			strings.Contains(st.Status.LastError, "connection refused"), b
+	})
+	p, err := probe.New(probe.Config{Listen: addr, Mode: probe.ModeSynthetic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	testkit.WaitForState(t, 20*time.Second, "the feed to reach the probe", func() (bool, string) {
+		st, b := read()
+		return st.Status.State == "connected" && st.Status.Delivered == 0, b
 	})
 }

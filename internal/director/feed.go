@@ -114,6 +114,36 @@ func (f *feed) setState(s string) {
 	}
 }
 
+// connectEarly connects the feed's sink to its consumer as the feed
+// starts, and again until it reaches it (the sink's own backoff between
+// tries) or the feed delivers: a consumer that cannot be reached shows in
+// the state (disconnected) and last_error at once, not at the first copy,
+// which may be minutes away on a quiet source.
+func (f *feed) connectEarly(ctx context.Context, c Connecter) {
+	for attempt := 0; ctx.Err() == nil && f.delivered.Load() == 0; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.Connect(cctx)
+		cancel()
+		if ctx.Err() != nil || f.delivered.Load() > 0 {
+			return
+		}
+		if err == nil {
+			f.mu.Lock()
+			waiting := f.state == StateStarting || f.state == StateDisconnected
+			f.mu.Unlock()
+			if waiting {
+				f.setState(StateConnected)
+			}
+			return
+		}
+		f.setErr(err)
+		f.setState(StateDisconnected)
+		if attempt == 0 {
+			f.log.Warn("feed: cannot reach its consumer", "err", err)
+		}
+	}
+}
+
 // How a feed reads its sources (FeedStatus.Reader).
 const (
 	ReaderShared = "shared"
@@ -227,6 +257,9 @@ func (f *feed) run(ctx context.Context) {
 		}
 		if err == nil {
 			f.sink = s
+			if c, ok := s.(Connecter); ok {
+				go f.connectEarly(ctx, c)
+			}
 			break
 		}
 		f.setErr(err)

@@ -70,6 +70,12 @@ type FlowEvicter interface {
 	FlowsEvicted() uint64
 }
 
+// Connecter is a sink that can reach its consumer before it has a copy to
+// send (synthetic): the feed connects it as it starts (feed.connectEarly).
+type Connecter interface {
+	Connect(ctx context.Context) error
+}
+
 // SinkStatus is optionally implemented by sinks to report their connection.
 type SinkStatus interface {
 	Connected() bool

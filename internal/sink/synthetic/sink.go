@@ -52,8 +52,9 @@ type Sink struct {
 	log    *slog.Logger
 	dialer net.Dialer
 
-	mu      sync.Mutex // serialises Send and Close
+	mu      sync.Mutex // serialises Send, Connect and Close
 	enc     *Encoder
+	fresh   bool          // conn has had nothing written yet: the pcap header first
 	evicted atomic.Uint64 // enc.Evicted(), for FlowsEvicted
 	buf     []byte
 	conn    net.Conn
@@ -134,6 +135,22 @@ func New(cfg Config) (*Sink, error) {
 }
 
 var errClosed = errors.New("synthetic: sink closed")
+
+// Connect connects to the consumer now unless the sink is connected,
+// waiting out its reconnect backoff first: a feed calls it as it starts, so
+// that an endpoint it cannot reach shows in its state and last error at
+// once, not at its first copy. The pcap header goes with the first copy.
+func (s *Sink) Connect(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	if s.conn != nil {
+		return nil
+	}
+	return s.connect(ctx)
+}
 
 // FlowsEvicted is how many flows the sink closed to make room in its flow
 // table (Config.MaxFlows) for another, since it was made.
@@ -244,17 +261,16 @@ func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy, sh *Shared) (uin
 		default:
 		}
 	}
-	fresh := false
 	if s.conn == nil {
 		if err := s.connect(ctx); err != nil {
 			return 0, err
 		}
-		fresh = true
 	}
 	b := s.buf[:0]
-	if fresh {
+	if s.fresh { // a new connection: the pcap header, and flows start again
 		s.enc.Reset()
 		b = s.enc.AppendHeader(b)
+		s.fresh = false
 	}
 	for _, c := range batch {
 		b = s.enc.AppendCopyFrom(b, c, sh)
@@ -427,6 +443,7 @@ func (s *Sink) connect(ctx context.Context) error {
 		close(dead)
 	}()
 	s.conn, s.raw, s.dead, s.gather = conn, raw, dead, g
+	s.fresh = true
 	s.SetConnected(true)
 	s.log.Info("synthetic sink connected", "tls", s.cfg.TLS != nil)
 	return nil
