@@ -386,15 +386,8 @@ func TestDirectorConsumerOutage(t *testing.T) {
 	// The outage as the feed reports it: not connected, with an error,
 	// and copies piling up behind it.
 	testkit.WaitForState(t, 30*time.Second, "the feed to report the outage with copies waiting", func() (bool, string) {
-		var st struct {
-			Status struct {
-				State string `json:"state"`
-				Lag   int64  `json:"lag"`
-			} `json:"status"`
-		}
-		_, b := apiDo(t, s, "GET", "/api/v1/feeds/probe-b/status", "")
-		_ = json.Unmarshal(b, &st)
-		return st.Status.State != "connected" && st.Status.Lag >= 1000, string(b)
+		st, b := feedStatus(t, s, "probe-b")
+		return st.State != "connected" && st.Lag >= 1000, b
 	})
 	if err := synth.Start(ctx); err != nil {
 		t.Fatalf("probe restart: %v", err)
@@ -435,23 +428,10 @@ func TestFeedReportsUnreachableConsumer(t *testing.T) {
 		}
 	}
 	createFeed(t, s, `{"name":"nobody","type":"synthetic","sources":["SCP"],"endpoint":"`+addr+`"}`)
-	type status struct {
-		Status struct {
-			State     string `json:"state"`
-			LastError string `json:"last_error"`
-			Delivered uint64 `json:"delivered"`
-		} `json:"status"`
-	}
-	read := func() (status, string) {
-		var st status
-		_, b := apiDo(t, s, "GET", "/api/v1/feeds/nobody/status", "")
-		_ = json.Unmarshal(b, &st)
-		return st, string(b)
-	}
 	testkit.WaitForState(t, 2*time.Second, "the feed to report its consumer unreachable", func() (bool, string) {
-		st, b := read()
-		return st.Status.State == "disconnected" && strings.Contains(st.Status.LastError, addr) &&
-			strings.Contains(st.Status.LastError, "connection refused"), b
+		st, b := feedStatus(t, s, "nobody")
+		return st.State == "disconnected" && strings.Contains(st.LastError, addr) &&
+			strings.Contains(st.LastError, "connection refused"), b
 	})
 	p, err := probe.New(probe.Config{Listen: addr, Mode: probe.ModeSynthetic})
 	if err != nil {
@@ -462,7 +442,26 @@ func TestFeedReportsUnreachableConsumer(t *testing.T) {
 	}
 	defer p.Close()
 	testkit.WaitForState(t, 20*time.Second, "the feed to reach the probe", func() (bool, string) {
-		st, b := read()
-		return st.Status.State == "connected" && st.Status.Delivered == 0, b
+		st, b := feedStatus(t, s, "nobody")
+		return st.State == "connected" && st.Delivered == 0, b
 	})
+}
+
+// feedState is what tests read of a feed's status.
+type feedState struct {
+	State     string `json:"state"`
+	LastError string `json:"last_error"`
+	Delivered uint64 `json:"delivered"`
+	Lag       int64  `json:"lag"`
+}
+
+// feedStatus is feed name's status, and the answer as it came.
+func feedStatus(t *testing.T, s *Server, name string) (feedState, string) {
+	t.Helper()
+	var st struct {
+		Status feedState `json:"status"`
+	}
+	_, b := apiDo(t, s, "GET", "/api/v1/feeds/"+name+"/status", "")
+	_ = json.Unmarshal(b, &st)
+	return st.Status, string(b)
 }

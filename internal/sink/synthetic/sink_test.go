@@ -258,18 +258,7 @@ func TestNewValidates(t *testing.T) {
 // BenchmarkSinkSend measures a whole batch (256 copies of 3 KB) encoded and
 // written to a loopback TCP reader.
 func BenchmarkSinkSend(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			_, _ = io.Copy(io.Discard, c)
-		}
-	}()
-	s, err := New(Config{Endpoint: ln.Addr().String(), Logger: testkit.Logger()})
+	s, err := New(Config{Endpoint: discardingReader(b), Logger: testkit.Logger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -285,18 +274,7 @@ func BenchmarkSinkSend(b *testing.B) {
 // copies of 40 distinct flows twice, reports each flow pushed out of the
 // table (FlowsEvicted, the feed's signalbox_feed_flows_evicted_total).
 func TestSinkCountsEvictedFlows(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			_, _ = io.Copy(io.Discard, c)
-		}
-	}()
-	s, err := New(Config{Endpoint: ln.Addr().String(), Logger: testkit.Logger(), MaxFlows: 8})
+	s, err := New(Config{Endpoint: discardingReader(t), Logger: testkit.Logger(), MaxFlows: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,4 +296,21 @@ func TestSinkCountsEvictedFlows(t *testing.T) {
 	if n := s.FlowsEvicted(); n < 2*flows-8 || n > 2*flows {
 		t.Fatalf("FlowsEvicted = %d, want %d to %d", n, 2*flows-8, 2*flows)
 	}
+}
+
+// discardingReader is the address of a loopback consumer that reads and
+// drops one connection's stream.
+func discardingReader(tb testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	return ln.Addr().String()
 }
