@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs (on Debian, when missing) and starts what the tests need:
 # PostgreSQL, xmllint, kcat, tshark, Chromium, Prometheus (and promtool),
+# iproute2 (a network namespace as an NF's host),
 # net-snmp's snmptrapd and snmptranslate, libsmi's smilint and the IETF base
 # MIB modules they read.
 # Idempotent; prints the
@@ -19,6 +20,7 @@ command -v snmptranslate >/dev/null 2>&1 || need+=(snmp)
 command -v snmptrapd >/dev/null 2>&1 || need+=(snmptrapd)
 command -v smilint >/dev/null 2>&1 || need+=(smitools)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 
 SUDO=""
 ASPG="sudo -u postgres"
