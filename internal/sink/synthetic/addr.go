@@ -53,8 +53,8 @@ import (
 // https one: the stream is cleartext HTTP/2, which Wireshark's HTTP/2
 // heuristic finds only behind its http dissector (packet-http2.c registers
 // it on the "http" table). The client uses a stable ephemeral port
-// (32768–60999) derived from both NF identities, so each client/server pair
-// is one TCP flow.
+// (32768–60999) derived from both addresses when the metadata names them,
+// else from both NF identities, so each client/server pair is one TCP flow.
 type nfIdent struct{ fqdn, id, role string }
 
 func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.AddrPort) {
@@ -102,8 +102,18 @@ func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.A
 		sPort = defaultHTTPSPort
 	}
 	// The client's port, derived only when the metadata does not give it
-	// (hashing both FQDNs was a tenth of the encoder's time).
-	cPort := func() uint16 { return uint16(32768 + (hashString(hashString(fnvOffset, cl.key()), sv.key()) % 28232)) }
+	// (hashing both FQDNs was a tenth of the encoder's time): from both
+	// addresses when the metadata names them, so that a request and its
+	// answer land on one connection whichever was copied first (an answer
+	// does not name its client as its request does: a Diameter answer has
+	// no Destination-Host, an HTTP/2 response no User-Agent); else from
+	// both NF identities.
+	cPort := func() uint16 {
+		if maybeIP(cMetaIP) && maybeIP(sMetaIP) {
+			return uint16(32768 + (hashString(hashString(fnvOffset, cMetaIP), sMetaIP) % 28232))
+		}
+		return uint16(32768 + (hashString(hashString(fnvOffset, cl.key()), sv.key()) % 28232))
+	}
 
 	server = e.resolve(sv, sMetaIP, sMetaPort, func() uint16 { return sPort }, true)
 	client = e.resolve(cl, cMetaIP, cMetaPort, cPort, false)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,5 +134,64 @@ func TestTsharkDiameter(t *testing.T) {
 	}
 	if answered != len(txns) || answers != len(txns) {
 		t.Errorf("tshark paired %d requests and %d answers, want %d each", answered, answers, len(txns))
+	}
+}
+
+// TestDiameterAnswerFirstOnItsConnection: an answer copied before its
+// request (every tenth, 15 messages early) goes out on the request's TCP
+// connection, as both copies name the same peers, by their addresses
+// without ports (the client's port is then derived): tshark finds each
+// transaction's two messages in one tcp.stream.
+func TestDiameterAnswerFirstOnItsConnection(t *testing.T) {
+	tshark := testkit.Tool(t, "tshark")
+	dia, txns := diameterCopies(t, 200, 5)
+	for _, c := range dia {
+		c.SourcePort, c.DestPort = 0, 0
+	}
+	var copies []*nfcopy.Copy
+	early := 0
+	for i := range txns {
+		req, ans := dia[2*i], dia[2*i+1]
+		if i%10 == 3 {
+			at := max(0, len(copies)-15)
+			copies = slices.Insert(copies, at, ans)
+			copies = append(copies, req)
+			early++
+			continue
+		}
+		copies = append(copies, req, ans)
+	}
+	path := filepath.Join(t.TempDir(), "answer-first.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := NewWriter(f, EncoderOptions{}).WriteBatch(copies); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(tshark, "-r", path, "-n", "-Y", "diameter", "-T", "fields", "-E", "separator=|",
+		"-e", "diameter.hopbyhopid", "-e", "tcp.stream").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	streams := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if hbh, st, ok := strings.Cut(line, "|"); ok {
+			streams[hbh] = append(streams[hbh], st)
+		}
+	}
+	apart := 0
+	for hbh, st := range streams {
+		if len(st) != 2 {
+			t.Errorf("hop-by-hop %s: %d messages, want 2", hbh, len(st))
+		} else if st[0] != st[1] {
+			apart++
+		}
+	}
+	if len(streams) != len(txns) || apart > 0 {
+		t.Errorf("%d transactions, %d of them (%d copied answer first) with the answer on another connection", len(streams), apart, early)
 	}
 }
