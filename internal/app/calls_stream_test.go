@@ -67,6 +67,7 @@ func TestCallRecordsStreamThroughTheDirector(t *testing.T) {
 		`{"name":"x","type":"http2","sources":["CALLS"],"url":"http://h/","filter":"status >= 400"}`:   "unknown name status",
 		`{"name":"x","type":"kafka","sources":["SCP"],"topic":"CALLS"}`:                                "would loop",
 		`{"name":"x","type":"file","sources":["CALLS"],"file":{"dir":"` + lake + `","format":"pcap"}}`: "jsonl",
+		`{"name":"x","type":"file","sources":["CALLS"],"file":{"dir":"/proc/nope/calls"}}`:             "cannot create the directory: mkdir /proc/nope",
 	} {
 		if code, b := apiDo(t, s, "POST", "/api/v1/feeds", spec); code != 400 || !strings.Contains(string(b), want) {
 			t.Errorf("POST %s: %d %s, want 400 with %q", spec, code, b, want)

@@ -444,6 +444,9 @@ func (m *Manager) Prepare(ctx context.Context, spec *FeedSpec) error {
 	if err := m.Validate(spec); err != nil {
 		return err
 	}
+	if err := checkFileDir(spec); err != nil {
+		return err
+	}
 	if spec.Type == TypeXDR && spec.XDR != nil && spec.XDR.Rekey {
 		// The first stage reads the NF topics; the second starts on a
 		// fresh internal topic from its beginning.

@@ -327,3 +327,23 @@ func (m *Manager) validateCallsFeed(spec *FeedSpec) error {
 	}
 	return nil
 }
+
+// checkFileDir refuses a file feed whose directory this node cannot write:
+// it is made if missing, and a file is created in it and removed. A feed
+// that could never write its first file is an error at its creation, not a
+// feed that looks healthy until its first copy (Prepare).
+func checkFileDir(spec *FeedSpec) error {
+	if spec.File == nil || spec.File.Dir == "" {
+		return nil
+	}
+	dir := spec.File.Dir
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return &FieldError{Field: "file.dir", Msg: fmt.Sprintf("cannot create the directory: %v", err)}
+	}
+	f, err := os.CreateTemp(dir, ".signalbox-check-*")
+	if err != nil {
+		return &FieldError{Field: "file.dir", Msg: fmt.Sprintf("cannot write in the directory: %v", err)}
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
