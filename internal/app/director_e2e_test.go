@@ -409,13 +409,15 @@ func TestDirectorConsumerOutage(t *testing.T) {
 // TestFeedReportsUnreachableConsumer: a synthetic feed to an endpoint where
 // nothing listens says so at once, with no copy to send: its state is
 // disconnected and its last_error names the endpoint and the refusal, within
-// two seconds. When the probe comes up, the feed reaches it (connected)
-// still without a copy.
+// two seconds, and the feed_disconnected alarm follows. When the probe comes
+// up, the feed reaches it (connected) still without a copy.
 func TestFeedReportsUnreachableConsumer(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := startServer(t, testConfig(t, t.TempDir(), true))
+	cfg := testConfig(t, t.TempDir(), true)
+	cfg.AlarmFeedDisconnect = time.Second
+	s := startServer(t, cfg)
 	defer s.Shutdown()
 	// Below the ephemeral range (32768-60999 on Linux): dialled again and
 	// again, a free port in it is sooner or later the dialling socket's
@@ -432,6 +434,10 @@ func TestFeedReportsUnreachableConsumer(t *testing.T) {
 		st, b := feedStatus(t, s, "nobody")
 		return st.State == "disconnected" && strings.Contains(st.LastError, addr) &&
 			strings.Contains(st.LastError, "connection refused"), b
+	})
+	testkit.WaitForState(t, 15*time.Second, "the feed_disconnected alarm", func() (bool, string) {
+		_, b := apiDo(t, s, "GET", "/api/v1/alarms", "")
+		return strings.Contains(string(b), `"kind":"feed_disconnected"`) && strings.Contains(string(b), "feed nobody has not been connected"), string(b)
 	})
 	p, err := probe.New(probe.Config{Listen: addr, Mode: probe.ModeSynthetic})
 	if err != nil {
