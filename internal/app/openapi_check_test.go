@@ -90,6 +90,7 @@ func newAPIContract(raw []byte) (*apiContract, error) {
 		return nil, err
 	}
 	var errs []error
+	errs = append(errs, unknownKeywords(k.at("/components/schemas"), "/components/schemas", false)...)
 	comps, _ := k.at("/components/schemas").(map[string]any)
 	for _, name := range sortedKeys(comps) {
 		if _, err := k.schema("/components/schemas/" + escapePtr(name)); err != nil {
@@ -117,11 +118,15 @@ func newAPIContract(raw []byte) (*apiContract, error) {
 					errs = append(errs, fmt.Errorf("%s %s: parameter %s has no schema", op.method, tmpl, p.name))
 				} else if _, err := k.schema(p.schema); err != nil {
 					errs = append(errs, err)
+				} else {
+					errs = append(errs, unknownKeywords(k.at(p.schema), p.schema, true)...)
 				}
 			}
 			for _, ptr := range k.contentSchemas(op.ptr) {
 				if _, err := k.schema(ptr); err != nil {
 					errs = append(errs, err)
+				} else {
+					errs = append(errs, unknownKeywords(k.at(ptr), ptr, true)...)
 				}
 			}
 		}
@@ -466,6 +471,60 @@ func (k *apiContract) coerce(schemaPtr, val string) any {
 	return val
 }
 
+// schemaKeywords are the keywords of a schema object: JSON Schema 2020-12's
+// and OpenAPI 3.1's. A YAML slip (an unquoted comma in a flow mapping's
+// description) turns text into a key of the schema, which JSON Schema
+// ignores: unknownKeywords finds it.
+var schemaKeywords = map[string]bool{}
+
+func init() {
+	for _, k := range strings.Fields(`$schema $id $ref $anchor $dynamicRef $dynamicAnchor $defs $comment $vocabulary
+		type enum const format title description default examples example deprecated readOnly writeOnly
+		properties patternProperties additionalProperties propertyNames required minProperties maxProperties
+		dependentRequired dependentSchemas unevaluatedProperties items prefixItems contains minContains maxContains
+		minItems maxItems uniqueItems unevaluatedItems allOf anyOf oneOf not if then else
+		minimum maximum exclusiveMinimum exclusiveMaximum multipleOf minLength maxLength pattern
+		contentMediaType contentEncoding contentSchema discriminator xml externalDocs`) {
+		schemaKeywords[k] = true
+	}
+}
+
+// unknownKeywords lists the keys of the schemas under n (a schema when
+// isSchema, else a map of named schemas) that are no schema keyword.
+func unknownKeywords(n any, ptr string, isSchema bool) []error {
+	var errs []error
+	m, ok := n.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if !isSchema {
+		for _, name := range sortedKeys(m) {
+			errs = append(errs, unknownKeywords(m[name], ptr+"/"+escapePtr(name), true)...)
+		}
+		return errs
+	}
+	for _, k := range sortedKeys(m) {
+		v, at := m[k], ptr+"/"+escapePtr(k)
+		switch {
+		case strings.HasPrefix(k, "x-"):
+		case !schemaKeywords[k]:
+			errs = append(errs, fmt.Errorf("%s: %q is not a schema keyword (a description with an unquoted comma?)", ptr, k))
+		case k == "properties" || k == "patternProperties" || k == "$defs" || k == "dependentSchemas":
+			errs = append(errs, unknownKeywords(v, at, false)...)
+		case k == "items" || k == "additionalProperties" || k == "not" || k == "contains" || k == "propertyNames" ||
+			k == "if" || k == "then" || k == "else" || k == "unevaluatedProperties" || k == "unevaluatedItems":
+			errs = append(errs, unknownKeywords(v, at, true)...)
+		case k == "allOf" || k == "anyOf" || k == "oneOf" || k == "prefixItems":
+			if list, ok := v.([]any); ok {
+				for i, e := range list {
+					errs = append(errs, unknownKeywords(e, fmt.Sprintf("%s/%d", at, i), true)...)
+				}
+			}
+		}
+	}
+	return errs
+}
+
 func escapePtr(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
@@ -537,6 +596,7 @@ func TestAPIContractRefuses(t *testing.T) {
 		{"invalid schema", `"type": "object"`, `"type": "objekt"`},
 		{"dangling $ref", `"#/components/schemas/Policy"`, `"#/components/schemas/Nope"`},
 		{"not OpenAPI 3.1", `"openapi": "3.1.`, `"openapi": "2.0.`},
+		{"text as a keyword", `"description": "What is wrong, for people."`, `"description": "What is wrong", "for people.": null`},
 	} {
 		broken := strings.Replace(string(raw), c.from, c.to, 1)
 		if broken == string(raw) {
