@@ -41,17 +41,15 @@ func (o *exportOut) Write(p []byte) (int, error) {
 	return o.w.Write(p)
 }
 
-// parseExportTime takes RFC 3339 or Unix milliseconds.
-func parseExportTime(field, v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
+// parseExportTime takes Unix milliseconds, RFC 3339, or a duration back
+// from now ("-10m"), as the other searches do (parseTimeParam).
+func parseExportTime(field, v string, now time.Time) (time.Time, error) {
 	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 		return time.UnixMilli(ms), nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, v)
+	t, err := parseTimeParam(field, v, now)
 	if err != nil {
-		return t, badRequest(field, "%q: want RFC 3339 (2026-01-02T15:04:05Z) or Unix milliseconds", v)
+		return t, badRequest(field, "%q: want RFC 3339 (2026-01-02T15:04:05Z), Unix milliseconds or a duration back from now (-10m)", v)
 	}
 	return t, nil
 }
@@ -73,11 +71,11 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 		q   director.ExportQuery
 		err error
 	)
-	if q.Since, err = parseExportTime("since", qv.Get("since")); err != nil {
+	if q.Since, err = parseExportTime("since", qv.Get("since"), s.now()); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if q.Until, err = parseExportTime("until", qv.Get("until")); err != nil {
+	if q.Until, err = parseExportTime("until", qv.Get("until"), s.now()); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -109,6 +109,14 @@ func TestExportAPI(t *testing.T) {
 		t.Errorf("%d copies, want %d", len(got), want)
 	}
 
+	// A relative time, as the other searches take it: the same as the
+	// time it stands for.
+	rel, relBody := get(adminToken, url.Values{"since": {"-15m"}, "sources": {"SCP"}, "format": {"jsonl"}})
+	_, absBody := get(adminToken, url.Values{"since": {time.Now().Add(-15 * time.Minute).Format(time.RFC3339)}, "sources": {"SCP"}, "format": {"jsonl"}})
+	if n := strings.Count(relBody, "\n"); rel.StatusCode != 200 || n == 0 || n != strings.Count(absBody, "\n") {
+		t.Errorf("since=-15m: status %d, %d lines; since 15 minutes ago as RFC 3339: %d lines", rel.StatusCode, n, strings.Count(absBody, "\n"))
+	}
+
 	// pcap: a download starting with the pcap magic.
 	q.Set("format", "pcap")
 	res, body = get(adminToken, q)
