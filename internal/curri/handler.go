@@ -408,7 +408,7 @@ func (h *Handler) decide(st *reqState, body []byte, reason string, err error) (c
 			reason = reasonUnknown
 			st.decodeErr = errUnknownPolicy
 			st.counters = h.unknown
-			st.out = appendIndeterminate(st.out[:0], statusProcessingError, "unknown policy")
+			st.out = appendIndeterminate(st.out[:0], statusProcessingError, unknownPolicyText(ev.Policy))
 			break
 		}
 		ev.Decision = dec
@@ -591,4 +591,14 @@ func (h *Handler) logUnknown(policy, client string, now time.Time, head bool) {
 		return
 	}
 	h.log.Warn("curri request for unknown policy answered Indeterminate", "policy", policy, "client", client)
+}
+
+// unknownPolicyText is what CUCM is told of a policy id it asked for that
+// does not exist: the id named, as CUCM's trace shows it to the admin who
+// typed the web-service URI (at most 64 bytes of it).
+func unknownPolicyText(policy string) string {
+	if len(policy) > 64 {
+		policy = policy[:64] + "…"
+	}
+	return fmt.Sprintf("unknown policy %q (no such policy on this server: check the ECC profile's web-service URI, /curri/<policy>)", policy)
 }

@@ -160,7 +160,7 @@ func TestHandler(t *testing.T) {
 		{"permit with rename", "POST", "/curri", hello, 200, "Permit", []string{`callingname="Alice &amp;amp; Co"`}, ""},
 		{"deny from block list", "POST", "/curri/default", device, 200, "Deny", []string{"&lt;announce identification=\"user_unavailable\"/&gt;", "&lt;reason&gt;blocked&lt;/reason&gt;"}, ""},
 		{"divert to voicemail", "POST", "/curri/lobby", hello, 200, "Permit", []string{"&lt;destination&gt;voiceMail&lt;/destination&gt;"}, ""},
-		{"unknown policy", "POST", "/curri/nope", hello, 200, "Indeterminate", []string{"processing-error", "unknown policy"}, reasonUnknown},
+		{"unknown policy", "POST", "/curri/nope", hello, 200, "Indeterminate", []string{"processing-error", "unknown policy &quot;nope&quot;"}, reasonUnknown},
 		{"doctype", "POST", "/curri", readRequest(t, "hostile_billion_laughs.xml"), 200, "Indeterminate", []string{"syntax-error", "doctype"}, ReasonDoctype},
 		{"malformed", "POST", "/curri", readRequest(t, "broken_mismatched_tag.xml"), 200, "Indeterminate", []string{"closed by &lt;/Subjekt&gt;"}, ReasonMalformed},
 		{"missing called", "POST", "/curri", readRequest(t, "broken_missing_called.xml"), 200, "Indeterminate", []string{"status:missing-attribute", "callednumber"}, ReasonMissingAttribute},
