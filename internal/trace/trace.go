@@ -82,7 +82,9 @@ type FieldError struct{ Field, Msg string }
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
 var (
-	reSUPI = regexp.MustCompile(`^(imsi-)?[0-9]{5,15}$`)
+	// An IMSI is MCC, MNC and an MSIN of at least one digit: 6 to 15
+	// digits (TS 23.003). Five are a PLMN, no subscriber.
+	reSUPI = regexp.MustCompile(`^(imsi-)?[0-9]{6,15}$`)
 	reGPSI = regexp.MustCompile(`^(msisdn-)?\+?[0-9]{5,15}$`)
 	rePEI  = regexp.MustCompile(`^(imei-[0-9]{15}|imeisv-[0-9]{16}|[0-9]{15,16})$`)
 )
@@ -103,7 +105,7 @@ func (t *Trace) Prepare(l Limits, now time.Time) error {
 	switch {
 	case t.SUPI != "":
 		if !reSUPI.MatchString(t.SUPI) {
-			return &FieldError{"supi", fmt.Sprintf("%q: want imsi- and 5 to 15 digits", t.SUPI)}
+			return &FieldError{"supi", fmt.Sprintf("%q: want imsi- and 6 to 15 digits, a whole IMSI (MCC, MNC and MSIN)", t.SUPI)}
 		}
 		if !strings.HasPrefix(t.SUPI, "imsi-") {
 			t.SUPI = "imsi-" + t.SUPI

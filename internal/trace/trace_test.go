@@ -33,7 +33,7 @@ func TestPrepare(t *testing.T) {
 			t.Errorf("running: %v at start, %v at the end", tr.Running(now), tr.Running(tr.End))
 		}
 	}
-	for _, bad := range []Trace{{Minutes: 5}, {SUPI: "1", GPSI: "2", Minutes: 5}, {SUPI: "abc", Minutes: 5},
+	for _, bad := range []Trace{{Minutes: 5}, {SUPI: "1", GPSI: "2", Minutes: 5}, {SUPI: "abc", Minutes: 5}, {SUPI: "imsi-23430", Minutes: 5},
 		{SUPI: "234300000000001", Minutes: 241}, {SUPI: "234300000000001", Minutes: 5, LookbackMinutes: 61}} {
 		if err := bad.Prepare(Limits{}, now); err == nil {
 			t.Errorf("%+v accepted", bad)
