@@ -240,7 +240,8 @@ func unpin(c *nfcopy.Copy) {
 	c.Raw = nil
 }
 
-// deadLetter queues an undecodable record for the DLQ; it is then skipped.
+// deadLetter queues an undecodable record for the DLQ, once per node however
+// many feeds meet it (invalidOnce); the feed then skips it.
 func (f *feed) deadLetter(dlq []*kgo.Record, r *kgo.Record, err error) []*kgo.Record {
 	reason := "invalid"
 	var de *nfcopy.DecodeError
@@ -248,6 +249,9 @@ func (f *feed) deadLetter(dlq []*kgo.Record, r *kgo.Record, err error) []*kgo.Re
 		reason = de.Reason
 	}
 	f.invalid.Add(1)
+	if !f.m.invalidSeen.first(recordAt{tp{r.Topic, r.Partition}, r.Offset}) {
+		return dlq
+	}
 	f.m.m.invalid.WithLabelValues(r.Topic, reason).Inc()
 	return append(dlq, &kgo.Record{
 		Topic: f.m.cfg.DLQTopic,

@@ -134,6 +134,7 @@ type Manager struct {
 	adm         *kadm.Client
 	sources     map[string]bool
 	sourceNames []string
+	invalidSeen invalidOnce // undecodable records counted and dead-lettered once
 
 	base   context.Context
 	cancel context.CancelFunc
