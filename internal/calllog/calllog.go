@@ -83,7 +83,8 @@ type Log struct {
 	// queued every FlushInterval.
 	mu      sync.Mutex
 	pending []store.CallRecord
-	kick    chan struct{} // capacity 1
+	kick    chan struct{}      // capacity 1
+	flushed chan chan struct{} // Search asks Run to write what is queued now
 
 	written  prometheus.Counter
 	dropped  prometheus.Counter
@@ -108,6 +109,7 @@ func newLog(st Store, cfg Config, reg prometheus.Registerer, log *slog.Logger) *
 		log:     log.With("component", "calllog"),
 		pending: make([]store.CallRecord, 0, cfg.BatchSize),
 		kick:    make(chan struct{}, 1),
+		flushed: make(chan chan struct{}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "signalbox_calllog_written_total",
 			Help: "Call decisions written to the store."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "signalbox_calllog_dropped_total",
@@ -164,8 +166,26 @@ func (l *Log) take(spare []store.CallRecord) []store.CallRecord {
 	return out
 }
 
-// Search reads the log.
+// Search reads the log, with what is queued written first: a call decided
+// just before finds itself (a CURRI request, then the call log at once),
+// not up to FlushInterval later. Waiting for Run is bounded (two flush
+// intervals at most, or ctx); past it the search reads what is written.
 func (l *Log) Search(ctx context.Context, q store.CallQuery) ([]store.CallRecord, error) {
+	if l.queued() > 0 {
+		done := make(chan struct{})
+		t := time.NewTimer(2 * l.cfg.FlushInterval)
+		select {
+		case l.flushed <- done:
+			select {
+			case <-done:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	return l.st.SearchCalls(ctx, q)
 }
 
@@ -189,6 +209,9 @@ func (l *Log) Run(ctx context.Context) error {
 			spare = l.writeAll(wctx, l.take(spare))
 		case <-flushT.C:
 			spare = l.writeAll(wctx, l.take(spare))
+		case done := <-l.flushed:
+			spare = l.writeAll(wctx, l.take(spare))
+			close(done)
 		case <-pruneT.C:
 			l.prune(wctx)
 		case <-ctx.Done():

@@ -247,3 +247,21 @@ func BenchmarkRecord(b *testing.B) {
 		})
 	}
 }
+
+// TestSearchSeesWhatWasJustRecorded: a decision recorded just before a
+// search is in it, though neither the batch size nor the flush interval
+// would have written it yet.
+func TestSearchSeesWhatWasJustRecorded(t *testing.T) {
+	st := openStore(t)
+	l := New(st, Config{BatchSize: 2000, FlushInterval: time.Hour, QueueSize: 100_000}, prometheus.NewRegistry(), nil)
+	stop := run(t, l)
+	defer stop()
+	l.Record(rec(7))
+	got, err := l.Search(context.Background(), store.CallQuery{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Calling != rec(7).Calling {
+		t.Fatalf("search right after the call: %+v", got)
+	}
+}
