@@ -10,12 +10,19 @@ import (
 	"github.com/signalbox/signalbox/internal/probe"
 )
 
+// defaultNFSimBroker is where nfsim produces without -brokers or -ingest:
+// the embedded broker of `signalbox serve` on this host.
+const defaultNFSimBroker = "127.0.0.1:9092"
+
 func runNFSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg nfsim.Config
 	fs := newFlagSet("nfsim", "Simulates 5G NFs (SCP at 4 trigger points, NRF and SEPP at 2) copying realistic SBI\ntraffic into Kafka (-brokers) or the HTTP/2 ingest (-ingest URL), paced at -rate MPS.", stderr)
 	cfg.RegisterFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if len(cfg.Brokers) == 0 && cfg.Ingest == "" {
+		cfg.Brokers = []string{defaultNFSimBroker} // a default serve's embedded broker
 	}
 	_, err := nfsim.Run(ctx, cfg, stdout)
 	return err

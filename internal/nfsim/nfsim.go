@@ -79,7 +79,7 @@ type Config struct {
 
 // RegisterFlags registers the simulator's flags on fs, writing into c.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.Func("brokers", "Kafka bootstrap brokers, comma-separated", func(s string) error {
+	fs.Func("brokers", "Kafka bootstrap brokers, comma-separated (signalbox nfsim: 127.0.0.1:9092 without -ingest)", func(s string) error {
 		c.Brokers = splitList(s)
 		return nil
 	})
