@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // The offsets and hand-over tests run against two independent
@@ -121,8 +122,8 @@ func startCluster(t *testing.T, kind string, n int) *testCluster {
 func onEachCluster(t *testing.T, n int, fn func(t *testing.T, c *testCluster)) {
 	for _, kind := range []string{kfakeCluster, librdkafkaCluster} {
 		t.Run(kind, func(t *testing.T) {
-			if kind == librdkafkaCluster && testing.Short() {
-				t.Skip("librdkafka's mock cluster waits out its rebalances for tens of seconds: left out of -short (make test-unit); make test runs it")
+			if kind == librdkafkaCluster {
+				testkit.Long(t, "librdkafka's mock cluster waits out its rebalances for tens of seconds")
 			}
 			fn(t, startCluster(t, kind, n))
 		})

@@ -47,9 +47,7 @@ func TestMain(m *testing.M) {
 // test-unit), where their minute of waiting is not worth it.
 func nodeTest(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs signalbox nodes as processes: left out of -short (make test-unit); make test runs it")
-	}
+	testkit.Long(t, "runs signalbox nodes as processes")
 	t.Parallel()
 }
 

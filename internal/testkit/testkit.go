@@ -89,6 +89,12 @@ func Outside(t testing.TB, what string) {
 	outside.Mark(t, what)
 }
 
+// Long marks a test left out of -short for its time (outside.Long).
+func Long(t testing.TB, why string) {
+	t.Helper()
+	outside.Long(t, why)
+}
+
 // Tool returns the path of an outside program a test talks to
 // (outside.Tool).
 func Tool(t testing.TB, name string) string {

@@ -31,3 +31,12 @@ func Tool(t testing.TB, name string) string {
 	}
 	return path
 }
+
+// Long marks a test left out of -short (make test-unit) for its time, not
+// for a tool: why says what it waits on. make test runs it.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("%s: left out of -short (make test-unit); make test runs it", why)
+	}
+}
