@@ -67,16 +67,22 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		}
 		f.fetchErrors(fs, &lastFetchErr)
 		if !fs.Empty() && f.mship.stale() {
-			// After a pause: deliver only as a proven member (membership).
-			if err := f.mship.prove(ctx, cl, f.group); err != nil {
+			// After a pause: deliver only as a proven member, holding the
+			// poll until then (membership).
+			for ctx.Err() == nil {
+				err := f.mship.prove(ctx, cl, f.group)
+				if err == nil {
+					break
+				}
 				if time.Since(lastUnproven) > 10*time.Second {
 					lastUnproven = time.Now()
-					f.log.Warn("feed: membership not proven after a pause; the poll is read again", "err", err)
+					f.log.Warn("feed: membership not proven after a pause; the poll is held until it is", "err", err)
 				}
-				cl.SetOffsets(epochOffsets(firstOffsets(fs)))
-				p.free <- b
 				sleepCtx(ctx, heartbeat(f.m.cfg.SessionTimeout))
-				continue
+			}
+			if ctx.Err() != nil {
+				p.free <- b
+				break
 			}
 		}
 		b.cl = cl
@@ -139,8 +145,8 @@ func (f *feed) fetchErrors(fs kgo.Fetches, last *time.Time) {
 // meanwhile, and move the group's commits back.
 func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
 	defer f.m.upstreamRebalance(f.spec.Name, true)
-	f.mship.note()
 	member, _ := cl.GroupMetadata()
+	defer f.mship.took(member) // once the ledger holds the new assignment
 	var kept map[string][]int32
 	if f.member != "" && member != f.member {
 		kept = f.led.owned()

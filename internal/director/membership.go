@@ -17,18 +17,29 @@ import (
 // cut-off network) longer than a third of the session timeout, the group
 // may have dropped the member and given its partitions to another node,
 // which delivers and commits them; what the reader polled meanwhile, and
-// franz-go's cursor, are from before. The reader delivers such a poll only
-// once a heartbeat of its member and generation is accepted, and reads it
-// again otherwise; franz-go's group callbacks then follow (lost, a new
-// membership), and the partitions start again from their commits. The tap
-// does the same for shared readers with a fenced commit (tap.prove).
+// franz-go's cursor, are from before. The reader holds such a poll until a
+// heartbeat of the member whose assignment it last took is accepted, then
+// delivers it through the ledger, which leaves out what the partitions'
+// callbacks (lost, a new membership starting them from their commits) took
+// away meanwhile. It does not move the cursor back: SetOffsets would also
+// mark the old position for franz-go's next commit, which a new membership
+// would carry past the fence, moving the group's commits backwards. The tap
+// proves itself with a fenced commit into its own group (tap.prove).
 type membership struct {
-	proven  atomic.Int64 // unix ns
-	session time.Duration
+	proven   atomic.Int64 // unix ns
+	session  time.Duration
+	assigned atomic.Pointer[string] // the member id of the last assignment taken (feed.assigned)
 }
 
 // note records a proof: an accepted heartbeat or commit, an assignment.
 func (ms *membership) note() { ms.proven.Store(time.Now().UnixNano()) }
+
+// took records an assignment taken as member: a proof, and the member
+// whose positions the reader now holds.
+func (ms *membership) took(member string) {
+	ms.assigned.Store(&member)
+	ms.note()
+}
 
 // stale reports whether membership was last proven longer ago than a third
 // of the session timeout.
@@ -45,6 +56,11 @@ func (ms *membership) prove(ctx context.Context, cl *kgo.Client, group string) e
 	member, gen := cl.GroupMetadata()
 	if member == "" {
 		return fmt.Errorf("%w: not joined", errNotMember)
+	}
+	// A client that joined again as a new member holds positions of the
+	// old one until its new assignment is taken: no proof before that.
+	if a := ms.assigned.Load(); a == nil || *a != member {
+		return fmt.Errorf("%w: joined again as a new member, its assignment not yet taken", errNotMember)
 	}
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Group, req.MemberID, req.Generation = group, member, gen
@@ -73,16 +89,4 @@ func (ms *membership) committed(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp
 		}
 	}
 	ms.note()
-}
-
-// firstOffsets is where each partition of a poll starts: where to read it
-// again from.
-func firstOffsets(fs kgo.Fetches) map[tp]int64 {
-	to := map[tp]int64{}
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) > 0 {
-			to[tp{p.Topic, p.Partition}] = p.Records[0].Offset
-		}
-	})
-	return to
 }

@@ -93,8 +93,9 @@ func zombieCommitsNothing(t *testing.T, solo bool) {
 		// What is delivered twice is what the paused node had delivered
 		// past its last commit, which the other node delivers again: at
 		// most a commit interval (1 s) of its half of the 2,000 copies/s,
-		// about 1,000, and what was in flight; n/8 is 1,500. Measured
-		// 36-772 in 12 runs beside two busy loops.
+		// about 1,000, and the batches in flight in its pipeline, up to
+		// about as many again; n/6 is 2,000. Measured 0-1,107 in 28 runs
+		// beside two busy loops.
 		//
 		// More would mean the resumed node delivered what the group gave
 		// away while it was paused: a poll fetched before the pause,
@@ -102,7 +103,7 @@ func zombieCommitsNothing(t *testing.T, solo bool) {
 		// tap.prove: 4,894 once, solo on kfake), or a partition given
 		// back and read on from franz-go's cursor instead of its commit
 		// (tap.addParts, feed.assigned: 6,092 once on the mock).
-		if total-d > n/8 {
+		if total-d > n/6 {
 			t.Errorf("%d duplicates of %d copies", total-d, n)
 			r.mu.Lock()
 			times := map[int]int{}
