@@ -5,12 +5,13 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,15 +93,15 @@ func newAPIContract(raw []byte) (*apiContract, error) {
 	var errs []error
 	errs = append(errs, unknownKeywords(k.at("/components/schemas"), "/components/schemas", false)...)
 	comps, _ := k.at("/components/schemas").(map[string]any)
-	for _, name := range sortedKeys(comps) {
+	for _, name := range slices.Sorted(maps.Keys(comps)) {
 		if _, err := k.schema("/components/schemas/" + escapePtr(name)); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	paths, _ := k.at("/paths").(map[string]any)
-	for _, tmpl := range sortedKeys(paths) {
+	for _, tmpl := range slices.Sorted(maps.Keys(paths)) {
 		item, _ := paths[tmpl].(map[string]any)
-		for _, m := range sortedKeys(item) {
+		for _, m := range slices.Sorted(maps.Keys(item)) {
 			switch m {
 			case "get", "put", "post", "delete", "patch", "head":
 			default:
@@ -254,7 +255,7 @@ func (k *apiContract) contentSchemas(opPtr string) []string {
 			return
 		}
 		content, _ := m["content"].(map[string]any)
-		for _, mt := range sortedKeys(content) {
+		for _, mt := range slices.Sorted(maps.Keys(content)) {
 			if c, ok := content[mt].(map[string]any); ok && c["schema"] != nil {
 				out = append(out, ptr+"/content/"+escapePtr(mt)+"/schema")
 			}
@@ -264,7 +265,7 @@ func (k *apiContract) contentSchemas(opPtr string) []string {
 		add(opPtr + "/requestBody")
 	}
 	resps, _ := k.at(opPtr + "/responses").(map[string]any)
-	for _, code := range sortedKeys(resps) {
+	for _, code := range slices.Sorted(maps.Keys(resps)) {
 		add(opPtr + "/responses/" + escapePtr(code))
 	}
 	return out
@@ -401,7 +402,7 @@ func (k *apiContract) checkContent(ptr string, obj map[string]any, ctype string,
 	}
 	c, ok := content[mt].(map[string]any)
 	if !ok {
-		return []string{fmt.Sprintf("%s media type %s is not documented (documented: %s)", what, mt, strings.Join(sortedKeys(content), ", "))}
+		return []string{fmt.Sprintf("%s media type %s is not documented (documented: %s)", what, mt, strings.Join(slices.Sorted(maps.Keys(content)), ", "))}
 	}
 	if c["schema"] == nil {
 		return nil
@@ -498,12 +499,12 @@ func unknownKeywords(n any, ptr string, isSchema bool) []error {
 		return nil
 	}
 	if !isSchema {
-		for _, name := range sortedKeys(m) {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
 			errs = append(errs, unknownKeywords(m[name], ptr+"/"+escapePtr(name), true)...)
 		}
 		return errs
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		v, at := m[k], ptr+"/"+escapePtr(k)
 		switch {
 		case strings.HasPrefix(k, "x-"):
@@ -527,15 +528,6 @@ func unknownKeywords(n any, ptr string, isSchema bool) []error {
 
 func escapePtr(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for key := range m {
-		out = append(out, key)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // TestAPIContractRefuses: the contract check finds what it exists to find,

@@ -55,13 +55,13 @@ type feed struct {
 	cl   *kgo.Client
 	sink Sink
 	led  *ledger // the feed's offsets on this node, kept across its incarnations
-	// the feed's own reader: its group member id (the group callbacks'),
-	// and partitions it kept across a new membership, to move to their
-	// commits before the next poll (feed.assigned)
-	member  string
+	// the feed's own reader: its group membership (the member id of the
+	// last assignment taken, and when it was last proven), and partitions
+	// it kept across a new membership, to move to their commits before the
+	// next poll (feed.assigned)
+	mship   membership
 	resetMu sync.Mutex
 	resetTo map[tp]int64
-	mship   membership // when the reader's membership was last proven
 
 	// filters and xdr (filtering.go, xdrfeed.go)
 	filt                          *feedFilter

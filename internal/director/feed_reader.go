@@ -148,7 +148,7 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 	member, _ := cl.GroupMetadata()
 	defer f.mship.took(member) // once the ledger holds the new assignment
 	var kept map[string][]int32
-	if f.member != "" && member != f.member {
+	if changed(f.mship.member(), member) {
 		kept = f.led.owned()
 		eachPart(parts, func(k tp) {
 			kept[k.topic] = slices.DeleteFunc(kept[k.topic], func(p int32) bool { return p == k.partition })
@@ -163,7 +163,6 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 			}
 		}
 	}
-	f.member = member
 	reset := map[tp]int64{}
 	defer func() {
 		if len(reset) > 0 {
@@ -202,6 +201,10 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 	}
 }
 
+// changed reports whether the client joined again as a new member since it
+// took the assignment of prev ("" before any).
+func changed(prev, member string) bool { return prev != "" && member != prev }
+
 // repositionKept moves the reader to where assigned started the partitions
 // it kept across a new membership (their commits; the log start without
 // one). Called by the polling goroutine, between two polls.
@@ -225,7 +228,7 @@ func (f *feed) repositionKept(cl *kgo.Client) {
 // membership's, and it commits nothing of them, as for lost partitions
 // (tap.revoked); nor does a member not proven since a pause.
 func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
-	if member, _ := cl.GroupMetadata(); f.member != "" && member != f.member {
+	if member, _ := cl.GroupMetadata(); changed(f.mship.member(), member) {
 		f.log.Warn("feed: revoked as a new group member; committing nothing of the old membership", "partitions", len(parts))
 		f.partitionsLost(ctx, cl, parts)
 		return

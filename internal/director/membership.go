@@ -41,6 +41,14 @@ func (ms *membership) took(member string) {
 	ms.note()
 }
 
+// member is the member id of the last assignment taken; "" before one.
+func (ms *membership) member() string {
+	if a := ms.assigned.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
 // stale reports whether membership was last proven longer ago than a third
 // of the session timeout.
 func (ms *membership) stale() bool {
@@ -59,7 +67,7 @@ func (ms *membership) prove(ctx context.Context, cl *kgo.Client, group string) e
 	}
 	// A client that joined again as a new member holds positions of the
 	// old one until its new assignment is taken: no proof before that.
-	if a := ms.assigned.Load(); a == nil || *a != member {
+	if ms.member() != member {
 		return fmt.Errorf("%w: joined again as a new member, its assignment not yet taken", errNotMember)
 	}
 	req := kmsg.NewPtrHeartbeatRequest()
