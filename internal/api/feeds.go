@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/signalbox/signalbox/internal/director"
 	"github.com/signalbox/signalbox/internal/store"
@@ -126,6 +127,8 @@ func (s *server) createFeed(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	created := s.now().UTC().Truncate(time.Millisecond)
+	spec.Created = &created
 	if err := s.storeFeed(r, rt, &spec, true); err != nil {
 		s.fail(w, r, err)
 		return
@@ -157,6 +160,7 @@ func (s *server) updateFeed(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = s.placeFeed(&spec, &old)
 	}
+	spec.Created = old.Created
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -34,6 +34,7 @@ const (
 	alarmWebhook            = "webhook_failing"
 	alarmSitePeer           = "site_peer_unreachable"
 	alarmSiteMirror         = "site_mirror_failing"
+	alarmSitePositions      = "site_positions_pending"
 )
 
 // alarmKinds is every alarm kind signalbox raises: each has an alert rule

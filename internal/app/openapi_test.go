@@ -162,7 +162,7 @@ func TestOpenAPIContract(t *testing.T) {
 	sc.call(step{op: "GET /api/v1/feeds/{name}", path: "/api/v1/feeds/probe-a", want: 200})
 	sc.call(step{op: "PUT /api/v1/feeds/{name}", path: "/api/v1/feeds/probe-a", want: 200})
 	sc.call(step{op: "GET /api/v1/feeds/{name}/status", path: "/api/v1/feeds/probe-a/status", want: 200})
-	// A node without a site pair (TestSitePair reads a pair's state).
+	// A node without a site pair (TestSiteTakeoverTrafficAtBothSites reads a pair's state).
 	sc.call(step{op: "GET /api/v1/site", path: "/api/v1/site", want: 404})
 	sc.call(step{op: "GET /api/v1/feeds/{name}/records", path: "/api/v1/feeds/transactions/records?limit=10", want: 200, retryFor: 5 * time.Second})
 	sc.call(step{op: "GET /api/v1/export", path: "/api/v1/export?format=pcap&sources=SCP,SEPP&filter=status%20%3E%3D%20400", want: 200})

@@ -201,7 +201,8 @@ var (
 		"signalbox_calls_stream_dropped_total":         nil,
 		"signalbox_calls_stream_failed_total":          nil,
 	}
-	// siteMetrics exist with -site only: TestSitePair checks them.
+	// siteMetrics exist with -site only: TestSiteTakeoverTrafficAtBothSites
+	// checks them.
 	siteMetrics = map[string][]string{
 		"signalbox_site_mirrored_copies_total":     {"topic"},
 		"signalbox_site_mirror_up":                 nil,
@@ -210,6 +211,7 @@ var (
 		"signalbox_site_peer_errors_total":         nil,
 		"signalbox_site_takeover":                  nil,
 		"signalbox_site_positions_committed_total": nil,
+		"signalbox_site_positions_pending":         nil,
 	}
 	snmpMetrics = map[string][]string{
 		"signalbox_snmp_notifications_total":         {"manager", "result"},

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/api"
@@ -40,7 +42,8 @@ func (d *directorParts) startSite(ctx context.Context, nf []broker.TopicSpec) er
 	pair, closePair, err := site.NewPair(site.PairConfig{Site: cfg.Site, Peer: cfg.PeerSite, PeerURL: cfg.PeerURL,
 		PeerToken: cfg.PeerToken, Takeover: cfg.SiteTakeover, Store: d.s.store, Feeds: d.mgr, Kafka: d.client,
 		Mirror: d.mirror, Topics: nf, OnChange: func() { d.s.changed(api.ChangedFeeds) },
-		Registerer: d.s.reg, Logger: d.s.log})
+		HandbackFile: filepath.Join(cfg.DataDir, "site-handback.json"),
+		Registerer:   d.s.reg, Logger: d.s.log})
 	if err != nil {
 		return err
 	}
@@ -100,6 +103,20 @@ func (s *Server) checkSite(now time.Time) {
 			fmt.Sprintf("peer site %s has not answered for %s (%v): %s", peer, now.Sub(since).Round(time.Second), why, what))
 	} else if !down {
 		s.alarms.Clear(alarmSitePeer, "site/"+peer)
+	}
+	waiting := s.dir.pair.Waiting()
+	for name, since := range waiting {
+		what := "it waits for them"
+		if now.Sub(since) >= site.HandBackWait {
+			what = fmt.Sprintf("it started after %s without them, delivering again what it could not place", site.HandBackWait)
+		}
+		s.alarms.Raise(alarmSitePositions, "feed/"+name, obs.Major,
+			fmt.Sprintf("peer site %s handed feed %s back, but where it stopped is not known here yet (its copies are not all mirrored, or its Kafka cannot be read): %s", peer, name, what))
+	}
+	for _, a := range s.alarms.Active() {
+		if _, ok := waiting[strings.TrimPrefix(a.Source, "feed/")]; a.Kind == alarmSitePositions && !ok {
+			s.alarms.Clear(alarmSitePositions, a.Source)
+		}
 	}
 	if err := s.dir.mirror.LastError(); err != nil {
 		s.alarms.Raise(alarmSiteMirror, "site/"+peer, obs.Major,

@@ -505,7 +505,8 @@ func rekeyTopicSpec(spec *FeedSpec) (broker.TopicSpec, error) {
 // key), so each transaction lands in one partition.
 func rekeyStage1(s *FeedSpec) FeedSpec {
 	return FeedSpec{Name: rekeyStage1Name(s.Name), Type: TypeKafka, Sources: s.Sources, Directions: s.Directions,
-		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name), rekeyStage: true, standby: s.standby}
+		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name), rekeyStage: true, standby: s.standby,
+		Created: s.Created, fromCreation: s.fromCreation}
 }
 
 // Standby is spec as a feed this node keeps but does not run, because
@@ -514,6 +515,15 @@ func rekeyStage1(s *FeedSpec) FeedSpec {
 func Standby(spec FeedSpec) FeedSpec {
 	off := false
 	spec.Enabled, spec.standby = &off, true
+	return spec
+}
+
+// FromCreation marks a feed this site runs for another (a takeover): where
+// its consumer group has no position on a partition, it starts at the first
+// copy since the feed's creation, not at the end, which would skip what
+// came since the owner stopped (a partition idle until then, say).
+func FromCreation(spec FeedSpec) FeedSpec {
+	spec.fromCreation = true
 	return spec
 }
 
@@ -576,9 +586,13 @@ func (m *Manager) position(ctx context.Context, spec *FeedSpec, onlyMissing bool
 		lo  kadm.ListedOffsets
 		err error
 	)
-	if spec.Start == "earliest" {
+	switch {
+	case spec.Start == "earliest":
 		lo, err = m.adm.ListStartOffsets(ctx, spec.Sources...)
-	} else {
+	case onlyMissing && spec.fromCreation && spec.Created != nil:
+		// The first copy since the feed was created, or the end.
+		lo, err = m.adm.ListOffsetsAfterMilli(ctx, spec.Created.UnixMilli(), spec.Sources...)
+	default:
 		lo, err = m.adm.ListEndOffsets(ctx, spec.Sources...)
 	}
 	if err == nil {

@@ -5,6 +5,8 @@
 // offsets in consumer groups of their own; xdr feeds read on their own.
 package director
 
+import "time"
+
 // Feed types.
 const (
 	TypeSynthetic = "synthetic"
@@ -27,18 +29,24 @@ type FeedSpec struct {
 	rekeyStage bool
 	// standby marks a disabled feed that another site runs (Standby).
 	standby bool
+	// fromCreation: see FromCreation.
+	fromCreation bool
 
 	Name string `json:"name"`
 	// Site is, with two-site redundancy (internal/site), the site that
 	// runs the feed; the other keeps it standing by. The API sets it to
 	// the site the feed is created at.
-	Site       string   `json:"site,omitempty"`
-	Type       string   `json:"type"`
-	Sources    []string `json:"sources"`              // NF types (topics), e.g. SCP, NRF
-	Directions []string `json:"directions,omitempty"` // message directions; empty = all
-	Enabled    *bool    `json:"enabled,omitempty"`    // default true
-	Start      string   `json:"start,omitempty"`      // "latest" (default) or "earliest"
-	Filter     string   `json:"filter,omitempty"`     // filter expression (see issue: filters)
+	Site string `json:"site,omitempty"`
+	// Created is when the feed was created (the API sets it). A partition
+	// the feed has no position on when it starts for another site (a
+	// takeover) starts from here (FromCreation).
+	Created    *time.Time `json:"created,omitempty"`
+	Type       string     `json:"type"`
+	Sources    []string   `json:"sources"`              // NF types (topics), e.g. SCP, NRF
+	Directions []string   `json:"directions,omitempty"` // message directions; empty = all
+	Enabled    *bool      `json:"enabled,omitempty"`    // default true
+	Start      string     `json:"start,omitempty"`      // "latest" (default) or "earliest"
+	Filter     string     `json:"filter,omitempty"`     // filter expression (see issue: filters)
 	// Transactions (with a filter, on a copy feed) also passes the other
 	// copies of each transaction a copy the filter passed belongs to (same
 	// correlation id), read after it within 5 minutes or before it in the

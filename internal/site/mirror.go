@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/broker"
@@ -69,6 +68,7 @@ type Mirror struct {
 	log  *slog.Logger
 	mu   sync.Mutex
 	maps map[topicPart]*offsetMap
+	kick chan struct{} // Kick: try again now
 
 	copies  *prometheus.CounterVec
 	errs    prometheus.Counter
@@ -83,7 +83,7 @@ type topicPart struct {
 
 // NewMirror makes a mirror; Run runs it.
 func NewMirror(cfg MirrorConfig) *Mirror {
-	m := &Mirror{cfg: cfg, log: cfg.Logger, maps: map[topicPart]*offsetMap{},
+	m := &Mirror{cfg: cfg, log: cfg.Logger, maps: map[topicPart]*offsetMap{}, kick: make(chan struct{}, 1),
 		copies: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_site_mirrored_copies_total",
 			Help: "Copies of this site's NF topics mirrored into the peer site's Kafka, by topic."}, []string{"topic"}),
 		errs: prometheus.NewCounter(prometheus.CounterOpts{Name: "signalbox_site_mirror_errors_total",
@@ -123,8 +123,19 @@ func (m *Mirror) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
+			backoff = min(2*backoff, 30*time.Second)
+		case <-m.kick:
+			backoff = time.Second
 		}
-		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// Kick makes a mirror waiting to start again after a failure start now: the
+// peer site is back.
+func (m *Mirror) Kick() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -332,133 +343,4 @@ func (m *Mirror) offsetMap(topic string, part int32) *offsetMap {
 		m.maps[k] = om
 	}
 	return om
-}
-
-// PeerOffset translates a position in this site's topic (the next offset to
-// read of topic/part) to the position in the peer's mirrored topic. Where
-// the offset map does not know it (a restart seeds the map from the peer's
-// last copies; another node of this site mirrors the partition), the
-// peer's topic is searched for it.
-func (m *Mirror) PeerOffset(ctx context.Context, topic string, part int32, next int64) (int64, bool) {
-	if d, ok := m.offsetMap(topic, part).destOf(next); ok {
-		return d, true
-	}
-	d, err := m.search(ctx, MirroredTopic(m.cfg.Site, topic), part, func(origin int64) bool { return origin >= next })
-	if err != nil {
-		m.log.Warn("site mirror: find a position in the peer's topic", "topic", topic, "partition", part, "offset", next, "err", err)
-		return 0, false
-	}
-	return d, true
-}
-
-// LocalOffset translates a position in the peer's mirrored copy of this
-// site's topic/part to the position in this site's topic; where the offset
-// map does not know it, the copy there is read from the peer's Kafka.
-func (m *Mirror) LocalOffset(ctx context.Context, topic string, part int32, next int64) (int64, bool) {
-	if o, ok := m.offsetMap(topic, part).originOf(next); ok {
-		return o, true
-	}
-	o, err := m.originAfter(ctx, MirroredTopic(m.cfg.Site, topic), part, next)
-	if err != nil {
-		m.log.Warn("site mirror: read a mirrored copy's origin", "topic", topic, "partition", part, "offset", next, "err", err)
-		return 0, false
-	}
-	return o, true
-}
-
-// bounds are the start and end offsets of the peer's topic/part.
-func (m *Mirror) bounds(ctx context.Context, topic string, part int32) (start, end int64, err error) {
-	cl, err := m.cfg.Remote.NewClient()
-	if err != nil {
-		return 0, 0, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	for i, list := range []func(context.Context, ...string) (kadm.ListedOffsets, error){adm.ListStartOffsets, adm.ListEndOffsets} {
-		lo, err := list(ctx, topic)
-		if err == nil {
-			err = lo.Error()
-		}
-		if err != nil {
-			return 0, 0, err
-		}
-		o, _ := lo.Lookup(topic, part)
-		if i == 0 {
-			start = o.Offset
-		} else {
-			end = o.Offset
-		}
-	}
-	return start, end, nil
-}
-
-// originAfter is where, in the origin partition, a reader positioned at
-// next in the peer's topic/part goes on: the origin of the copy at next, or
-// past the end, after the last copy's.
-func (m *Mirror) originAfter(ctx context.Context, topic string, part int32, next int64) (int64, error) {
-	start, end, err := m.bounds(ctx, topic, part)
-	if err != nil {
-		return 0, err
-	}
-	if end <= start {
-		return 0, fmt.Errorf("%s/%d holds no copy", topic, part)
-	}
-	if next >= end {
-		o, err := m.originAt(ctx, topic, part, end-1)
-		return o + 1, err
-	}
-	return m.originAt(ctx, topic, part, max(next, start))
-}
-
-// search is the first offset of the peer's topic/part whose copy's origin
-// satisfies ok (monotone: false, then true), or the end if none does.
-func (m *Mirror) search(ctx context.Context, topic string, part int32, ok func(origin int64) bool) (int64, error) {
-	lo, hi, err := m.bounds(ctx, topic, part)
-	if err != nil {
-		return 0, err
-	}
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		o, err := m.originAt(ctx, topic, part, mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok(o) {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo, nil
-}
-
-// originAt reads the origin offset of the copy at offset at (or the first
-// after it) of the peer's topic/part.
-func (m *Mirror) originAt(ctx context.Context, topic string, part int32, at int64) (int64, error) {
-	rd, err := m.cfg.Remote.NewClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(at)}}))
-	if err != nil {
-		return 0, err
-	}
-	defer rd.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	for {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		var r *kgo.Record
-		fs.EachRecord(func(x *kgo.Record) {
-			if r == nil && x.Offset >= at {
-				r = x
-			}
-		})
-		if r != nil {
-			o, ok := originOffset(r)
-			if !ok {
-				return 0, fmt.Errorf("%s/%d offset %d has no %s header", topic, part, r.Offset, HeaderOrigin)
-			}
-			return o, nil
-		}
-	}
 }

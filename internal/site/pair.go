@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -51,7 +53,16 @@ type Position struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	Mirror    bool   `json:"mirror,omitempty"`
+	// Pending marks a released feed's position the reporting site cannot
+	// yet give exactly: copies it delivered are not all mirrored into the
+	// receiver's Kafka yet. The receiver waits for it (HandBackWait).
+	Pending bool `json:"pending,omitempty"`
 }
+
+// HandBackWait bounds how long a site whose peer released its feed waits
+// for exact positions (Position.Pending) before it starts the feed from
+// what it has, delivering again what it cannot place.
+const HandBackWait = 60 * time.Second
 
 // Runtime is the director's feed manager as the pair needs it.
 type Runtime interface {
@@ -72,10 +83,13 @@ type PairConfig struct {
 	Topics     []broker.TopicSpec // this site's NF topics
 	// OnChange is called when what this site runs changed (a takeover, a
 	// hand-back, feeds mirrored into the store): apply the feeds again.
-	OnChange   func()
-	HTTP       *http.Client
-	Registerer prometheus.Registerer
-	Logger     *slog.Logger
+	OnChange func()
+	// HandbackFile keeps, across a restart, the peer's feeds this site ran
+	// and has not handed back yet ("" keeps them in memory only).
+	HandbackFile string
+	HTTP         *http.Client
+	Registerer   prometheus.Registerer
+	Logger       *slog.Logger
 }
 
 // Pair is one site's half of the pair: it asks the peer for its state every
@@ -96,12 +110,15 @@ type Pair struct {
 	peer        *State // the peer's last answer
 	peerErr     error  // why the last question failed; nil when answered
 	takenOver   bool
-	released    map[string]bool  // the peer's feeds this site stopped, until the peer runs them
-	committed   map[string]int64 // shadow commits made, by group/topic/partition
-	conflicts   map[string]bool  // feeds of the peer whose name this site's own feed has
-	placed      map[string]bool  // what Place decided last, by feed, to see a change
+	released    map[string]bool       // the peer's feeds this site stopped, until the peer runs them
+	committed   map[string]int64      // shadow commits made, by group/topic/partition
+	conflicts   map[string]bool       // feeds of the peer whose name this site's own feed has
+	placed      map[string]bool       // what Place decided last, by feed, to see a change
+	waiting     map[string]time.Time  // own feeds the peer released, waiting since for exact positions
+	final       map[string][]Position // exact final positions of feeds this site released
 
 	up, taken  prometheus.Gauge
+	pending    prometheus.Gauge
 	peerErrors prometheus.Counter
 	shadowed   prometheus.Counter
 }
@@ -121,10 +138,13 @@ func NewPair(cfg PairConfig) (*Pair, func(), error) {
 	p := &Pair{cfg: cfg, log: cfg.Logger, adm: kadm.NewClient(cl), nf: map[string]bool{},
 		poll: min(time.Second, cfg.Takeover/5), started: time.Now(),
 		released: map[string]bool{}, committed: map[string]int64{}, conflicts: map[string]bool{},
+		waiting: map[string]time.Time{}, final: map[string][]Position{},
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "signalbox_site_peer_up",
 			Help: "1 while the peer site answers (GET /api/v1/site every second)."}),
 		taken: prometheus.NewGauge(prometheus.GaugeOpts{Name: "signalbox_site_takeover",
 			Help: "1 while this site runs the peer site's feeds, the peer having not answered for -site-takeover."}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "signalbox_site_positions_pending",
+			Help: "Feeds of this site the peer site handed back whose positions are not yet known exactly here: they wait (at most 60 s) rather than deliver again."}),
 		peerErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "signalbox_site_peer_errors_total",
 			Help: "Requests to the peer site that failed (unreachable, refused, or an answer that is not the peer's)."}),
 		shadowed: prometheus.NewCounter(prometheus.CounterOpts{Name: "signalbox_site_positions_committed_total",
@@ -133,8 +153,9 @@ func NewPair(cfg PairConfig) (*Pair, func(), error) {
 	for _, t := range cfg.Topics {
 		p.nf[t.Name] = true
 	}
+	p.loadReleased()
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(p.up, p.taken, p.peerErrors, p.shadowed)
+		cfg.Registerer.MustRegister(p.up, p.taken, p.pending, p.peerErrors, p.shadowed)
 	}
 	return p, cl.Close, nil
 }
@@ -174,7 +195,11 @@ func (p *Pair) step(ctx context.Context) {
 			p.taken.Set(1)
 			p.log.Warn("peer site has not answered: this site runs its feeds", "peer", p.cfg.Peer, "for", now.Sub(since).Round(time.Second), "err", err)
 		}
+		taken := p.takenOver
 		p.mu.Unlock()
+		if taken {
+			p.owe(ctx)
+		}
 	} else {
 		p.up.Set(1)
 		changed = p.syncSpecs(ctx, st)
@@ -195,17 +220,89 @@ func (p *Pair) step(ctx context.Context) {
 					p.released[name] = true
 				}
 			}
+			p.saveReleased()
 			p.log.Info("peer site is back: its feeds go back to it", "peer", p.cfg.Peer)
+			// The copies held while it was down go to it now, not after
+			// the mirror's back-off: the hand-back waits for them.
+			p.cfg.Mirror.Kick()
 		}
 		for name := range p.released {
 			if slices.Contains(st.Running, name) {
 				delete(p.released, name)
+				delete(p.final, name)
+				p.saveReleased()
 			}
 		}
 		p.mu.Unlock()
 	}
 	if changed || p.placementChanged(ctx) {
 		p.cfg.OnChange()
+	}
+}
+
+// owe records, while this site runs the peer's feeds, that it owes the peer
+// their final positions: kept in HandbackFile, a site that restarts before
+// handing them back still does (released), rather than the peer delivering
+// again all this site delivered.
+func (p *Pair) owe(ctx context.Context) {
+	specs, _, err := p.storedSpecs(ctx)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	add := false
+	for name, s := range specs {
+		if p.owner(&s) == p.cfg.Peer && !p.released[name] {
+			p.released[name], add = true, true
+		}
+	}
+	if add {
+		p.saveReleased()
+	}
+}
+
+// saveReleased writes the feeds this site owes the peer positions of to
+// HandbackFile; p.mu is held.
+func (p *Pair) saveReleased() {
+	if p.cfg.HandbackFile == "" {
+		return
+	}
+	names := slices.Sorted(maps.Keys(p.released))
+	b, _ := json.Marshal(names)
+	tmp := p.cfg.HandbackFile + ".tmp"
+	err := os.WriteFile(tmp, b, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, p.cfg.HandbackFile)
+	}
+	if err != nil {
+		p.log.Warn("site: keep the feeds to hand back", "file", p.cfg.HandbackFile, "err", err)
+	}
+}
+
+// loadReleased reads HandbackFile: the peer's feeds this site ran before
+// it stopped and has not handed back.
+func (p *Pair) loadReleased() {
+	if p.cfg.HandbackFile == "" {
+		return
+	}
+	b, err := os.ReadFile(p.cfg.HandbackFile)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			p.log.Warn("site: read the feeds to hand back", "file", p.cfg.HandbackFile, "err", err)
+		}
+		return
+	}
+	var names []string
+	if err := json.Unmarshal(b, &names); err != nil {
+		p.log.Warn("site: read the feeds to hand back", "file", p.cfg.HandbackFile, "err", err)
+		return
+	}
+	for _, n := range names {
+		p.released[n] = true
+	}
+	if len(names) > 0 {
+		p.log.Info("site: feeds of the peer this site ran before it stopped: their positions go to it", "feeds", names)
 	}
 }
 
@@ -354,7 +451,23 @@ func (p *Pair) runs(spec *director.FeedSpec) bool {
 		// Hear from it first, or wait out the takeover time.
 		return time.Since(p.started) >= p.cfg.Takeover
 	}
-	return !slices.Contains(p.peer.Running, spec.Name)
+	if slices.Contains(p.peer.Running, spec.Name) {
+		return false
+	}
+	since, waiting := p.waiting[spec.Name]
+	return !waiting || time.Since(since) >= HandBackWait
+}
+
+// Waiting are this site's feeds the peer handed back that wait for exact
+// positions (or waited HandBackWait and started without), and since when.
+func (p *Pair) Waiting() map[string]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]time.Time, len(p.waiting))
+	for n, t := range p.waiting {
+		out[n] = t
+	}
+	return out
 }
 
 // Place is specs as this site applies them: each reads this site's NF
@@ -375,8 +488,11 @@ func (p *Pair) Place(specs []director.FeedSpec) []director.FeedSpec {
 		}
 		s.Sources = src
 		run := p.runs(&s)
-		if !run {
+		switch {
+		case !run:
 			s = director.Standby(s)
+		case p.owner(&s) != p.cfg.Site:
+			s = director.FromCreation(s)
 		}
 		p.placed[s.Name] = run
 		out = append(out, s)
@@ -447,10 +563,12 @@ func (p *Pair) State(ctx context.Context) (*State, error) {
 			st.Running = append(st.Running, n)
 		case !own && released[n]:
 			st.Released = append(st.Released, n)
+			st.Progress[n] = p.finalPositions(ctx, &s)
+			continue
 		default:
 			continue
 		}
-		pos, err := p.positions(ctx, &s)
+		pos, err := p.positions(ctx, &s, false)
 		if err != nil {
 			return nil, err
 		}
@@ -459,8 +577,32 @@ func (p *Pair) State(ctx context.Context) (*State, error) {
 	return st, nil
 }
 
-// positions are the feed's committed positions in the peer's terms.
-func (p *Pair) positions(ctx context.Context, spec *director.FeedSpec) ([]Position, error) {
+// finalPositions are the positions of a feed this site ran for the peer and
+// stopped: exact once every copy they pass is mirrored into the peer's Kafka
+// (kept from then on), pending until.
+func (p *Pair) finalPositions(ctx context.Context, spec *director.FeedSpec) []Position {
+	p.mu.Lock()
+	pos, ok := p.final[spec.Name]
+	p.mu.Unlock()
+	if ok {
+		return pos
+	}
+	pos, err := p.positions(ctx, spec, true)
+	if err != nil {
+		p.log.Warn("site: positions of a released feed", "feed", spec.Name, "err", err)
+		return []Position{{Pending: true}} // unknown as yet: the peer waits
+	}
+	if !slices.ContainsFunc(pos, func(q Position) bool { return q.Pending }) {
+		p.mu.Lock()
+		p.final[spec.Name] = pos
+		p.mu.Unlock()
+	}
+	return pos
+}
+
+// positions are the feed's committed positions in the peer's terms; final
+// ones (the feed stopped) say where they are not exact yet (Pending).
+func (p *Pair) positions(ctx context.Context, spec *director.FeedSpec, final bool) ([]Position, error) {
 	var out []Position
 	mirrored := MirroredTopic(p.cfg.Peer, "")
 	for _, g := range p.cfg.Feeds.Groups(spec) {
@@ -474,6 +616,12 @@ func (p *Pair) positions(ctx context.Context, spec *director.FeedSpec) ([]Positi
 		offs.Each(func(o kadm.OffsetResponse) {
 			switch {
 			case o.At < 0:
+			case p.nf[o.Topic] && final:
+				d, exact, err := p.cfg.Mirror.PeerPosition(ctx, o.Topic, o.Partition, o.At)
+				if err != nil {
+					p.log.Warn("site: translate a released feed's position", "feed", spec.Name, "topic", o.Topic, "partition", o.Partition, "err", err)
+				}
+				out = append(out, Position{Group: g, Topic: MirroredTopic(p.cfg.Site, o.Topic), Partition: o.Partition, Offset: d, Pending: !exact})
 			case p.nf[o.Topic]:
 				if d, ok := p.cfg.Mirror.PeerOffset(ctx, o.Topic, o.Partition, o.At); ok {
 					out = append(out, Position{Group: g, Topic: MirroredTopic(p.cfg.Site, o.Topic), Partition: o.Partition, Offset: d})
@@ -493,17 +641,29 @@ func (p *Pair) positions(ctx context.Context, spec *director.FeedSpec) ([]Positi
 // shadow commits, for each feed the peer runs or released that this node
 // does not run, the peer's positions into the feed's groups here: when this
 // site starts the feed, it goes on where the peer delivered.
+//
+// A feed the peer released (handed back after a takeover) starts here only
+// once all its positions are committed exactly: one the peer cannot give
+// yet (Pending) or this site cannot translate yet holds the feed, for at
+// most HandBackWait (Waiting, signalbox_site_positions_pending).
 func (p *Pair) shadow(ctx context.Context, st *State) {
+	unresolved := map[string]bool{}
 	for name, pos := range st.Progress {
 		if p.running(name) {
 			continue
 		}
+		released := slices.Contains(st.Released, name)
 		byGroup := map[string]kadm.Offsets{}
 		for _, q := range pos {
 			topic, at := q.Topic, q.Offset
+			if q.Pending {
+				unresolved[name] = released
+				continue
+			}
 			if q.Mirror {
 				o, ok := p.cfg.Mirror.LocalOffset(ctx, q.Topic, q.Partition, q.Offset)
 				if !ok {
+					unresolved[name] = released
 					continue // unknown for now: keep what is committed
 				}
 				at = o
@@ -527,6 +687,7 @@ func (p *Pair) shadow(ctx context.Context, st *State) {
 		for g, offs := range byGroup {
 			if err := p.adm.CommitAllOffsets(ctx, g, offs); err != nil {
 				p.log.Warn("site: commit the peer's position", "feed", name, "group", g, "err", err)
+				unresolved[name] = released
 				continue
 			}
 			p.mu.Lock()
@@ -537,4 +698,23 @@ func (p *Pair) shadow(ctx context.Context, st *State) {
 			p.mu.Unlock()
 		}
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name := range p.waiting {
+		if !unresolved[name] {
+			if time.Since(p.waiting[name]) < HandBackWait {
+				p.log.Info("site: the peer's positions of a handed-back feed are known: it starts here", "feed", name,
+					"waited", time.Since(p.waiting[name]).Round(time.Millisecond))
+			}
+			delete(p.waiting, name)
+		}
+	}
+	for name, rel := range unresolved {
+		if _, ok := p.waiting[name]; rel && !ok {
+			p.waiting[name] = time.Now()
+			p.log.Warn("site: the peer handed a feed back before its positions are known here; the feed waits for them",
+				"feed", name, "peer", p.cfg.Peer, "at_most", HandBackWait)
+		}
+	}
+	p.pending.Set(float64(len(p.waiting)))
 }
