@@ -234,7 +234,14 @@ func TestSiteTakeoverTrafficAtSurvivor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const rate = 400
+	tshark := testkit.Tool(t, "tshark")
 	sp := startSitePair(t, ctx, 5*time.Second)
+	// And a probe's synthetic stream, which tshark counts at the end.
+	probe, pcap := startPCAPProbe(t, ctx)
+	if code, body := apiAt(t, sp.eastHTTP, "test-admin-token", "POST", "/api/v1/feeds",
+		`{"name":"wire","type":"synthetic","sources":["SCP"],"endpoint":"`+probe.Addr()+`"}`); code != 201 {
+		t.Fatalf("create wire at east: %d %s", code, body)
+	}
 	sp.produce(sp.eastKafka, "e1", rate, 4*rate)
 	waitCopies(t, sp.lake, map[string]int{"e1/": 4 * rate}, 60*time.Second)
 
@@ -282,6 +289,55 @@ func TestSiteTakeoverTrafficAtSurvivor(t *testing.T) {
 	if tookOver > sp.takeover+10*time.Second {
 		t.Errorf("west took the feed over %s after the kill, want within %s", tookOver, sp.takeover+10*time.Second)
 	}
+
+	// The synthetic stream, as tshark decodes it: every copy, the same
+	// few twice.
+	total := 0
+	for _, w := range want {
+		total += w
+	}
+	testkit.WaitForState(t, 60*time.Second, "the synthetic stream complete", func() (bool, string) {
+		return probe.Snapshot().Unique >= int64(total), probeState(probe)
+	})
+	cancel()
+	probe.Close()
+	seen := tsharkSeqs(t, tshark, pcap)
+	for p, w := range want {
+		u, d := 0, 0
+		for seq, n := range seen {
+			if strings.HasPrefix(seq, p) {
+				u, d = u+1, d+n-1
+			}
+		}
+		if u != w || d > dups[p]+2*rate {
+			t.Errorf("tshark, synthetic stream, %s: %d of %d, %d twice", p, u, w, d)
+		}
+	}
+}
+
+// tsharkSeqs decodes a synthetic stream's pcap with tshark and counts its
+// copies by x-signalbox-seq.
+func tsharkSeqs(t *testing.T, tshark, pcap string) map[string]int {
+	t.Helper()
+	out, err := exec.Command(tshark, "-r", pcap, "-n", "-Y", "http2.type == 1", "-T", "fields",
+		"-E", "occurrence=a", "-E", "aggregator=|", "-e", "http2.header.name", "-e", "http2.header.value").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 2 {
+			continue
+		}
+		names, values := strings.Split(f[0], "|"), strings.Split(f[1], "|")
+		for i, n := range names {
+			if n == "x-signalbox-seq" && i < len(values) {
+				seen[values[i]]++
+			}
+		}
+	}
+	return seen
 }
 
 // TestSiteTakeoverTrafficAtBothSites: an NF copies into west all along,
