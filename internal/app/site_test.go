@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,12 +114,13 @@ type sitePair struct {
 	east, west                               *siteProc
 	eastHTTP, westHTTP, eastKafka, westKafka string
 	lake                                     *kafkaCounter
+	out                                      string // the outside Kafka
 	takeover                                 time.Duration
 }
 
 func startSitePair(t *testing.T, ctx context.Context, takeover time.Duration) *sitePair {
-	out := testkit.StartBroker(t, broker.Config{Topics: []broker.TopicSpec{{Name: "OUT", Partitions: 3}}})
-	sp := &sitePair{t: t, ctx: ctx, takeover: takeover, lake: newKafkaCounter(t, ctx, out.Addrs(), "OUT"),
+	out := testkit.StartBroker(t, broker.Config{Topics: []broker.TopicSpec{{Name: "OUT", Partitions: 3}, {Name: "OUT2", Partitions: 3}}})
+	sp := &sitePair{t: t, ctx: ctx, takeover: takeover, lake: newKafkaCounter(t, ctx, out.Addrs(), "OUT"), out: out.Addrs()[0],
 		eastHTTP: freePort(t), westHTTP: freePort(t), eastKafka: freePort(t), westKafka: freePort(t)}
 	args := func(site, peer, httpAddr, kafka, peerHTTP, peerKafka string) []string {
 		return siteArgs(t, site, peer, httpAddr, kafka, peerHTTP, peerKafka, "SCP=4,NRF=2,SEPP=2", takeover)
@@ -353,26 +355,27 @@ func TestSiteTakeoverTrafficAtBothSites(t *testing.T) {
 	defer cancel()
 	const rate = 200 // per NF
 	sp := startSitePair(t, ctx, 5*time.Second)
+	// And a feed of west's, which runs at west all along.
+	if code, body := apiAt(t, sp.westHTTP, "test-admin-token", "POST", "/api/v1/feeds",
+		`{"name":"pond","type":"kafka","sources":["SCP","NRF","SEPP"],"topic":"OUT2","kafka":{"brokers":["`+sp.out+`"]}}`); code != 201 {
+		t.Fatalf("create pond at west: %d %s", code, body)
+	}
+	pond := newKafkaCounter(t, ctx, []string{sp.out}, "OUT2")
 	west := make(chan struct{})
 	var westSent int64
 	go func() {
-		// West's NF, in runs of 5 s, until told to stop.
+		// West's NF, in runs of 5 s: 70 s, the whole test.
 		defer close(west)
-		for i := 0; ctx.Err() == nil; i++ {
-			select {
-			case <-ctx.Done():
-				return
-			default:
-			}
+		for i := 0; i < 14 && ctx.Err() == nil; i++ {
 			sp.produce(sp.westKafka, fmt.Sprintf("w%d", i), rate, 5*rate)
 			westSent++
-			if westSent == 14 { // 70 s: the whole test
-				return
-			}
 		}
 	}()
 	sp.produce(sp.eastKafka, "e1", rate, 5*rate)
 	waitCopies(t, sp.lake, map[string]int{"e1/": 5 * rate}, 60*time.Second)
+	if _, d := sp.lake.counts("e1/"); d != 0 {
+		t.Errorf("both sites up: %d copies delivered twice, want none", d)
+	}
 	sp.produce(sp.eastKafka, "e2", rate, 2*rate)
 	tookOver := sp.killEast()
 	// West says so in its metrics and state.
@@ -399,7 +402,7 @@ func TestSiteTakeoverTrafficAtBothSites(t *testing.T) {
 		Progress  map[string][]struct{ Topic string }
 	}
 	if code, body := apiAt(t, sp.westHTTP, "test-admin-token", "GET", "/api/v1/site", ""); code != 200 || json.Unmarshal(body, &ws) != nil ||
-		ws.Site != "west" || !ws.TakenOver || len(ws.Running) != 1 || len(ws.Progress["lake"]) == 0 {
+		ws.Site != "west" || !ws.TakenOver || !slices.Contains(ws.Running, "lake") || len(ws.Progress["lake"]) == 0 {
 		t.Errorf("west's site state during the takeover: %d %s", code, body)
 	}
 	sp.produce(sp.westKafka, "e3", rate, 10*rate) // east's NF, now into west
@@ -424,6 +427,13 @@ func TestSiteTakeoverTrafficAtBothSites(t *testing.T) {
 	// delivered after it last told east where it was: 2 + 3 s of both NFs.
 	if dups > 5*2*rate {
 		t.Errorf("%d copies delivered twice across the kill and the hand-back; want at most 5 s of traffic (%d)", dups, 5*2*rate)
+	}
+	// West's own feed: every copy of both sites once, east's death or not.
+	waitCopies(t, pond, want, 60*time.Second)
+	for p, w := range want {
+		if u, d := pond.counts(p); u != w || d != 0 {
+			t.Errorf("west's own feed, %s: %d of %d, %d twice; want each once", p, u, w, d)
+		}
 	}
 }
 

@@ -615,6 +615,12 @@ func (m *Manager) position(ctx context.Context, spec *FeedSpec, onlyMissing bool
 		if len(offs) == 0 {
 			return nil
 		}
+		if spec.fromCreation && spec.Created != nil && spec.Start != "earliest" {
+			n := 0
+			offs.Each(func(kadm.Offset) { n++ })
+			m.log.Warn("feed taken over: partitions where its site had no position start from the feed's creation",
+				"feed", spec.Name, "partitions", n, "created", spec.Created.Format(time.RFC3339))
+		}
 	}
 	if err := m.adm.CommitAllOffsets(ctx, group, offs); err != nil {
 		return fmt.Errorf("feed %q: commit start position: %w", spec.Name, err)

@@ -336,6 +336,28 @@ func TestPrepareThenProduce(t *testing.T) {
 	})
 }
 
+// TestTakenOverFeedStartsFromCreation: a feed run for another site (a
+// takeover) starts a partition it has no position on at the first copy
+// since the feed's creation, not at the end (which would skip what came
+// since), and not at the start (which would deliver what came before).
+func TestTakenOverFeedStartsFromCreation(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	rcv := newReceiver(t)
+	h := newHarness(t, b)
+	pcl := producer(t, b)
+	produce(t, pcl, "before", 0, 60, 0)
+	time.Sleep(20 * time.Millisecond)
+	created := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	produce(t, pcl, "after", 0, 120, 0)
+	spec := FeedSpec{Name: "peers", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr, Created: &created}
+	h.run(FromCreation(spec))
+	testkit.WaitFor(t, 20*time.Second, "every copy since the feed's creation", func() bool { return len(rcv.missing("after", 120)) == 0 })
+	if miss := rcv.missing("before", 60); len(miss) != 60 {
+		t.Errorf("%d copies from before the feed's creation delivered", 60-len(miss))
+	}
+}
+
 func TestLostToRetentionCounted(t *testing.T) {
 	b := startBroker(t, broker.Config{Retention: time.Second})
 	rcv := newReceiver(t)
