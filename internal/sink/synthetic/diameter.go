@@ -20,7 +20,6 @@ func (e *Encoder) appendDiameter(dst []byte, c *nfcopy.Copy) []byte {
 	}
 	client, server := e.endpoints(c, ci)
 	key, pk := flowKey{client, server}, c.PairKey()
-	e.tick++
 	if !ci.request {
 		if ps, ok := e.requestOf(pk); ok {
 			key = ps.key
@@ -30,6 +29,5 @@ func (e *Encoder) appendDiameter(dst []byte, c *nfcopy.Copy) []byte {
 	if ci.request {
 		e.remember(pk, pendingStream{key: key, conn: slot.st.conn})
 	}
-	slot.st.lastUse = e.tick
 	return e.appendSegments(dst, c.Timestamp, key, &slot.st, ci.request, c.Body, tcpPSHACK)
 }

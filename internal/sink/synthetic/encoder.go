@@ -26,7 +26,6 @@ package synthetic
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -66,7 +65,6 @@ const (
 	DefaultMSS = 1460
 
 	defaultMaxFlows = 100_000
-	flowWays        = 4 // the flow table is 4-way set associative
 
 	// ackEvery: a side that has received this much since it last sent
 	// anything sends a bare ACK, as a receiver's delayed ACKs do, so no
@@ -96,11 +94,10 @@ type Mapping struct {
 // EncoderOptions configures an Encoder.
 type EncoderOptions struct {
 	Mappings []Mapping
-	// MaxFlows sizes the flow table, rounded up to a multiple of four
-	// (sets of four flows, least recently used out first); 0 means 100,000
-	// (about 10 MB: a flow is 104 bytes).
-	// A flow pushed out is closed with FIN; it opens afresh if it has
-	// another copy.
+	// MaxFlows is how many flows the encoder keeps open; 0 means 100,000
+	// (10.6 MB when all are open: flowTable). Past it, the least
+	// recently used flow is closed with FIN; it opens afresh, as a new TCP
+	// connection, if it has another copy.
 	MaxFlows int
 	// MSS is the largest TCP payload of one segment; 0 means DefaultMSS
 	// (1460). At most 65,495.
@@ -118,19 +115,11 @@ type EncoderOptions struct {
 
 type flowKey struct{ client, server netip.AddrPort }
 
-// flowSlot is one entry of the flow table.
-type flowSlot struct {
-	key  flowKey
-	st   flowState
-	used bool
-}
-
 type flowState struct {
 	clientSeq, serverSeq uint32 // next sequence number in each direction
 	clientAck, serverAck uint32 // what each side last acknowledged of the other
 	lastStream           uint32 // the flow's highest client stream id so far
 	conn                 uint32 // which opening of the flow this is (Encoder.conns)
-	lastUse              uint64 // Encoder.tick at the flow's last copy
 }
 
 // pendingStream is a request whose response has not been seen: the flow
@@ -148,9 +137,7 @@ type pendingStream struct {
 type Encoder struct {
 	byFQDN map[string]netip.AddrPort
 	byID   map[string]netip.AddrPort
-	flows  []flowSlot // sets of flowWays; a power of two of sets
-	shift  uint       // 64 - log2(number of sets): a hash's top bits index a set
-	tick   uint64
+	flows  *flowTable
 	conns  uint32
 	// seqClock counts the sequence numbers the encoder has used, in every
 	// flow and direction: the clock of the initial sequence numbers.
@@ -200,12 +187,7 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 	if n <= 0 {
 		n = defaultMaxFlows
 	}
-	sets := max(1, (n+flowWays-1)/flowWays)
-	e.shift = 64 - uint(bits.Len(uint(sets-1)))
-	if sets == 1 {
-		e.shift = 64
-	}
-	e.flows = make([]flowSlot, flowWays<<(64-e.shift))
+	e.flows = newFlowTable(n)
 	e.key = internKey(opts.Mappings, opts.KeepPorts, e.mss)
 	for _, m := range opts.Mappings {
 		if !m.Addr.Addr().IsValid() {
@@ -238,36 +220,10 @@ func (e *Encoder) Evicted() uint64 { return e.evicted }
 // it whenever the global header is re-sent (a new connection), since the
 // reader starts from scratch.
 func (e *Encoder) Reset() {
-	clear(e.flows)
+	e.flows.reset()
 	clear(e.pending)
 	e.pendingHead, e.pendingN = 0, 0
 	e.seqClock = 0
-}
-
-// set is key's set of flowWays slots in the flow table: one hash, where a
-// Go map of tens of thousands of flows probes its groups for every new flow.
-func (e *Encoder) set(key flowKey) []flowSlot {
-	c, v := key.client.Addr().As16(), key.server.Addr().As16()
-	le := binary.LittleEndian
-	h := (le.Uint64(c[:8]) ^ le.Uint64(c[8:])*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
-	h = (h ^ le.Uint64(v[:8]) ^ le.Uint64(v[8:])*0xc4ceb9fe1a85ec53) * 0x9e3779b97f4a7c15
-	h = (h ^ uint64(key.client.Port())<<16 ^ uint64(key.server.Port())) * 0xff51afd7ed558ccd
-	i := 0
-	if e.shift < 64 {
-		i = int(h>>e.shift) * flowWays
-	}
-	return e.flows[i : i+flowWays : i+flowWays]
-}
-
-// find returns key's slot if the table holds its flow.
-func (e *Encoder) find(key flowKey) *flowSlot {
-	set := e.set(key)
-	for i := range set {
-		if set[i].used && set[i].key == key {
-			return &set[i]
-		}
-	}
-	return nil
 }
 
 // AppendHeader appends the pcap global header to dst.
@@ -392,7 +348,6 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 		client, server := e.endpoints(c, ci)
 		key, request, own, pk = flowKey{client, server}, ci.request, ci.streamID, c.PairKey()
 	}
-	e.tick++
 	sid := uint32(0)
 	if !request {
 		// A response goes on its request's stream, on its request's flow
@@ -413,7 +368,6 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 			e.remember(pk, pendingStream{key: key, conn: slot.st.conn, sid: sid})
 		}
 	}
-	slot.st.lastUse = e.tick
 	if shared != nil {
 		return e.appendShared(dst, c.Timestamp, key, &slot.st, request, shared, sid)
 	}
@@ -432,7 +386,7 @@ func (e *Encoder) requestOf(pk uint64) (pendingStream, bool) {
 		return ps, false
 	}
 	delete(e.pending, pk)
-	sl := e.find(ps.key)
+	sl := e.flows.find(ps.key)
 	return ps, sl != nil && sl.st.conn == ps.conn
 }
 
@@ -476,25 +430,15 @@ func (e *Encoder) remember(pk uint64, ps pendingStream) {
 }
 
 // flow returns key's slot, opening the flow first when the table does not
-// hold it: the least recently used flow of its set is closed to make room.
-// A new HTTP/2 flow (h2) starts with the connection preface and settings.
+// hold it: when the table is full, the least recently used flow is closed to
+// make room. A new HTTP/2 flow (h2) starts with the connection preface and
+// settings.
 func (e *Encoder) flow(dst []byte, ts int64, key flowKey, h2 bool) (*flowSlot, []byte) {
-	set := e.set(key)
-	victim := 0
-	for i := range set {
-		if set[i].used && set[i].key == key {
-			return &set[i], dst
-		}
-		if !set[victim].used {
-			continue
-		}
-		if !set[i].used || set[i].st.lastUse < set[victim].st.lastUse {
-			victim = i
-		}
+	if slot := e.flows.find(key); slot != nil {
+		return slot, dst
 	}
-	slot := &set[victim]
-	if slot.used {
-		dst = e.close(dst, ts, slot)
+	if e.flows.full() {
+		dst = e.close(dst, ts, e.flows.victim())
 		e.evicted++
 	}
 	e.conns++
@@ -508,7 +452,7 @@ func (e *Encoder) flow(dst []byte, ts int64, key flowKey, h2 bool) (*flowSlot, [
 	// retransmissions of the old, and decodes none of it).
 	h := hashAddrPort(hashAddrPort(fnvOffset, key.client), key.server)
 	isnC, isnS := uint32(h)+e.seqClock, uint32(h>>32)+e.seqClock
-	*slot = flowSlot{key: key, used: true, st: flowState{conn: e.conns, lastUse: e.tick}}
+	slot := e.flows.add(key, flowState{conn: e.conns})
 	fl := &slot.st
 	fl.clientSeq, fl.serverSeq = isnC, isnS
 	if !e.noHandshake {
@@ -532,7 +476,7 @@ func (e *Encoder) close(dst []byte, ts int64, slot *flowSlot) []byte {
 		dst = e.appendSegments(dst, ts, slot.key, fl, false, nil, tcpFIN|tcpACK)
 		dst = e.appendSegments(dst, ts, slot.key, fl, true, nil, tcpACK)
 	}
-	*slot = flowSlot{}
+	e.flows.remove(slot)
 	return dst
 }
 

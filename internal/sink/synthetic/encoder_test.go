@@ -380,12 +380,11 @@ func TestPeersFromSBIHeaders(t *testing.T) {
 }
 
 // The flow table is bounded; a flow pushed out is closed with FIN and opens
-// afresh when it returns, so the stream stays valid TCP throughout.
+// afresh when it returns, so the stream stays valid TCP throughout. It holds
+// every flow up to its size, whatever their addresses, and pushes out the
+// least recently used.
 func TestFlowTableBounded(t *testing.T) {
 	e := NewEncoder(EncoderOptions{MaxFlows: 3})
-	if len(e.flows) != 4 {
-		t.Fatalf("flow table of %d slots for MaxFlows 3, want 4", len(e.flows))
-	}
 	out := e.AppendHeader(nil)
 	for i := 0; i < 200; i++ {
 		c := request(i, nfcopy.RequestIngress, nil)
@@ -397,16 +396,43 @@ func TestFlowTableBounded(t *testing.T) {
 		if again := len(out) - mid; again >= mid-first { // a flow's second copy right after its first needs no opening
 			t.Fatalf("copy %d: %d bytes again after %d: flow not kept", i, again, mid-first)
 		}
-		if len(e.flows) != 4 {
-			t.Fatalf("flow table at %d slots", len(e.flows))
+		if n := len(e.flows.slots); n > 3 {
+			t.Fatalf("flow table at %d slots", n)
 		}
 	}
 	_, st, err := decodeStreamStats(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.fins != 2*(200-4) || st.syns != 2*200 {
-		t.Errorf("%d FINs and %d SYNs for 200 openings of which 196 were pushed out", st.fins, st.syns)
+	if st.fins != 2*(200-3) || st.syns != 2*200 || e.Evicted() != 200-3 {
+		t.Errorf("%d FINs, %d SYNs, %d evicted for 200 openings of which 197 were pushed out", st.fins, st.syns, e.Evicted())
+	}
+
+	// 5,000 flows in a table of 5,000, in any order, twice: none pushed
+	// out. One more flow pushes out the least recently used only.
+	e = NewEncoder(EncoderOptions{MaxFlows: 5_000})
+	out = e.AppendHeader(out[:0])
+	for pass := range 2 {
+		for i := range 5_000 {
+			c := request(pass*5_000+i, nfcopy.RequestIngress, nil)
+			j := (i * 7919) % 5_000
+			c.SourceIP, c.SourcePort = fmt.Sprintf("10.1.%d.%d", j>>8, j&0xff), uint16(40000+j%20000)
+			out = e.AppendCopy(out, c)
+		}
+	}
+	if e.Evicted() != 0 || e.flows.n != 5_000 {
+		t.Fatalf("%d flows pushed out of a table that holds them all (%d held)", e.Evicted(), e.flows.n)
+	}
+	server := e.flows.slots[e.flows.head].key.server // every copy's
+	client := func(j int) flowKey {
+		return flowKey{netip.AddrPortFrom(netip.MustParseAddr(fmt.Sprintf("10.1.%d.%d", j>>8, j&0xff)), uint16(40000+j)), server}
+	}
+	c := request(99_999, nfcopy.RequestIngress, nil)
+	c.SourceIP, c.SourcePort = "10.9.9.9", 1234
+	out = e.AppendCopy(out, c)
+	// The second pass's first copy was flow 0's; its second, flow 7,919 mod 5,000.
+	if e.Evicted() != 1 || e.flows.find(client(0)) != nil || e.flows.find(client(2_919)) == nil {
+		t.Errorf("one more flow: %d pushed out; want 1, the least recently used", e.Evicted())
 	}
 }
 
