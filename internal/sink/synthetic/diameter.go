@@ -6,7 +6,8 @@ import "github.com/signalbox/signalbox/internal/nfcopy"
 // TCP payload, on a flow of its own peers (no HTTP/2 preface on it), and an
 // answer goes on its request's flow (the request's hop-by-hop and end-to-end
 // ids name it: nfcopy's PairKey), as a Diameter peer answers on the
-// connection the request came in on.
+// connection the request came in on; a request whose answer was copied
+// first goes on the answer's.
 func (e *Encoder) appendDiameter(dst []byte, c *nfcopy.Copy) []byte {
 	d := &c.Diameter
 	ci := copyInfo{request: c.Direction.IsRequest()}
@@ -20,14 +21,13 @@ func (e *Encoder) appendDiameter(dst []byte, c *nfcopy.Copy) []byte {
 	}
 	client, server := e.endpoints(c, ci)
 	key, pk := flowKey{client, server}, c.PairKey()
-	if !ci.request {
-		if ps, ok := e.requestOf(pk); ok {
-			key = ps.key
-		}
+	ps, paired := e.partnerOf(pk, ci.request)
+	if paired {
+		key = ps.key
 	}
 	slot, dst := e.flow(dst, c.Timestamp, key, false)
-	if ci.request {
-		e.remember(pk, pendingStream{key: key, conn: slot.st.conn})
+	if !paired {
+		e.remember(pk, ci.request, pendingStream{key: key, conn: slot.st.conn})
 	}
 	return e.appendSegments(dst, c.Timestamp, key, &slot.st, ci.request, c.Body, tcpPSHACK)
 }

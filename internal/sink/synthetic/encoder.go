@@ -71,7 +71,8 @@ const (
 	// sender has more in flight than the 65,535-byte window it is offered.
 	ackEvery = 32 << 10
 
-	// maxPending bounds the requests remembered for their responses.
+	// maxPending bounds the requests remembered for their responses, and
+	// the responses copied first for their requests.
 	maxPending = 1 << 16
 
 	// HTTP ports: what the synthetic server listens on when its copy's
@@ -348,13 +349,12 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 		client, server := e.endpoints(c, ci)
 		key, request, own, pk = flowKey{client, server}, ci.request, ci.streamID, c.PairKey()
 	}
+	// A response goes on its request's stream, on its request's flow
+	// (which its own headers may not name as the request's did); a
+	// request whose response was copied first goes on that response's.
 	sid := uint32(0)
-	if !request {
-		// A response goes on its request's stream, on its request's flow
-		// (which its own headers may not name as the request's did).
-		if ps, ok := e.requestOf(pk); ok {
-			key, sid = ps.key, ps.sid
-		}
+	if ps, ok := e.partnerOf(pk, request); ok {
+		key, sid = ps.key, ps.sid
 	}
 	slot, dst := e.flow(dst, c.Timestamp, key, true)
 	if sid == 0 {
@@ -364,9 +364,7 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 			slot, dst = e.flow(dst, c.Timestamp, key, true)
 			sid = e.nextStream(&slot.st, own)
 		}
-		if request && pk != 0 {
-			e.remember(pk, pendingStream{key: key, conn: slot.st.conn, sid: sid})
-		}
+		e.remember(pk, request, pendingStream{key: key, conn: slot.st.conn, sid: sid})
 	}
 	if shared != nil {
 		return e.appendShared(dst, c.Timestamp, key, &slot.st, request, shared, sid)
@@ -375,11 +373,15 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 	return e.appendSegments(dst, c.Timestamp, key, &slot.st, request, e.payload, tcpPSHACK)
 }
 
-// requestOf takes the pending request of pair key pk (0: none), when the
-// flow it went on is still the same opening of it.
-func (e *Encoder) requestOf(pk uint64) (pendingStream, bool) {
+// partnerOf takes, for a copy of pair key pk (0: none), the pending other
+// half of its pair: for a response its request, for a request a response
+// copied before it; when the flow it went on is still the same opening.
+func (e *Encoder) partnerOf(pk uint64, request bool) (pendingStream, bool) {
 	if pk == 0 {
 		return pendingStream{}, false
+	}
+	if request {
+		pk = answeredKey(pk)
 	}
 	ps, ok := e.pending[pk]
 	if !ok {
@@ -409,9 +411,20 @@ func (e *Encoder) nextStream(fl *flowState, own uint32) uint32 {
 	return fl.lastStream
 }
 
-// remember keeps a request's stream for its response, forgetting the
+// answeredKey is where a response copied before its request is kept in
+// Encoder.pending: apart from the requests (pair keys are odd, these even).
+func answeredKey(pk uint64) uint64 { return pk * 0x9e3779b97f4a7c15 &^ 1 }
+
+// remember keeps, for the other half of pair pk (0: none), the stream a
+// request or a response copied before its request went on, forgetting the
 // oldest when maxPending are kept.
-func (e *Encoder) remember(pk uint64, ps pendingStream) {
+func (e *Encoder) remember(pk uint64, request bool, ps pendingStream) {
+	if pk == 0 {
+		return
+	}
+	if !request {
+		pk = answeredKey(pk)
+	}
 	if e.pendingOrder == nil {
 		e.pendingOrder = make([]uint64, maxPending)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -273,5 +274,80 @@ func TestTsharkHundredThousandFlows(t *testing.T) {
 	}
 	if flagged != 0 {
 		t.Errorf("%d packets with tcp.analysis.flags, want none (first: %q)", flagged, firstFlag)
+	}
+}
+
+// TestSBIResponseFirstOnItsConnection: a response copied before its
+// request (every tenth, 15 copies early), https with the response as Netty
+// leaves it (no :scheme, no stream id), with and without addresses in the
+// metadata: tshark finds each transaction's request and response on one
+// TCP connection and one HTTP/2 stream.
+func TestSBIResponseFirstOnItsConnection(t *testing.T) {
+	tshark := testkit.Tool(t, "tshark")
+	const txns = 200
+	var copies []*nfcopy.Copy
+	early := 0
+	for i := range txns {
+		req := request(i, nfcopy.RequestIngress, jsonBody(200))
+		setHeader(req, ":scheme", "https")
+		setHeader(req, "x-http2-scheme", "https")
+		req.Headers = append(req.Headers, h("x-txn", strconv.Itoa(i)))
+		if i%2 == 0 {
+			req.SourceIP, req.SourcePort = fmt.Sprintf("10.1.0.%d", 1+i%200), 0
+			req.DestIP, req.DestPort = "10.200.0.1", 443
+		}
+		resp := response(req, nfcopy.ResponseEgress, "200", jsonBody(100))
+		resp.Headers = []nfcopy.Header{h(":status", "200"), h("content-type", "application/json"), h("x-txn", strconv.Itoa(i))}
+		if i%10 == 3 || i%10 == 4 {
+			copies = slices.Insert(copies, max(0, len(copies)-15), resp)
+			copies = append(copies, req)
+			early++
+			continue
+		}
+		copies = append(copies, req, resp)
+	}
+	path := filepath.Join(t.TempDir(), "response-first.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := NewWriter(f, EncoderOptions{}).WriteBatch(copies); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(tshark, "-r", path, "-n", "-Y", "http2.type == 1", "-T", "fields", "-E", "occurrence=a",
+		"-E", "aggregator=|", "-e", "tcp.stream", "-e", "http2.streamid", "-e", "http2.header.name", "-e", "http2.header.value").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	where := map[string][]string{} // x-txn -> "tcp stream/http2 stream" of each copy
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			continue
+		}
+		sid, _, _ := strings.Cut(f[1], "|")
+		names, values := strings.Split(f[2], "|"), strings.Split(f[3], "|")
+		for i, n := range names {
+			if n == "x-txn" && i < len(values) {
+				where[values[i]] = append(where[values[i]], f[0]+"/"+sid)
+			}
+		}
+	}
+	apart := 0
+	for txn, w := range where {
+		if len(w) != 2 {
+			t.Errorf("transaction %s: %d copies decoded, want 2", txn, len(w))
+		} else if w[0] != w[1] {
+			apart++
+			if apart <= 3 {
+				t.Logf("transaction %s: request and response at %v (tcp.stream/http2.streamid)", txn, w)
+			}
+		}
+	}
+	if len(where) != txns || apart > 0 {
+		t.Errorf("%d transactions decoded, %d of them (%d copied response first) with the response on another connection or stream", len(where), apart, early)
 	}
 }
