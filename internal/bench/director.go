@@ -47,6 +47,7 @@ type dirConfig struct {
 	Verbose      bool          // children's output to stderr
 	Drain        time.Duration // give up waiting after this long without progress
 	DrainMax     time.Duration // give up waiting after this long in all
+	Window       time.Duration // a soak: latency, rate and serve's RSS per window of this length (0: off)
 }
 
 func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
@@ -91,6 +92,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.StringVar(&c.JSONFile, "json", "", "write the report as JSON to this file")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the work directory (child logs, data)")
 	fs.BoolVar(&c.Verbose, "v", false, "copy the children's output to stderr")
+	fs.DurationVar(&c.Window, "window", 0, "a soak: report latency, rate and serve's RSS and CPU for each window of this length of the measured phase, and whether they stay flat (0: off)")
 	fs.DurationVar(&c.Drain, "drain", c.Drain, "after the producer stops, give up waiting for in-flight copies after this long without progress")
 	fs.DurationVar(&c.DrainMax, "drain-max", c.DrainMax, "after the producer stops, give up waiting for in-flight copies after this long (what is missing then counts as lost)")
 	if err := fs.Parse(args); err != nil {

@@ -33,6 +33,7 @@ type procSample struct {
 	At     time.Time
 	CPU    time.Duration // user + system
 	HWMKiB int64         // VmHWM: peak resident set
+	RSSKiB int64         // VmRSS: resident set now (0 from getrusage)
 }
 
 // readProc samples /proc/<pid>/stat and /proc/<pid>/status.
@@ -50,7 +51,7 @@ func readProc(pid int) (procSample, error) {
 	if err != nil {
 		return s, fmt.Errorf("read /proc/%d/status: %w", pid, err)
 	}
-	s.HWMKiB = parseVmHWM(b)
+	s.HWMKiB, s.RSSKiB = statusKiB(b, "VmHWM:"), statusKiB(b, "VmRSS:")
 	return s, nil
 }
 
@@ -75,9 +76,12 @@ func parseProcStat(b []byte) (time.Duration, error) {
 }
 
 // parseVmHWM returns VmHWM in KiB, 0 if absent.
-func parseVmHWM(b []byte) int64 {
+func parseVmHWM(b []byte) int64 { return statusKiB(b, "VmHWM:") }
+
+// statusKiB is the kB figure of the /proc/<pid>/status line of key.
+func statusKiB(b []byte, key string) int64 {
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, key); ok {
 			f := strings.Fields(v)
 			if len(f) > 0 {
 				n, _ := strconv.ParseInt(f[0], 10, 64)

@@ -100,6 +100,8 @@ type dirReport struct {
 	// in Kafka (a backlog, not a delivery failure of the director).
 	DrainCutOff string `json:"drain_cut_off,omitempty"`
 
+	Windows []soakWindow `json:"windows,omitempty"` // -window
+
 	Pass     bool     `json:"pass"`
 	Failures []string `json:"failures,omitempty"`
 	Targets  []string `json:"targets"`
@@ -304,6 +306,7 @@ func (r *dirReport) writeTable(out io.Writer) {
 	}
 	row(r.Bench)
 	fmt.Fprintf(w, "  MPS per director core: %.0f\n", r.MPSPerDirCPU)
+	r.writeSoak(w)
 	fmt.Fprintf(w, "\n  reference (OCNADD 23.2, bare metal): %d MPS, avg %.2f ms, %.2f%% success, ~%.0f busy cores\n",
 		refRate, refAvgMs, refSuccessPct, refBusyCores)
 	for _, t := range r.Targets {

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -42,6 +43,9 @@ type scenario struct {
 	kcons   []*kafkaCounter
 	feeds   []string
 	json    []string // probe JSON report files
+	// -window: serve sampled through the measured phase (sampleServe).
+	smu     sync.Mutex
+	samples []procSample
 
 	// -pin: the CPUs serve runs on, and those of nfsim, the probes and a
 	// split broker (both empty: unpinned).
@@ -111,7 +115,9 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	}
 
 	before := sc.sampleAll()
+	stopSampling := sc.sampleServe(before["serve"])
 	st, nfsimUse, err := sc.produce(ctx, mainID, warmID, rate, dur)
+	stopSampling()
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +145,7 @@ func runScenario(ctx context.Context, cfg dirConfig, rate float64, dur time.Dura
 	}
 	r.LoadEnd = loadAvg()
 	r.fill(sc, reports, before, after, final, nfsimUse)
+	r.soak(sc, reports, before["serve"].At, after["serve"].At)
 	return r, nil
 }
 
@@ -269,7 +276,7 @@ func (sc *scenario) startConsumers(ctx context.Context, warmID string) error {
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		if sc.cfg.InProcess {
-			p, err := probe.New(probe.Config{Listen: addr, Mode: sc.cfg.Feed, TLSCert: cert, TLSKey: key, IgnoreRun: warmID})
+			p, err := probe.New(probe.Config{Listen: addr, Mode: sc.cfg.Feed, TLSCert: cert, TLSKey: key, IgnoreRun: warmID, Window: sc.cfg.Window})
 			if err != nil {
 				return err
 			}
@@ -281,6 +288,9 @@ func (sc *scenario) startConsumers(ctx context.Context, warmID string) error {
 		}
 		jf := filepath.Join(sc.dir, name+".json")
 		args := []string{"probe", "-mode", sc.cfg.Feed, "-listen", addr, "-json", jf, "-ignore-run", warmID, "-interval", "10s"}
+		if sc.cfg.Window > 0 {
+			args = append(args, "-window", sc.cfg.Window.String())
+		}
 		if cert != "" {
 			args = append(args, "-tls-cert", cert, "-tls-key", key)
 		}

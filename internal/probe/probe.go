@@ -41,6 +41,9 @@ type Config struct {
 	JSONFile string        // write the final report as JSON here
 	PCAPFile string        // synthetic mode: also save every record received into this pcap file
 	Interval time.Duration // progress line interval (0 = 5s)
+	// Window, when set, closes a window of figures (Report.Windows) this
+	// often: a soak's latency over time.
+	Window   time.Duration
 	Duration time.Duration // stop after this long (0 = until ctx done)
 	Expect   int64         // stop once this many unique copies arrived (0 = no)
 	// IgnoreRun is a run id (the first part of x-signalbox-seq) whose copies
@@ -59,6 +62,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSONFile, "json", c.JSONFile, "write the final report as JSON to this file")
 	fs.StringVar(&c.PCAPFile, "pcap", c.PCAPFile, "synthetic mode: also save the received stream to this pcap file (open it with Wireshark or tshark)")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "progress line interval (default 5s)")
+	fs.DurationVar(&c.Window, "window", c.Window, "report latency and counts per window of this length too (a soak; 0 = off)")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "stop after this long (0 = until interrupted)")
 	fs.Int64Var(&c.Expect, "expect", c.Expect, "stop once this many unique copies arrived (0 = no limit)")
 	fs.StringVar(&c.IgnoreRun, "ignore-run", c.IgnoreRun, "run id (of x-signalbox-seq) counted only as warm-up, outside every other figure")
@@ -66,18 +70,20 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // Probe is a running consumer.
 type Probe struct {
-	cfg   Config
-	log   *slog.Logger
-	s     *stats
-	tlsc  *tls.Config
-	ln    net.Listener
-	srv   *http.Server
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	save  *pcapSaver
-	pool  sync.Pool          // *nfcopy.Copy for the HTTP/2 handler
-	bufs  chan *bytes.Buffer // free list of request buffers; unlike a sync.Pool, GC does not empty it
+	cfg       Config
+	log       *slog.Logger
+	s         *stats
+	tlsc      *tls.Config
+	ln        net.Listener
+	srv       *http.Server
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{}
+	save      *pcapSaver
+	pool      sync.Pool          // *nfcopy.Copy for the HTTP/2 handler
+	bufs      chan *bytes.Buffer // free list of request buffers; unlike a sync.Pool, GC does not empty it
+	closed    chan struct{}      // closed by Close
+	closeOnce sync.Once
 }
 
 // New checks cfg and prepares a probe; Start listens.
@@ -103,7 +109,8 @@ func New(cfg Config) (*Probe, error) {
 	if cfg.PCAPFile != "" && cfg.Mode != ModeSynthetic {
 		return nil, errors.New("probe: -pcap saves a synthetic stream; it needs -mode synthetic")
 	}
-	p := &Probe{cfg: cfg, log: cfg.Logger, s: newStats(cfg.Expect, cfg.IgnoreRun), conns: map[net.Conn]struct{}{}}
+	p := &Probe{cfg: cfg, log: cfg.Logger, s: newStats(cfg.Expect, cfg.IgnoreRun), conns: map[net.Conn]struct{}{},
+		closed: make(chan struct{})}
 	if cfg.PCAPFile != "" {
 		sv, err := newPCAPSaver(cfg.PCAPFile)
 		if err != nil {
@@ -141,6 +148,24 @@ func (p *Probe) Start(ctx context.Context) error {
 	p.ln = ln
 	if p.s.start.IsZero() {
 		p.s.start = time.Now()
+	}
+	if p.cfg.Window > 0 {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			t := time.NewTicker(p.cfg.Window)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-p.closed:
+					return
+				case now := <-t.C:
+					p.s.closeWindow(now)
+				}
+			}
+		}()
 	}
 	if p.cfg.Mode == ModeHTTP2 {
 		p.srv = &http.Server{Handler: http.HandlerFunc(p.serveHTTP), ReadHeaderTimeout: 10 * time.Second,
@@ -197,6 +222,7 @@ func (p *Probe) Snapshot() Report { return p.s.report(p.cfg.Mode) }
 
 // Close stops listening, drops connections and waits for the handlers.
 func (p *Probe) Close() error {
+	p.closeOnce.Do(func() { close(p.closed) })
 	var err error
 	if p.srv != nil {
 		err = p.srv.Close()

@@ -1,8 +1,10 @@
 package probe
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestSeqTrackMatchesSet checks seqTrack against a plain set on random
@@ -71,4 +73,34 @@ func BenchmarkSeqTrackInterleaved(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(order)), "ns/seq")
+}
+
+// TestWindows: each window reports what arrived in it, and its own
+// latency, not the run's: a slow window after a fast one shows as slow.
+func TestWindows(t *testing.T) {
+	s := newStats(0, "warm")
+	now := time.Now()
+	for i := range 1000 {
+		s.copySeen(fmt.Sprintf("r1/SCP/%d", i), "SCP", 100, 10, now.Add(-time.Millisecond).UnixNano(), now)
+	}
+	s.copySeen("warm/SCP/1", "SCP", 100, 10, now.Add(-time.Hour).UnixNano(), now) // warm-up: in no window
+	s.closeWindow(now)
+	for i := range 500 {
+		s.copySeen(fmt.Sprintf("r1/SCP/%d", 1000+i), "SCP", 100, 10, now.Add(-20*time.Millisecond).UnixNano(), now)
+	}
+	s.closeWindow(now.Add(time.Second))
+	s.closeWindow(now.Add(2 * time.Second))
+	w := s.report("synthetic").Windows
+	if len(w) != 3 {
+		t.Fatalf("%d windows, want 3", len(w))
+	}
+	if w[0].Received != 1000 || w[0].Latency.P99 < 900 || w[0].Latency.P99 > 1100 {
+		t.Errorf("first window: %d copies, p99 %d µs; want 1000 at ~1000 µs", w[0].Received, w[0].Latency.P99)
+	}
+	if w[1].Received != 500 || w[1].Latency.P99 < 19_000 || w[1].Latency.P99 > 21_000 {
+		t.Errorf("second window: %d copies, p99 %d µs; want 500 at ~20,000 µs", w[1].Received, w[1].Latency.P99)
+	}
+	if w[2].Received != 0 || w[2].Latency.Count != 0 {
+		t.Errorf("empty window: %+v", w[2])
+	}
 }

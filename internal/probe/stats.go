@@ -55,6 +55,16 @@ type Report struct {
 	// result; Unique and Duplicates then count transactions.
 	Records map[string]int64 `json:"xdr_results,omitempty"`
 	Latency Latency          `json:"latency"`
+	// Windows are the figures of each Config.Window, oldest first (a soak:
+	// does latency stay flat?).
+	Windows []Window `json:"windows,omitempty"`
+}
+
+// Window is what arrived in one window of Config.Window.
+type Window struct {
+	End      time.Time `json:"end"`
+	Received int64     `json:"received"`
+	Latency  Latency   `json:"latency"`
 }
 
 // seqTrack is the set of seq numbers seen for one run/NF type: all up to low,
@@ -177,6 +187,9 @@ type stats struct {
 	perNF    map[string]*int64    // pointers: counting a known NF never assigns, which would store its (maybe aliasing) key anew
 	seqs     map[string]*seqTrack // "run/nf"
 	hist     *hdrhistogram.Histogram
+	win      *hdrhistogram.Histogram // this window's (closeWindow)
+	winRecv  int64
+	windows  []Window
 	expect   int64
 	ignore   string // run id counted only in warm
 	warm     int64
@@ -191,6 +204,7 @@ func newStats(expect int64, ignoreRun string) *stats {
 		start: time.Now(), reasons: map[string]int64{}, perNF: map[string]*int64{}, seqs: map[string]*seqTrack{},
 		// 1 µs to 1 hour at 3 significant figures.
 		hist: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3), expect: expect, ignore: ignoreRun, done: make(chan struct{}),
+		win: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3),
 	}
 }
 
@@ -213,12 +227,11 @@ func (s *stats) copySeen(seq, nfType string, size, body int, sent int64, now tim
 		return
 	}
 	s.received++
+	s.winRecv++
 	s.bytes += int64(size)
 	s.body += int64(body)
 	if lat >= 0 {
-		// Clamped: a copy older than the histogram's hour is its
-		// slowest, not dropped (RecordValue refuses it, making an error).
-		_ = s.hist.RecordValue(min(max(lat, 1), s.hist.HighestTrackableValue()))
+		s.latency(max(lat, 1))
 	}
 	if !okSeq {
 		s.noSeq++
@@ -321,8 +334,30 @@ func (s *stats) report(mode string) Report {
 	if s.expect > 0 && s.unique < s.expect {
 		r.Missing = max(r.Missing, s.expect-s.unique)
 	}
-	h := s.hist
-	r.Latency = Latency{Count: h.TotalCount(), Avg: h.Mean(), P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90),
-		P95: h.ValueAtQuantile(95), P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max()}
+	r.Latency = latencyOf(s.hist)
+	r.Windows = append([]Window(nil), s.windows...)
 	return r
+}
+
+// latency records one copy's end-to-end latency in µs; s.mu is held.
+// Clamped: a copy older than the histograms' hour is their slowest, not
+// dropped (RecordValue refuses it, making an error).
+func (s *stats) latency(us int64) {
+	us = min(us, s.hist.HighestTrackableValue())
+	_ = s.hist.RecordValue(us)
+	_ = s.win.RecordValue(us)
+}
+
+// closeWindow ends the current window at now (Config.Window).
+func (s *stats) closeWindow(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows = append(s.windows, Window{End: now, Received: s.winRecv, Latency: latencyOf(s.win)})
+	s.win.Reset()
+	s.winRecv = 0
+}
+
+func latencyOf(h *hdrhistogram.Histogram) Latency {
+	return Latency{Count: h.TotalCount(), Avg: h.Mean(), P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90),
+		P95: h.ValueAtQuantile(95), P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max()}
 }

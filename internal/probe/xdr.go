@@ -60,6 +60,7 @@ func (s *stats) recordSeen(r *xdrRecord, size int, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.received++
+	s.winRecv++
 	s.bytes += int64(size)
 	if s.records == nil {
 		s.records = map[string]bool{}
@@ -73,7 +74,7 @@ func (s *stats) recordSeen(r *xdrRecord, size int, now time.Time) {
 	s.unique++
 	s.results[r.Result]++
 	if lat := (now.UnixNano() - r.End) / 1000; lat >= 0 {
-		_ = s.hist.RecordValue(min(lat, s.hist.HighestTrackableValue()))
+		s.latency(lat)
 	}
 	s.checkDone()
 }
