@@ -217,6 +217,7 @@ func (s *server) routes() {
 	h("POST /api/v1/policies", s.createPolicy)
 	h("GET /api/v1/policies/{id}", s.getPolicy)
 	h("PUT /api/v1/policies/{id}", s.updatePolicy)
+	h("PATCH /api/v1/policies/{id}", s.patchPolicy)
 	h("DELETE /api/v1/policies/{id}", s.deletePolicy)
 	h("POST /api/v1/policies/{id}/evaluate", s.evaluate)
 

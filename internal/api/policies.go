@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -138,6 +140,51 @@ func (s *server) updatePolicy(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.replacePolicy(w, r, id, &in, old)
+}
+
+// patchPolicy changes some of a policy's settings (RFC 7396 JSON merge
+// patch): what the body names is set, null removes it, the rest stays as
+// it is. PUT, by contrast, replaces the whole policy.
+func (s *server) patchPolicy(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := requireJSON(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	patch, err := readBody(w, r, maxBodyBytes)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	old, err := s.store.GetPolicy(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		err = notFound("policy %q not found", id)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	cur, err := json.Marshal(old)
+	if err == nil {
+		cur, err = mergePatch(cur, patch)
+	}
+	var in policyInput
+	if err == nil {
+		err = decodeJSONBytes(cur, &in)
+	}
+	if err == nil && in.ID != id {
+		err = badRequest("id", "id: %q in the patch differs from %q in the path; policies cannot be renamed", in.ID, id)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.replacePolicy(w, r, id, &in, old)
+}
+
+// replacePolicy stores in as policy id, which was old.
+func (s *server) replacePolicy(w http.ResponseWriter, r *http.Request, id string, in *policyInput, old callpolicy.Policy) {
 	p := in.policy(id)
 	p.CreatedAt = old.CreatedAt
 	if err := s.checkPolicy(r, &p); err != nil {
@@ -150,6 +197,45 @@ func (s *server) updatePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	s.changed(r, ChangedPolicies, "update policy", id)
 	s.respondPolicy(w, r, http.StatusOK, p)
+}
+
+// mergePatch applies an RFC 7396 JSON merge patch to the JSON document
+// target.
+func mergePatch(target, patch []byte) ([]byte, error) {
+	var t, p any
+	dec := json.NewDecoder(bytes.NewReader(target))
+	dec.UseNumber()
+	if err := dec.Decode(&t); err != nil {
+		return nil, err
+	}
+	dec = json.NewDecoder(bytes.NewReader(patch))
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil {
+		return nil, jsonError(err)
+	}
+	if _, ok := p.(map[string]any); !ok {
+		return nil, badRequest("", "a merge patch (RFC 7396) of a policy is a JSON object of the settings to change")
+	}
+	return json.Marshal(mergeValue(t, p))
+}
+
+func mergeValue(target, patch any) any {
+	pm, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	tm, ok := target.(map[string]any)
+	if !ok {
+		tm = map[string]any{}
+	}
+	for k, v := range pm {
+		if v == nil {
+			delete(tm, k)
+		} else {
+			tm[k] = mergeValue(tm[k], v)
+		}
+	}
+	return tm
 }
 
 // respondPolicy answers with the policy as stored (with its timestamps).

@@ -74,3 +74,48 @@ func TestPolicyRoundTripAndDefaults(t *testing.T) {
 		t.Error("a refused update changed the configuration")
 	}
 }
+
+// TestPatchPolicy: PATCH (RFC 7396 merge patch) changes what it names and
+// keeps the rest, where PUT replaces the whole policy: a UC administrator's
+// TDoS limits survive a later change of the policy's default action.
+func TestPatchPolicy(t *testing.T) {
+	e := newEnv(t)
+	e.must(200, "PUT", "/api/v1/policies/default", `{"name":"Default","default_action":{"decision":"permit"},
+		"block_action":{"decision":"divert","destination":"8000","reason":"chaperone"},
+		"rate_limit":{"per_calling":{"calls":5,"window_seconds":60},"overall":{"calls":500,"window_seconds":60}}}`)
+	var p callpolicy.Policy
+	e.must(200, "PATCH", "/api/v1/policies/default", `{"default_action":{"modify":{"calling_name":"Acme"}},
+		"rate_limit":{"per_calling":{"calls":7}}}`).decode(t, &p)
+	if p.DefaultAction.Decision != callpolicy.Permit || p.DefaultAction.Modify == nil || p.DefaultAction.Modify.CallingName != "Acme" {
+		t.Errorf("default action after the patch: %+v", p.DefaultAction)
+	}
+	if p.BlockAction == nil || p.BlockAction.Destination != "8000" || p.RateLimit == nil || p.RateLimit.Overall == nil ||
+		p.RateLimit.Overall.Calls != 500 || p.RateLimit.PerCalling == nil || p.RateLimit.PerCalling.Calls != 7 ||
+		p.RateLimit.PerCalling.WindowSeconds != 60 {
+		t.Errorf("what the patch did not name changed: block %+v, limits %+v", p.BlockAction, p.RateLimit)
+	}
+	// null removes a setting.
+	var q callpolicy.Policy
+	e.must(200, "PATCH", "/api/v1/policies/default", `{"block_action":null}`).decode(t, &q)
+	if q.BlockAction != nil || q.RateLimit == nil {
+		t.Errorf("after removing block_action: block %+v, limits %+v", q.BlockAction, q.RateLimit)
+	}
+	changes := e.changeCount()
+	for _, c := range []struct{ body, want string }{
+		{`{"id":"sales"}`, "cannot be renamed"},
+		{`{"default_action":{"decision":"explode"}}`, "default_action.decision"},
+		{`{"colour":"red"}`, "colour"},
+		{`[1,2]`, "JSON object"},
+		{`{"name":`, ""},
+	} {
+		if r := e.admin("PATCH", "/api/v1/policies/default", c.body); r.Status != 400 || !strings.Contains(string(r.Body), c.want) {
+			t.Errorf("PATCH %s: %d %s; want 400 naming %q", c.body, r.Status, r.Body, c.want)
+		}
+	}
+	if r := e.admin("PATCH", "/api/v1/policies/nope", `{"name":"x"}`); r.Status != 404 {
+		t.Errorf("PATCH of a missing policy: %d", r.Status)
+	}
+	if e.changeCount() != changes {
+		t.Error("a refused patch changed the configuration")
+	}
+}

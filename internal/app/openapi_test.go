@@ -115,6 +115,8 @@ func TestOpenAPIContract(t *testing.T) {
 	sc.call(step{op: "GET /api/v1/policies/{id}", path: "/api/v1/policies/branch", want: 200})
 	sc.call(step{op: "GET /api/v1/policies/{id}", path: "/api/v1/policies/nosuch", want: 404})
 	sc.call(step{op: "PUT /api/v1/policies/{id}", path: "/api/v1/policies/branch", want: 200})
+	sc.call(step{op: "PATCH /api/v1/policies/{id}", path: "/api/v1/policies/branch", ctype: "application/merge-patch+json", want: 200})
+	sc.call(step{op: "PATCH /api/v1/policies/{id}", path: "/api/v1/policies/branch", body: `{"id":"other"}`, want: 400})
 	sc.call(step{op: "PUT /api/v1/policies/{id}/rules", path: "/api/v1/policies/branch/rules", want: 200})
 	ids["rule"] = idOf(sc.call(step{op: "POST /api/v1/policies/{id}/rules", path: "/api/v1/policies/branch/rules", want: 201}))
 	sc.call(step{op: "POST /api/v1/policies/{id}/rules", path: "/api/v1/policies/branch/rules", body: `{"match":{"calling":"+1[2-"},"action":{"decision":"permit"}}`, want: 400})

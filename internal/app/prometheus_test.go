@@ -222,7 +222,11 @@ var (
 // Every metric the docs name is checked, with the labels they give it.
 func TestDocumentedMetricsAreChecked(t *testing.T) {
 	named := regexp.MustCompile(`(signalbox_[a-z0-9_]*[a-z0-9])(\{([a-z_,]+)\})?`)
-	for _, f := range []string{"../../README.md", "../../deploy/README.md"} {
+	docs, _ := filepath.Glob("../../docs/*.md")
+	if len(docs) == 0 {
+		t.Fatal("no docs/*.md found")
+	}
+	for _, f := range append([]string{"../../README.md", "../../deploy/README.md"}, docs...) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
