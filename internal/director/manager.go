@@ -448,6 +448,14 @@ func (m *Manager) Prepare(ctx context.Context, spec *FeedSpec) error {
 	if err := checkFileDir(spec); err != nil {
 		return err
 	}
+	// A feed into the director's own Kafka has its topic before it is
+	// stored, so that a consumer started right after can subscribe.
+	if (spec.Type == TypeKafka || spec.Type == TypeXDR) && spec.Topic != "" && spec.Kafka == nil {
+		out := broker.TopicSpec{Name: spec.Topic, Partitions: outputPartitions}
+		if err := broker.EnsureTopics(ctx, m.admin, []broker.TopicSpec{out}, m.cfg.CreateTopics); err != nil {
+			return &FieldError{Field: "topic", Msg: fmt.Sprintf("%q: %v", spec.Topic, err)}
+		}
+	}
 	if spec.Type == TypeXDR && spec.XDR != nil && spec.XDR.Rekey {
 		// The first stage reads the NF topics; the second starts on a
 		// fresh internal topic from its beginning.

@@ -142,8 +142,12 @@ func (e *txnErrs) end(ctx context.Context, sess *kgo.GroupTransactSession, commi
 
 // outputTopic is the topic an exactly-once feed produces to, as it is
 // created when missing.
+// outputPartitions is how many partitions a feed's output topic is made
+// with when the director makes it (the kafka sink's default too).
+const outputPartitions = 6
+
 func (f *feed) outputTopic() broker.TopicSpec {
-	return broker.TopicSpec{Name: f.spec.Topic, Partitions: 6}
+	return broker.TopicSpec{Name: f.spec.Topic, Partitions: outputPartitions}
 }
 
 // txnSession opens the feed's transactional group session, retrying until
