@@ -335,7 +335,7 @@ func (sc *scenario) call(s step) []byte {
 	var body []byte
 	if s.body != "" {
 		body = []byte(s.body)
-	} else if (method == "POST" || method == "PUT") && !s.noBody {
+	} else if (method == "POST" || method == "PUT" || method == "PATCH") && !s.noBody {
 		b, key, ok := sc.example(s.op, ctype, s.example)
 		if !ok {
 			t.Fatalf("step %s: the document has no %s example %q", s.op, ctype, s.example)

@@ -180,6 +180,7 @@ var (
 		"signalbox_feed_incomplete_copies_total":       {"feed", "reason", "action"},
 		"signalbox_feed_reordered_total":               {"feed"},
 		"signalbox_feed_flows_evicted_total":           {"feed"},
+		"signalbox_feed_responses_first_total":         {"feed"},
 		"signalbox_feed_shared_reader_drops_total":     {"feed"},
 		"signalbox_feed_tap_fenced_commits_total":      {"sources"},
 		"signalbox_feed_tap_rewinds_total":             {"sources"},

@@ -38,6 +38,8 @@ type feed struct {
 	mLatency                                                   prometheus.Observer
 	mEvicted                                                   prometheus.Counter // synthetic feeds: flows pushed out of the table
 	evictedSeen                                                atomic.Uint64      // the sink's FlowsEvicted at the last look
+	mRespFirst                                                 prometheus.Counter // synthetic feeds: responses written before their request
+	respFirstSeen                                              atomic.Uint64      // the sink's ResponsesFirst at the last look
 
 	mu        sync.Mutex
 	state     string
@@ -96,7 +98,7 @@ func (m *Manager) newFeed(s FeedSpec) *feed {
 	f.mLost, f.mRedelivered = mt.lost.With(l), mt.duplicates.With(l)
 	f.mLag, f.mConnected, f.mLatency = mt.lag.With(l), mt.connected.With(l), mt.latency.With(l)
 	if s.Type == TypeSynthetic {
-		f.mEvicted = mt.flowsEvicted.With(l)
+		f.mEvicted, f.mRespFirst = mt.flowsEvicted.With(l), mt.responsesFirst.With(l)
 	}
 	f.calls = m.isCallsFeed(&s)
 	f.initFilter()

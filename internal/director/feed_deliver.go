@@ -247,5 +247,9 @@ func (f *feed) countDelivered(batch []*nfcopy.Copy) {
 		if prev := f.evictedSeen.Swap(n); n > prev {
 			f.mEvicted.Add(float64(n - prev))
 		}
+		n = fe.ResponsesFirst()
+		if prev := f.respFirstSeen.Swap(n); n > prev {
+			f.mRespFirst.Add(float64(n - prev))
+		}
 	}
 }

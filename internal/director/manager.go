@@ -449,10 +449,12 @@ func (m *Manager) Prepare(ctx context.Context, spec *FeedSpec) error {
 		return err
 	}
 	// A feed into the director's own Kafka has its topic before it is
-	// stored, so that a consumer started right after can subscribe.
-	if (spec.Type == TypeKafka || spec.Type == TypeXDR) && spec.Topic != "" && spec.Kafka == nil {
+	// stored, so that a consumer started right after can subscribe. Where
+	// the director makes no topics, one made later will do: the feed says
+	// in its status that it waits for it.
+	if (spec.Type == TypeKafka || spec.Type == TypeXDR) && spec.Topic != "" && spec.Kafka == nil && m.cfg.CreateTopics {
 		out := broker.TopicSpec{Name: spec.Topic, Partitions: outputPartitions}
-		if err := broker.EnsureTopics(ctx, m.admin, []broker.TopicSpec{out}, m.cfg.CreateTopics); err != nil {
+		if err := broker.EnsureTopics(ctx, m.admin, []broker.TopicSpec{out}, true); err != nil {
 			return &FieldError{Field: "topic", Msg: fmt.Sprintf("%q: %v", spec.Topic, err)}
 		}
 	}

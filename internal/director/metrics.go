@@ -15,6 +15,7 @@ type metrics struct {
 	failures       *prometheus.CounterVec
 	retries        *prometheus.CounterVec
 	flowsEvicted   *prometheus.CounterVec
+	responsesFirst *prometheus.CounterVec
 	lost           *prometheus.CounterVec
 	duplicates     *prometheus.CounterVec
 	lag            *prometheus.GaugeVec
@@ -51,6 +52,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Batches sent again after a failure."}, feed),
 		flowsEvicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_flows_evicted_total",
 			Help: "Flows a synthetic feed closed to make room in its flow table (packets.max_flows) for another; one that comes back is a new TCP connection to the probe."}, feed),
+		responsesFirst: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_responses_first_total",
+			Help: "Responses (and Diameter answers) a synthetic feed wrote before their request, which it had not yet read: each on a stream of its request's connection, where the request then goes."}, feed),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_lost_total",
 			Help: "Copies deleted by retention before the feed delivered them."}, feed),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_redelivered_total",
@@ -100,7 +103,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.flowsEvicted, m.lost,
+	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.flowsEvicted, m.responsesFirst, m.lost,
 		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.checkpoints} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -137,6 +140,7 @@ func (m *metrics) declare(spec *FeedSpec) {
 	}
 	if spec.Type == TypeSynthetic {
 		m.flowsEvicted.WithLabelValues(spec.Name)
+		m.responsesFirst.WithLabelValues(spec.Name)
 	}
 }
 
@@ -149,7 +153,7 @@ func (m *metrics) declareTap(key string) {
 
 func (m *metrics) forget(feed string) {
 	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
-		m.undeliverable, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.flowsEvicted} {
+		m.undeliverable, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.flowsEvicted, m.responsesFirst} {
 		v.DeleteLabelValues(feed)
 	}
 	m.incomplete.DeletePartialMatch(prometheus.Labels{"feed": feed})

@@ -145,6 +145,8 @@ type Encoder struct {
 	seqClock uint32
 	// evicted counts flows closed to make room for another (Evicted).
 	evicted uint64
+	// respFirst counts responses written before their request (ResponsesFirst).
+	respFirst uint64
 
 	mss         int
 	keepPorts   bool
@@ -216,6 +218,11 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 // in its table (EncoderOptions.MaxFlows): each comes back, if it does, as a
 // new TCP connection.
 func (e *Encoder) Evicted() uint64 { return e.evicted }
+
+// ResponsesFirst is how many responses (and Diameter answers) the encoder
+// wrote before their request, as it got them: each on a stream of its
+// flow, where its request goes when it comes.
+func (e *Encoder) ResponsesFirst() uint64 { return e.respFirst }
 
 // Reset forgets all flows: the next copy of each flow opens it again. Call
 // it whenever the global header is re-sent (a new connection), since the
@@ -424,6 +431,7 @@ func (e *Encoder) remember(pk uint64, request bool, ps pendingStream) {
 	}
 	if !request {
 		pk = answeredKey(pk)
+		e.respFirst++
 	}
 	if e.pendingOrder == nil {
 		e.pendingOrder = make([]uint64, maxPending)

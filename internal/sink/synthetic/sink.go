@@ -56,10 +56,12 @@ type Sink struct {
 	enc     *Encoder
 	fresh   bool          // conn has had nothing written yet: the pcap header first
 	evicted atomic.Uint64 // enc.Evicted(), for FlowsEvicted
-	buf     []byte
-	conn    net.Conn
-	raw     syscall.RawConn // the TCP socket under conn, for acknowledgement tracking
-	gather  *gather         // under conn: counts what reaches the socket; gathers a TLS batch's records
+	// respFirst is enc.ResponsesFirst(), for ResponsesFirst.
+	respFirst atomic.Uint64
+	buf       []byte
+	conn      net.Conn
+	raw       syscall.RawConn // the TCP socket under conn, for acknowledgement tracking
+	gather    *gather         // under conn: counts what reaches the socket; gathers a TLS batch's records
 
 	// Acknowledgement tracking. A ticket is a position in the stream of
 	// bytes written to all connections so far; the current connection's
@@ -155,6 +157,10 @@ func (s *Sink) Connect(ctx context.Context) error {
 // FlowsEvicted is how many flows the sink closed to make room in its flow
 // table (Config.MaxFlows) for another, since it was made.
 func (s *Sink) FlowsEvicted() uint64 { return s.evicted.Load() }
+
+// ResponsesFirst is how many responses (and Diameter answers) the sink wrote
+// before their request, since it was made (Encoder.ResponsesFirst).
+func (s *Sink) ResponsesFirst() uint64 { return s.respFirst.Load() }
 
 // Send encodes the whole batch into one buffer and writes it with one Write
 // call, connecting first if needed (on a new connection the pcap global
@@ -276,6 +282,7 @@ func (s *Sink) write(ctx context.Context, batch []*nfcopy.Copy, sh *Shared) (uin
 		b = s.enc.AppendCopyFrom(b, c, sh)
 	}
 	s.evicted.Store(s.enc.Evicted())
+	s.respFirst.Store(s.enc.ResponsesFirst())
 	if cap(b) <= maxKeptBuf {
 		s.buf = b
 	} else {
