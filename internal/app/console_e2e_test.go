@@ -106,6 +106,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Sign in as admin.
 	b2.do("open console", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#signin-form input")))
 	b2.shot("signin")
+	// The sign-in page says where the admin token is.
+	if !strings.Contains(b2.evalString(`document.body.textContent`), "signalbox-data/admin-token") {
+		t.Error("the sign-in page does not say where the admin token is kept")
+	}
 	b2.do("sign in",
 		chromedp.SendKeys(chromedp.CSS("#signin-form input"), s.AdminToken()),
 		chromedp.Click(chromedp.CSS("#signin-form button[type=submit]")),
@@ -323,6 +327,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	b2.poll("service KPIs", `document.querySelector('#xdr-kpis').innerText.includes('nudm') || document.querySelector('#xdr-kpis').innerText.includes('nnrf')`, 20*time.Second)
 	b2.poll("failures by cause", `/USER_NOT_FOUND|NF_CONGESTION|SYSTEM_FAILURE|AUTHENTICATION_REJECTED|MANDATORY_IE_INCORRECT/.test(document.querySelector('#xdr-causes').innerText)`, 20*time.Second)
 	b2.shot("director")
+	// No card says its title twice (a heading, then a table caption
+	// repeating it).
+	if n := b2.eval(`Array.from(document.querySelectorAll('.card')).filter(c => { const h = c.querySelector('h2'); const cap = c.querySelector('caption:not(.sr-only)'); return h && cap && cap.textContent.trim().startsWith(h.textContent.trim()); }).length`); n != 0 {
+		t.Errorf("%v card(s) repeat their heading as a table caption", n)
+	}
 	// The xdr feed's records are stored: search them by service on the
 	// Traces page.
 	b2.do("open traces for the records", chromedp.Click(chromedp.CSS("#nav-traces")), chromedp.WaitVisible(chromedp.CSS("#xdr-search-form")),

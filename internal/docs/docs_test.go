@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -131,6 +132,15 @@ func runExamples(t *testing.T, root string, ex []example) {
 	}
 	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")); err != nil {
 		t.Fatal(err)
+	}
+	// The examples use serve's default ports and the probe's: another
+	// process on one of them would answer in its place.
+	for _, addr := range []string{":8080", ":4080", ":9092", ":8090", "127.0.0.1:9000"} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("port %s, which the examples use, is taken by another process: %v", addr, err)
+		}
+		ln.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

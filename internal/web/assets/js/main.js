@@ -62,7 +62,9 @@ function signInPage(message) {
   const input = h('input', { type: 'password', autocomplete: 'current-password', required: true, spellcheck: 'false' });
   const form = h('form', { class: 'card signin', id: 'signin-form' },
     h('h1', { tabindex: '-1' }, 'Sign in'),
-    h('p', {}, 'Paste an API token. The admin token is printed at first start (or set with SIGNALBOX_ADMIN_TOKEN); more can be created under Settings.'),
+    h('p', {}, 'Paste an API token. The admin token is generated at first start and kept in the data directory: ',
+      h('code', {}, 'cat signalbox-data/admin-token'), ' (a package install: ', h('code', {}, 'sudo cat /var/lib/signalbox/admin-token'),
+      '), unless serve was started with -admin-token or SIGNALBOX_ADMIN_TOKEN. More tokens (viewer, tracer) are made under Settings.'),
     field('API token', 'token', input),
     h('button', { type: 'submit' }, 'Sign in'),
     statusLine());

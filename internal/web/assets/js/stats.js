@@ -123,8 +123,13 @@ export class Chart {
         width, height: 180,
         legend: { live: false },
         cursor: { drag: { x: false, y: false } },
-        scales: { y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
-        axes: [{}, { size: 60, values: (u, vals) => vals.map(fmt) }],
+        // One point (or all at one time) would stretch the time axis over
+        // years: show the minute up to it instead.
+        scales: { x: { time: true, range: (u, min, max) => (max - min < 1 ? [max - 60, max + 1] : [min, max]) },
+                  y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+        // The value axis as wide as its longest label ("100.0 ms"), not clipped.
+        axes: [{}, { values: (u, vals) => vals.map(fmt),
+                     size: (u, vals) => Math.max(48, 14 + 7 * Math.max(0, ...(vals || []).map(v => String(v).length))) }],
         series: [{}, ...keys.map((k, i) => ({ label: k, stroke: COLORS[k] || PALETTE[i % PALETTE.length], width: 2, spanGaps: false, value: (u, v) => fmt(v) }))],
       }, data, this.box);
     } else {

@@ -144,9 +144,11 @@ export function fmtBytes(b) {
 }
 
 // table renders a semantic table with a caption and an empty-state row.
-export function table(caption, headers, rows, empty) {
+// table is a table with a caption; hideCaption keeps the caption for screen
+// readers only, where a heading right above says the same.
+export function table(caption, headers, rows, empty, hideCaption) {
   return h('table', {},
-    h('caption', {}, caption),
+    h('caption', hideCaption ? { class: 'sr-only' } : {}, caption),
     h('thead', {}, h('tr', {}, headers.map(x => h('th', { scope: 'col' }, x)))),
     h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: headers.length, class: 'empty' }, empty || 'None.'))));
 }

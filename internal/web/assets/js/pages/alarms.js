@@ -13,11 +13,11 @@ export function render(root) {
       replace(active, table('Active alarms', ['Severity', 'Kind', 'Source', 'Description', 'First seen', 'Last seen', 'Count'],
         a.active.map(x => h('tr', {}, sev(x), h('td', {}, x.kind), h('td', {}, x.source), h('td', {}, x.description),
           h('td', {}, fmtTime(x.first_seen)), h('td', {}, fmtTime(x.last_seen)), h('td', { class: 'num' }, fmtNum(x.count)))),
-        'No active alarms.'));
+        'No active alarms.', true));
       replace(hist, table('Cleared alarms', ['Severity', 'Kind', 'Source', 'Description', 'Raised', 'Cleared', 'Count'],
         a.history.map(x => h('tr', {}, sev(x), h('td', {}, x.kind), h('td', {}, x.source), h('td', {}, x.description),
           h('td', {}, fmtTime(x.first_seen)), h('td', {}, fmtTime(x.cleared_at)), h('td', { class: 'num' }, fmtNum(x.count)))),
-        'No alarm has been cleared yet.'));
+        'No alarm has been cleared yet.', true));
     } catch (e) { replace(active, h('p', { class: 'form-status error' }, e.message)); }
   });
 }

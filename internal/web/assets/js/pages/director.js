@@ -131,7 +131,7 @@ export function render(root, ctx) {
               if (!confirm(`Delete feed "${s.name}"? Delivery stops.`)) return;
               try { await api('DELETE', '/feeds/' + encodeURIComponent(s.name)); load(); } catch (e) { feedsStatus.className = 'form-status error'; feedsStatus.textContent = errorText(e); }
             } }, 'Delete'))));
-      }), 'No feeds yet: create one below.'));
+      }), 'No feeds yet: create one below.', true));
   }
 
   // Recent transaction records of the xdr feeds (GET /feeds/{name}/records).

@@ -35,7 +35,7 @@ export function render(root, ctx) {
       replace(alarmBox, a.active.length
         ? table('Active alarms', ['Severity', 'Source', 'Description', 'Since'], a.active.map(x =>
           h('tr', {}, h('td', {}, h('span', { class: 'badge b-' + x.severity }, x.severity)), h('td', {}, x.source),
-            h('td', {}, x.description), h('td', {}, fmtTime(x.first_seen)))))
+            h('td', {}, x.description), h('td', {}, fmtTime(x.first_seen)))), undefined, true)
         : h('p', {}, h('span', { class: 'badge b-ready' }, 'None'), ' No active alarms.'));
     } catch (e) { replace(alarmBox, h('p', { class: 'form-status error' }, e.message)); }
   });
