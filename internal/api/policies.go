@@ -132,10 +132,7 @@ func (s *server) updatePolicy(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("id", "id: %q in the body differs from %q in the path; policies cannot be renamed", in.ID, id))
 		return
 	}
-	old, err := s.store.GetPolicy(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		err = notFound("policy %q not found", id)
-	}
+	old, err := s.storedPolicy(r, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -157,10 +154,7 @@ func (s *server) patchPolicy(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	old, err := s.store.GetPolicy(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		err = notFound("policy %q not found", id)
-	}
+	old, err := s.storedPolicy(r, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -181,6 +175,15 @@ func (s *server) patchPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.replacePolicy(w, r, id, &in, old)
+}
+
+// storedPolicy is the stored policy id, or a 404 naming it.
+func (s *server) storedPolicy(r *http.Request, id string) (callpolicy.Policy, error) {
+	p, err := s.store.GetPolicy(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		err = notFound("policy %q not found", id)
+	}
+	return p, err
 }
 
 // replacePolicy stores in as policy id, which was old.

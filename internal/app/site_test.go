@@ -76,6 +76,22 @@ func (p *siteProc) kill() {
 	}
 }
 
+// everyCopy waits for every copy of each prefix of want, fails the test for
+// one that does not come, and returns how many of each came twice.
+func everyCopy(t *testing.T, k *kafkaCounter, want map[string]int) map[string]int {
+	t.Helper()
+	waitCopies(t, k, want, 90*time.Second)
+	dups := map[string]int{}
+	for p, w := range want {
+		u, d := k.counts(p)
+		if u != w {
+			t.Errorf("%s: %d of %d delivered", p, u, w)
+		}
+		dups[p] = d
+	}
+	return dups
+}
+
 // waitCopies waits until the counter has every copy of each prefix.
 func waitCopies(t *testing.T, k *kafkaCounter, want map[string]int, timeout time.Duration) {
 	t.Helper()
@@ -264,15 +280,7 @@ func TestSiteTakeoverTrafficAtSurvivor(t *testing.T) {
 	<-done
 	sp.produce(sp.eastKafka, "e4", rate, 2*rate)
 	want := map[string]int{"e1/": 4 * rate, "w2/": 20 * rate, "w3/": 20 * rate, "e4/": 2 * rate}
-	waitCopies(t, sp.lake, want, 90*time.Second)
-	dups := map[string]int{}
-	for p, w := range want {
-		u, d := sp.lake.counts(p)
-		if u != w {
-			t.Errorf("%s: %d of %d delivered", p, u, w)
-		}
-		dups[p] = d
-	}
+	dups := everyCopy(t, sp.lake, want)
 	t.Logf("takeover %.1fs after the kill; feed back at east %.1fs after its start; delivered twice: %v (w2 by the takeover %d)",
 		tookOver.Seconds(), handedBack.Seconds(), dups, dupTakeover)
 	// Across the kill: what east delivered after it last told west where
@@ -413,13 +421,8 @@ func TestSiteTakeoverTrafficAtBothSites(t *testing.T) {
 	for i := range westSent {
 		want[fmt.Sprintf("w%d/", i)] = 5 * rate
 	}
-	waitCopies(t, sp.lake, want, 90*time.Second)
 	dups := 0
-	for p, w := range want {
-		u, d := sp.lake.counts(p)
-		if u != w {
-			t.Errorf("%s: %d of %d delivered", p, u, w)
-		}
+	for _, d := range everyCopy(t, sp.lake, want) {
 		dups += d
 	}
 	t.Logf("takeover %.1fs after the kill; feed back at east %.1fs after its start; delivered twice %d", tookOver.Seconds(), handedBack.Seconds(), dups)
@@ -468,15 +471,7 @@ func TestSiteKilledDuringTakeover(t *testing.T) {
 	sp.produce(sp.eastKafka, "e2", rate, 2*rate)
 	sp.produce(sp.westKafka, "w2", rate, 2*rate)
 	want := map[string]int{"e1/": 2 * rate, "w1/": 8 * rate, "e2/": 2 * rate, "w2/": 2 * rate}
-	waitCopies(t, sp.lake, want, 90*time.Second)
-	dups := map[string]int{}
-	for p, w := range want {
-		u, d := sp.lake.counts(p)
-		if u != w {
-			t.Errorf("%s: %d of %d delivered", p, u, w)
-		}
-		dups[p] = d
-	}
+	dups := everyCopy(t, sp.lake, want)
 	t.Logf("takeover %.1fs after the kill; feed back at east %.1fs after both started; delivered twice %v", tookOver.Seconds(), handedBack.Seconds(), dups)
 	if dups["e1/"] > 2*rate || dups["w1/"] > 2*rate || dups["e2/"]+dups["w2/"] > 0 {
 		t.Errorf("delivered twice: %v; want at most 2 s of traffic of e1 and w1 (what each site delivered before it last said where it was), none after", dups)
