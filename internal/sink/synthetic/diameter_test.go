@@ -161,17 +161,7 @@ func TestDiameterAnswerFirstOnItsConnection(t *testing.T) {
 		}
 		copies = append(copies, req, ans)
 	}
-	path := filepath.Join(t.TempDir(), "answer-first.pcap")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := NewWriter(f, EncoderOptions{}).WriteBatch(copies); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := writePCAP(t, "answer-first.pcap", copies)
 	out, err := exec.Command(tshark, "-r", path, "-n", "-Y", "diameter", "-T", "fields", "-E", "separator=|",
 		"-e", "diameter.hopbyhopid", "-e", "tcp.stream").Output()
 	if err != nil {

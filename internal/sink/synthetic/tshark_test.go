@@ -277,6 +277,24 @@ func TestTsharkHundredThousandFlows(t *testing.T) {
 	}
 }
 
+// writePCAP writes copies through a Writer of the default options into a
+// pcap file named name in a temporary directory, and returns its path.
+func writePCAP(t *testing.T, name string, copies []*nfcopy.Copy) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := NewWriter(f, EncoderOptions{}).WriteBatch(copies); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestSBIResponseFirstOnItsConnection: a response copied before its
 // request (every tenth, 15 copies early), https with the response as Netty
 // leaves it (no :scheme, no stream id), with and without addresses in the
@@ -306,17 +324,7 @@ func TestSBIResponseFirstOnItsConnection(t *testing.T) {
 		}
 		copies = append(copies, req, resp)
 	}
-	path := filepath.Join(t.TempDir(), "response-first.pcap")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := NewWriter(f, EncoderOptions{}).WriteBatch(copies); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := writePCAP(t, "response-first.pcap", copies)
 	out, err := exec.Command(tshark, "-r", path, "-n", "-Y", "http2.type == 1", "-T", "fields", "-E", "occurrence=a",
 		"-E", "aggregator=|", "-e", "tcp.stream", "-e", "http2.streamid", "-e", "http2.header.name", "-e", "http2.header.value").Output()
 	if err != nil {
