@@ -241,7 +241,7 @@ func (f *feed) countDelivered(batch []*nfcopy.Copy) {
 	f.mDelivered.Add(float64(len(batch)))
 	f.bytes.Add(bytes)
 	f.mBytes.Add(float64(bytes))
-	if fe, ok := f.sink.(FlowEvicter); ok && f.mEvicted != nil {
+	if fe, ok := f.sink.(FlowCounter); ok && f.mEvicted != nil {
 		// The sink's count since it was made: what is new since the last look.
 		n := fe.FlowsEvicted()
 		if prev := f.evictedSeen.Swap(n); n > prev {

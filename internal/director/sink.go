@@ -63,11 +63,11 @@ type RejectingSink interface {
 	Rejected() (copies []*nfcopy.Copy, reasons []string)
 }
 
-// FlowEvicter is a sink that keeps a table of flows (synthetic) and counts,
+// FlowCounter is a sink that keeps a table of flows (synthetic) and counts,
 // since it was made, those it closed to make room for others
 // (signalbox_feed_flows_evicted_total) and the responses it wrote before
 // their request (signalbox_feed_responses_first_total).
-type FlowEvicter interface {
+type FlowCounter interface {
 	FlowsEvicted() uint64
 	ResponsesFirst() uint64
 }

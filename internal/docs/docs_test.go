@@ -110,7 +110,8 @@ func TestExamples(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			ex := examples(t, f)
 			if len(ex) == 0 {
-				t.Skip("no examples")
+				t.Logf("%s has no shell examples", filepath.Base(f))
+				return
 			}
 			runExamples(t, root, ex)
 		})

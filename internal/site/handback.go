@@ -18,17 +18,12 @@ import (
 // waits for exact positions before it starts them (shadow, Waiting). What
 // this site owes the peer is kept across its restarts (HandbackFile).
 
-// owe records, while this site runs the peer's feeds, that it owes the peer
-// their final positions: kept in HandbackFile, a site that restarts before
-// handing them back still does (released), rather than the peer delivering
-// again all this site delivered.
-func (p *Pair) owe(ctx context.Context) {
-	specs, _, err := p.storedSpecs(ctx)
-	if err != nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// owe records, as this site takes the peer's feeds (of specs) over and as
+// it stops them, that it owes the peer their final positions (released):
+// kept in HandbackFile, a site that restarts before handing them back still
+// does, rather than the peer delivering again all this site delivered.
+// p.mu is held.
+func (p *Pair) owe(specs map[string]director.FeedSpec) {
 	add := false
 	for name, s := range specs {
 		if p.owner(&s) == p.cfg.Peer && !p.released[name] {
@@ -89,11 +84,7 @@ func (p *Pair) loadReleased() {
 func (p *Pair) Waiting() map[string]time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]time.Time, len(p.waiting))
-	for n, t := range p.waiting {
-		out[n] = t
-	}
-	return out
+	return maps.Clone(p.waiting)
 }
 
 // finalPositions are the positions of a feed this site ran for the peer and

@@ -193,10 +193,13 @@ func (p *Pair) step(ctx context.Context) {
 			p.taken.Set(1)
 			p.log.Warn("peer site has not answered: this site runs its feeds", "peer", p.cfg.Peer, "for", now.Sub(since).Round(time.Second), "err", err)
 		}
-		taken := p.takenOver
 		p.mu.Unlock()
-		if taken {
-			p.owe(ctx)
+		if changed { // taken over just now: it owes the peer where it stops
+			if specs, _, err := p.storedSpecs(ctx); err == nil {
+				p.mu.Lock()
+				p.owe(specs)
+				p.mu.Unlock()
+			}
 		}
 	} else {
 		p.up.Set(1)
@@ -213,23 +216,22 @@ func (p *Pair) step(ctx context.Context) {
 		if p.takenOver {
 			p.takenOver, changed = false, true
 			p.taken.Set(0)
-			for name, s := range specs {
-				if p.owner(&s) == p.cfg.Peer {
-					p.released[name] = true
-				}
-			}
-			p.saveReleased()
+			p.owe(specs)
 			p.log.Info("peer site is back: its feeds go back to it", "peer", p.cfg.Peer)
 			// The copies held while it was down go to it now, not after
 			// the mirror's back-off: the hand-back waits for them.
 			p.cfg.Mirror.Kick()
 		}
+		dropped := false
 		for name := range p.released {
 			if slices.Contains(st.Running, name) {
 				delete(p.released, name)
 				delete(p.final, name)
-				p.saveReleased()
+				dropped = true
 			}
+		}
+		if dropped {
+			p.saveReleased()
 		}
 		p.mu.Unlock()
 	}

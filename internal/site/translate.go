@@ -3,7 +3,6 @@ package site
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -40,7 +39,7 @@ func (m *Mirror) LocalOffset(ctx context.Context, topic string, part int32, next
 	if o, ok := m.offsetMap(topic, part).originOf(next); ok {
 		return o, true
 	}
-	o, err := m.originAfter(ctx, MirroredTopic(m.cfg.Site, topic), part, next)
+	o, err := m.originAfter(ctx, topic, part, next)
 	if err != nil {
 		m.log.Warn("site mirror: read a mirrored copy's origin", "topic", topic, "partition", part, "offset", next, "err", err)
 		return 0, false
@@ -51,12 +50,6 @@ func (m *Mirror) LocalOffset(ctx context.Context, topic string, part int32, next
 // bounds are the start and end offsets of the peer's topic/part.
 func (m *Mirror) bounds(ctx context.Context, topic string, part int32) (start, end int64, err error) {
 	return partitionBounds(ctx, m.cfg.Remote, topic, part)
-}
-
-// localStart is the log start offset of this site's topic/part.
-func (m *Mirror) localStart(ctx context.Context, topic string, part int32) (int64, error) {
-	start, _, err := partitionBounds(ctx, m.cfg.Local, topic, part)
-	return start, err
 }
 
 // PeerPosition translates, as PeerOffset, a feed's final position in this
@@ -87,28 +80,28 @@ func (m *Mirror) PeerPosition(ctx context.Context, topic string, part int32, nex
 	}
 	// Between the last copy mirrored and next: copies still to mirror, or
 	// none (a transaction's control records, aborted copies).
-	first, found, err := m.localFirst(ctx, topic, part, last+1, next)
+	toCome, err := m.copyBetween(ctx, topic, part, last+1, next)
 	if err != nil {
 		return 0, false, err
 	}
-	return end, !found || first >= next, nil
+	return end, !toCome, nil
 }
 
-// localFirst is the offset of the first copy of this site's topic/part at
-// or after from, when one below before is there to read.
-func (m *Mirror) localFirst(ctx context.Context, topic string, part int32, from, before int64) (int64, bool, error) {
+// copyBetween reports whether this site's topic/part holds a copy (not a
+// control record, not an aborted copy) at an offset in [from, before).
+func (m *Mirror) copyBetween(ctx context.Context, topic string, part int32, from, before int64) (bool, error) {
 	start, end, err := partitionBounds(ctx, m.cfg.Local, topic, part)
 	if err != nil {
-		return 0, false, err
+		return false, err
 	}
 	from = max(from, start)
 	if from >= min(before, end) {
-		return 0, false, nil
+		return false, nil
 	}
 	rd, err := m.cfg.Local.NewClient(kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(from)}}))
 	if err != nil {
-		return 0, false, err
+		return false, err
 	}
 	defer rd.Close()
 	// Only control records (or aborted copies) below before: the fetch
@@ -118,19 +111,19 @@ func (m *Mirror) localFirst(ctx context.Context, topic string, part int32, from,
 	for {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return 0, false, nil
+			return false, nil
 		}
 		if err := fs.Err0(); err != nil {
-			return 0, false, err
+			return false, err
 		}
-		at, found := int64(0), false
+		first := int64(-1)
 		fs.EachRecord(func(r *kgo.Record) {
-			if !found && r.Offset >= from {
-				at, found = r.Offset, true
+			if first < 0 && r.Offset >= from {
+				first = r.Offset
 			}
 		})
-		if found {
-			return at, at < before, nil
+		if first >= 0 {
+			return first < before, nil
 		}
 	}
 }
@@ -162,11 +155,12 @@ func partitionBounds(ctx context.Context, cfg broker.ClientConfig, topic string,
 	return start, end, nil
 }
 
-// originAfter is where, in the origin partition, a reader positioned at
-// next in the peer's topic/part goes on: the origin of the copy at next, or
-// past the end, after the last copy's.
+// originAfter is where, in this site's topic/part, a reader positioned at
+// next in the peer's mirrored copy of it goes on: the origin of the copy at
+// next, or past the end, after the last copy's.
 func (m *Mirror) originAfter(ctx context.Context, topic string, part int32, next int64) (int64, error) {
-	start, end, err := m.bounds(ctx, topic, part)
+	rt := MirroredTopic(m.cfg.Site, topic)
+	start, end, err := m.bounds(ctx, rt, part)
 	if err != nil {
 		return 0, err
 	}
@@ -174,13 +168,14 @@ func (m *Mirror) originAfter(ctx context.Context, topic string, part int32, next
 		// Nothing mirrored (or nothing left): a reader of the peer's
 		// copy has read none of the origin partition, and goes on from
 		// its start, where the mirror starts too (resume).
-		return m.localStart(ctx, strings.TrimPrefix(topic, MirroredTopic(m.cfg.Site, "")), part)
+		start, _, err := partitionBounds(ctx, m.cfg.Local, topic, part)
+		return start, err
 	}
 	if next >= end {
-		o, err := m.originAt(ctx, topic, part, end-1)
+		o, err := m.originAt(ctx, rt, part, end-1)
 		return o + 1, err
 	}
-	return m.originAt(ctx, topic, part, max(next, start))
+	return m.originAt(ctx, rt, part, max(next, start))
 }
 
 // search is the first offset of the peer's topic/part whose copy's origin
