@@ -20,6 +20,7 @@ type dirConfig struct {
 	Brokers      string        // external Kafka; "" = serve's embedded broker
 	SplitBroker  bool          // run the embedded broker in a second serve process
 	SoloReads    bool          // serve -feed-solo-reads: every feed its own reader
+	ServeArgs    string        // extra serve flags, space-separated (e.g. a shorter -kafka-retention, -pprof-addr)
 	Duration     time.Duration // measured phase
 	Warmup       time.Duration // traffic before the measured phase, kept out of every figure
 	Feed         string        // synthetic, http2 or kafka
@@ -65,6 +66,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	}
 	fs.StringVar(&c.Bin, "bin", "", "signalbox binary to run the components (default: this executable)")
 	fs.StringVar(&c.Brokers, "brokers", "", "external Kafka brokers (comma-separated) instead of the embedded broker")
+	fs.StringVar(&c.ServeArgs, "serve-args", "", "extra flags for every serve process, space-separated (e.g. \"-kafka-retention 1m -pprof-addr 127.0.0.1:6060\")")
 	fs.BoolVar(&c.SoloReads, "solo-reads", false, "give every feed its own Kafka reader (serve -feed-solo-reads) instead of one shared by the feeds")
 	fs.BoolVar(&c.SplitBroker, "split-broker", false, "run the embedded broker in its own serve process, so the director's CPU is measured alone")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured phase")

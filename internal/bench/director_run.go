@@ -174,6 +174,7 @@ func (sc *scenario) serveArgs(name string) (args []string, httpAddr string, kafk
 	if sc.cfg.SoloReads {
 		args = append(args, "-feed-solo-reads")
 	}
+	args = append(args, strings.Fields(sc.cfg.ServeArgs)...)
 	return args, httpAddr, kafkaAddr, nil
 }
 
