@@ -286,6 +286,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	b.wg.Add(1)
 	go b.retentionLoop(cfg.Retention)
+	if cfg.DataDir != "" && reaperWorks {
+		r := newReaper(cfg.DataDir, log)
+		b.wg.Add(1)
+		go func() { defer b.wg.Done(); r.run(b.stop) }()
+	}
 	log.Info("kafka broker started", "listen", cfg.Addr, "advertised", advertised, "data_dir", cfg.DataDir,
 		"retention", cfg.Retention, "retention_bytes", cfg.RetentionBytes, "topics", len(cfg.Topics))
 	return b, nil

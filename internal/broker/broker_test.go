@@ -5,6 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
+	"maps"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -362,5 +365,65 @@ func TestAdvertiseFor(t *testing.T) {
 		if got := advertiseFor(tt.addr, tt.adv, tt.port); got != tt.want {
 			t.Errorf("advertiseFor(%q,%q,%q) = %q, want %q", tt.addr, tt.adv, tt.port, got, tt.want)
 		}
+	}
+}
+
+// TestReaperFreesDeletedSegments: the reaper holds every segment file, so
+// deleting one (here by DeleteRecords, as retention does) only removes its
+// name; the reaper then closes the descriptor, which frees it.
+func TestReaperFreesDeletedSegments(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, Config{DataDir: dir, Topics: []TopicSpec{{Name: "SCP", Partitions: 1,
+		Configs: map[string]string{"segment.bytes": "1048576"}}}})
+	cl := client(t, b.ClientConfig(), kgo.ProducerBatchMaxBytes(200_000))
+	val := make([]byte, 100_000)
+	_, _ = rand.Read(val) // incompressible
+	for range 40 { // 4 MB: four or more 1 MiB segments
+		if err := cl.ProduceSync(tctx(t, 10*time.Second), &kgo.Record{Topic: "SCP", Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newReaper(dir, slog.New(slog.DiscardHandler))
+	defer r.closeAll()
+	r.reap()
+	before := len(r.held)
+	if before < 4 {
+		t.Fatalf("reaper holds %d segment files, want 4 or more", before)
+	}
+	files := make(map[string]*os.File, before)
+	maps.Copy(files, r.held)
+
+	adm := kadm.NewClient(cl)
+	end, err := adm.ListEndOffsets(tctx(t, 5*time.Second), "SCP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := end.Lookup("SCP", 0)
+	if _, err := adm.DeleteRecords(tctx(t, 5*time.Second), kadm.Offsets{"SCP": {0: {Topic: "SCP", Partition: 0, At: o.Offset}}}); err != nil {
+		t.Fatal(err)
+	}
+	var deleted []string
+	for path, f := range files {
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			deleted = append(deleted, path)
+			if linked(f) {
+				t.Errorf("%s: deleted, but its descriptor says it still has a name", path)
+			}
+		}
+	}
+	if len(deleted) < before-1 {
+		t.Fatalf("%d of %d segments deleted by DeleteRecords, want all but the active one", len(deleted), before)
+	}
+	r.reap()
+	for _, path := range deleted {
+		if _, ok := r.held[path]; ok {
+			t.Errorf("%s: deleted but still held after a reap", path)
+		}
+		if err := files[path].Close(); err == nil {
+			t.Errorf("%s: the reaper did not close its descriptor", path)
+		}
+	}
+	if len(r.held) != before-len(deleted) {
+		t.Errorf("reaper holds %d files after the reap, want %d", len(r.held), before-len(deleted))
 	}
 }
