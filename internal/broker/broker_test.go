@@ -377,8 +377,8 @@ func TestReaperFreesDeletedSegments(t *testing.T) {
 		Configs: map[string]string{"segment.bytes": "1048576"}}}})
 	cl := client(t, b.ClientConfig(), kgo.ProducerBatchMaxBytes(200_000))
 	val := make([]byte, 100_000)
-	_, _ = rand.Read(val) // incompressible
-	for range 40 { // 4 MB: four or more 1 MiB segments
+	_, _ = rand.Read(val) // incompressible: 4 MB, four or more 1 MiB segments
+	for range 40 {
 		if err := cl.ProduceSync(tctx(t, 10*time.Second), &kgo.Record{Topic: "SCP", Value: val}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
