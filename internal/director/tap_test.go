@@ -188,8 +188,14 @@ func TestTapSpreadsPartitionsAcrossNodes(t *testing.T) {
 	}
 	for _, name := range []string{"a", "b"} {
 		// Each copy is read by the one node holding its partition: both
-		// deliver, and together exactly the copies produced.
-		d1, d2 := n1.status(name).Delivered, n2.status(name).Delivered
+		// deliver, and together exactly the copies produced. A feed
+		// counts a copy delivered when its sink confirms it, a moment
+		// after the receiver has it.
+		var d1, d2 uint64
+		testkit.WaitForState(t, 10*time.Second, "feed "+name+"'s delivered counts", func() (bool, string) {
+			d1, d2 = n1.status(name).Delivered, n2.status(name).Delivered
+			return d1+d2 >= n, fmt.Sprintf("node 1 %d, node 2 %d", d1, d2)
+		})
 		if d1 == 0 || d2 == 0 || d1+d2 != n {
 			t.Errorf("feed %s: node 1 delivered %d, node 2 %d; want both to share the %d copies", name, d1, d2, n)
 		}
