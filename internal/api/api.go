@@ -129,6 +129,10 @@ type Config struct {
 	// Records searches the stored transaction records (GET /xdrs); nil
 	// answers 503.
 	Records RecordSearcher
+	// MaskNumbers hides all but the last this many digits of the call
+	// log's numbers from the roles not in MaskReveal; 0: off.
+	MaskNumbers int
+	MaskReveal  []string
 	// TraceDir holds the subscriber traces' files; empty: no traces on
 	// this node (503). TraceLimits bound them; MaxTraces running at once.
 	TraceDir    string
@@ -272,6 +276,7 @@ func (s *server) routes() {
 	h("POST /api/v1/webhooks/{name}/test", s.testWebhook)
 
 	h("GET /api/v1/xdrs", s.searchXDRs)
+	h("GET /api/v1/xdrs/pcap", s.xdrPcap)
 
 	h("GET /api/v1/traces", s.listTraces)
 	h("POST /api/v1/traces", s.createTrace)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/signalbox/signalbox/internal/callrecord"
 	"github.com/signalbox/signalbox/internal/store"
 )
 
@@ -35,6 +36,14 @@ func (s *server) searchCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	if calls == nil {
 		calls = []store.CallRecord{}
+	}
+	if keep := s.cfg.MaskNumbers; keep > 0 && !slices.Contains(s.cfg.MaskReveal, roleFrom(r.Context())) {
+		for i := range calls {
+			c := &calls[i]
+			c.Calling, c.Called = callrecord.MaskNumber(c.Calling, keep), callrecord.MaskNumber(c.Called, keep)
+			c.TransformedCalling = callrecord.MaskNumber(c.TransformedCalling, keep)
+			c.TransformedCalled = callrecord.MaskNumber(c.TransformedCalled, keep)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"calls": calls})
 }

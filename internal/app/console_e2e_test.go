@@ -340,6 +340,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#xdr-search-form button[type=submit]`)))
 	b2.poll("records found", `document.querySelector('#xdr-results').innerText.includes('nnrf-nfm') && document.querySelectorAll('#xdr-results tbody tr').length > 0`, 10*time.Second)
 	b2.shot("xdr-search")
+	// The copies of those transactions as one pcap: the button downloads it
+	// (the API's answer is checked by TestXDRSearchPcap), and it is audited.
+	b2.do("download the records' pcap", chromedp.Click(chromedp.CSS("#xdr-pcap")))
+	b2.poll("pcap downloaded", `document.querySelector('#xdr-search-form .form-status').textContent === 'Downloaded.'`, 20*time.Second)
+	if code, b := apiDo(t, s, "GET", "/api/v1/audit?since=-1h&resource=xdrs", ""); code != 200 || !strings.Contains(string(b), "service=nnrf-nfm") {
+		t.Errorf("the console's pcap download is not audited: %d %.300s", code, b)
+	}
 
 	// Alarms, Settings (create a token: shown once), About.
 	b2.do("open alarms", chromedp.Click(chromedp.CSS("#nav-alarms")), chromedp.WaitVisible(chromedp.CSS("#page-alarms table")))

@@ -187,6 +187,8 @@ func TestOpenAPIContract(t *testing.T) {
 	sc.call(step{op: "DELETE /api/v1/webhooks/{name}", path: "/api/v1/webhooks/noc", want: 204})
 	sc.call(step{op: "GET /api/v1/xdrs", path: "/api/v1/xdrs?supi=234300000000001&since=-1h&limit=10", want: 200})
 	sc.call(step{op: "GET /api/v1/xdrs", path: "/api/v1/xdrs?color=red", want: 400})
+	sc.call(step{op: "GET /api/v1/xdrs/pcap", path: "/api/v1/xdrs/pcap?supi=234300000000001&since=-1h", want: 404})
+	sc.call(step{op: "GET /api/v1/xdrs/pcap", path: "/api/v1/xdrs/pcap?supi=234300000000001&limit=10", want: 400})
 	sc.call(step{op: "POST /api/v1/traces", path: "/api/v1/traces", want: 201})
 	ids["trace"] = idOf(sc.last)
 	sc.call(step{op: "GET /api/v1/traces", path: "/api/v1/traces", want: 200})

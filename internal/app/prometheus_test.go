@@ -164,6 +164,7 @@ var (
 		"signalbox_curri_tls_handshakes_waited_total":     nil,
 		"signalbox_curri_errors_total":                    {"reason"},
 		"signalbox_curri_http_errors_total":               {"reason"},
+		"signalbox_curri_refused_total":                   {"reason"},
 		"signalbox_curri_unknown_attributes_total":        {"attribute"},
 		"signalbox_callpolicy_directory_lookups_total":    {"directory", "result"},
 		"signalbox_policy_reloads_total":                  {"scope"},

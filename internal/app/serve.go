@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 		return nil, err
 	}
 	s.engine.SetReputer(s.reputation)
-	if s.webhooks, err = webhook.New(webhook.Config{Node: s.node, Registerer: s.reg, Logger: log}); err != nil {
+	if s.webhooks, err = webhook.New(webhook.Config{Node: s.node, Registerer: s.reg, Logger: log, MaskNumbers: cfg.MaskNumbers}); err != nil {
 		return nil, err
 	}
 	s.alarms.Subscribe(s.webhooks.Alarm)
@@ -199,6 +199,11 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 		return nil, fmt.Errorf("curri listener: %w", err)
 	}
 	s.curriS = curri.NewServer(cfg.CURRIAddr, h, curriTLS)
+	if nets, _ := config.ParseNetworks(cfg.CURRIAllowFrom); len(nets) > 0 || cfg.CURRIClientNames != "" || cfg.CURRIMaxConnsPerClient > 0 {
+		s.curriS.Access = &curri.Access{Networks: nets, Names: config.SplitList(cfg.CURRIClientNames), MaxConnsPerClient: cfg.CURRIMaxConnsPerClient}
+		log.Info("curri clients restricted", "networks", cfg.CURRIAllowFrom, "certificate_names", cfg.CURRIClientNames,
+			"max_conns_per_client", cfg.CURRIMaxConnsPerClient)
+	}
 	go s.serveWith("curri", s.curriS.Serve, s.curriLn)
 	s.health.Ready("curri")
 
@@ -222,6 +227,8 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 		CallStream:       s.callStream(),
 		TraceDir:         s.traceDir(),
 		Records:          s.recordSearcher(),
+		MaskNumbers:      cfg.MaskNumbers,
+		MaskReveal:       config.SplitList(cfg.MaskNumbersReveal),
 		TraceLimits:      trace.Limits{MaxMinutes: cfg.TraceMaxMinutes, MaxBytes: cfg.TraceMaxBytes, Retention: cfg.TraceRetention},
 		MaxTraces:        cfg.TraceMax,
 		Node:             s.node,
@@ -353,10 +360,11 @@ func (s *Server) recordDecision(ev *curri.Event) {
 		Form: ev.Decision.Form, Sent: sent, Error: errText,
 		LatencyMicros: ev.Latency.Microseconds(), Client: ev.Client,
 	}
+	s.webhooks.Call(&rec) // masks its own copy: its per-caller keys need the whole number
 	if s.dir != nil && s.dir.stream != nil {
+		rec.Mask(s.cfg.MaskNumbers)
 		s.dir.stream.Record(&rec)
 	}
-	s.webhooks.Call(&rec)
 	s.calls.Record(store.CallRecord{
 		Time:               ev.Start,
 		Policy:             ev.Policy,

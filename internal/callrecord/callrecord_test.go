@@ -83,3 +83,30 @@ func BenchmarkAppendJSON(b *testing.B) {
 		buf = AppendJSON(buf[:0], &r)
 	}
 }
+
+func TestMaskNumber(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		keep int
+		want string
+	}{
+		{"+19725550101", 4, "+xxxxxxx0101"},
+		{"9725550101", 4, "xxxxxx0101"},
+		{"50102", 4, "x0102"},
+		{"0101", 4, "0101"},
+		{"12", 4, "12"},
+		{"", 4, ""},
+		{"*67#9725550101", 4, "*xx#xxxxxx0101"},
+		{"9725550101", 0, "9725550101"},
+		{"anonymous", 4, "anonymous"},
+	} {
+		if got := MaskNumber(c.in, c.keep); got != c.want {
+			t.Errorf("MaskNumber(%q, %d) = %q, want %q", c.in, c.keep, got, c.want)
+		}
+	}
+	r := Record{Calling: "9725550101", Called: "50102", TransformedCalling: "+19725550101", TransformedCalled: "+14695550102"}
+	r.Mask(4)
+	if r.Calling != "xxxxxx0101" || r.Called != "x0102" || r.TransformedCalling != "+xxxxxxx0101" || r.TransformedCalled != "+xxxxxxx0102" {
+		t.Errorf("Mask(4): %+v", r)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -37,9 +38,19 @@ type Serve struct {
 	CURRITLSKey   string
 	CURRIClientCA string
 	CURRIAliases  string
+	// Who may ask: source networks, client-certificate names, connections
+	// per client address (curri.Access).
+	CURRIAllowFrom         string
+	CURRIClientNames       string
+	CURRIMaxConnsPerClient int
 
 	CallLogMaxAge  time.Duration
 	CallLogMaxRows int64
+	// MaskNumbers hides all but the last this many digits of the call
+	// numbers that leave the node (CALLS, webhooks) and, but for the roles
+	// in MaskNumbersReveal, of the call log's answers; 0: off.
+	MaskNumbers       int
+	MaskNumbersReveal string
 
 	RateLimitSync time.Duration
 	NodeName      string
@@ -127,11 +138,16 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.CURRITLSCert, "curri-tls-cert", "", "PEM certificate: serve CURRI over HTTPS (with -curri-tls-key)")
 	fs.StringVar(&c.CURRITLSKey, "curri-tls-key", "", "PEM private key for -curri-tls-cert")
 	fs.StringVar(&c.CURRIClientCA, "curri-client-ca", "", "PEM CA bundle: require CUCM client certificates signed by it (HTTPS only)")
+	fs.StringVar(&c.CURRIAllowFrom, "curri-allow-from", "", "CURRI clients' source networks, comma-separated (10.1.0.0/24,192.0.2.7); others are refused at connect (403, or closed on HTTPS); empty: any")
+	fs.StringVar(&c.CURRIClientNames, "curri-client-names", "", "client-certificate names accepted, comma-separated (a CN, DNS or IP SAN, URI SAN; case ignored): others get a TLS bad_certificate alert; needs -curri-client-ca; empty: any the CA signed")
+	fs.IntVar(&c.CURRIMaxConnsPerClient, "curri-max-conns-per-client", 0, "connections one client address may hold at once (CUCM opens at most 20 per node: its ECC profile's maximum); past it a connection is refused (503, or closed on HTTPS); 0: no bound")
 	fs.StringVar(&c.CURRIAliases, "curri-aliases", "", "extra CURRI paths for profiles written for other servers: PATH=POLICY,... (e.g. /pdp/AuthorizationEndPoint=default); case and a trailing slash are ignored")
 
 	fs.DurationVar(&c.RateLimitSync, "rate-limit-sync", 100*time.Millisecond, "with a PostgreSQL store: how often the nodes exchange their rate-limit counts through it, so that a limit holds for the cluster (0: each node limits on its own)")
 	fs.StringVar(&c.NodeName, "node-name", "", "this node's name among the nodes sharing a store (default: host name and process id)")
 	fs.DurationVar(&c.AuditMaxAge, "audit-max-age", 365*24*time.Hour, "audit log retention: changes made through the API are kept this long")
+	fs.IntVar(&c.MaskNumbers, "mask-numbers", 0, "hide all but the last N digits of calling and called numbers in what leaves the node (the CALLS stream and what feeds take from it, webhook payloads) and in the call log's API and console answers (9725550101 -> xxxxxx0101); 0: off")
+	fs.StringVar(&c.MaskNumbersReveal, "mask-numbers-reveal", "admin", "with -mask-numbers: the API roles that see the call log's numbers whole, comma-separated (admin, viewer, tracer; empty: none)")
 	fs.DurationVar(&c.CallLogMaxAge, "calllog-max-age", 7*24*time.Hour, "call log retention by age")
 	fs.Int64Var(&c.CallLogMaxRows, "calllog-max-rows", 10_000_000, "call log retention by record count (a logged call takes ~30 bytes on disk)")
 
@@ -329,6 +345,23 @@ func (c *Serve) Validate() error {
 	if c.CURRIClientCA != "" && c.CURRITLSCert == "" {
 		errs = append(errs, errors.New("-curri-client-ca needs -curri-tls-cert and -curri-tls-key"))
 	}
+	if c.CURRIClientNames != "" && c.CURRIClientCA == "" {
+		errs = append(errs, errors.New("-curri-client-names needs -curri-client-ca (and TLS): the names are read from verified client certificates"))
+	}
+	if _, err := ParseNetworks(c.CURRIAllowFrom); err != nil {
+		errs = append(errs, fmt.Errorf("-curri-allow-from: %w", err))
+	}
+	if c.MaskNumbers < 0 {
+		errs = append(errs, fmt.Errorf("-mask-numbers %d: want 0 (off) or the digits to keep", c.MaskNumbers))
+	}
+	for _, r := range SplitList(c.MaskNumbersReveal) {
+		if r != "admin" && r != "viewer" && r != "tracer" {
+			errs = append(errs, fmt.Errorf("-mask-numbers-reveal: %q is not a role (admin, viewer, tracer)", r))
+		}
+	}
+	if c.CURRIMaxConnsPerClient < 0 {
+		errs = append(errs, fmt.Errorf("-curri-max-conns-per-client %d: want 0 (no bound) or more", c.CURRIMaxConnsPerClient))
+	}
 	if (c.IngestTLSCert == "") != (c.IngestTLSKey == "") {
 		errs = append(errs, errors.New("-ingest-tls-cert and -ingest-tls-key go together"))
 	}
@@ -402,6 +435,39 @@ func ParseAliases(s string) (map[string]string, error) {
 		out[key] = policy
 	}
 	return out, nil
+}
+
+// ParseNetworks parses "10.1.0.0/24,192.0.2.7,2001:db8::/32": networks,
+// or addresses standing for themselves alone.
+func ParseNetworks(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(part); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(part)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want an address or a network (10.1.0.0/24)", part)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// SplitList splits a comma-separated list, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 // Topic is an NF topic and its partition count.

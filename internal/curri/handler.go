@@ -75,6 +75,7 @@ type Handler struct {
 	duration prometheus.Histogram
 	errs     map[string]prometheus.Counter // fixed set of reasons, read-only
 	httpErrs map[string]prometheus.Counter // Server's protocol errors, read-only
+	refused  map[string]prometheus.Counter // clients refused by the Server's Access, read-only
 
 	mu      sync.RWMutex
 	known   map[string]*policyCounters // policies the Decider has recognised
@@ -162,6 +163,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		lastLogged:     make(map[string]time.Time),
 		errs:           make(map[string]prometheus.Counter),
 		httpErrs:       make(map[string]prometheus.Counter),
+		refused:        make(map[string]prometheus.Counter),
 		hdrContentType: []string{"text/xml; charset=utf-8"},
 		hdrKeepAlive:   []string{"timeout=" + strconv.Itoa(int(IdleTimeout/time.Second))},
 		hdrConnection:  []string{"Keep-Alive"},
@@ -216,7 +218,14 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		Name: "signalbox_curri_tls_handshakes_waited_total",
 		Help: "TLS handshakes that waited for their turn: more clients were handshaking at once than the server computes together (a reconnect storm).",
 	})
-	for _, c := range []prometheus.Collector{h.requests, h.duration, errs, httpErrs, h.anonymous, h.attrCounters, h.conns, h.handshakeWaits} {
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "signalbox_curri_refused_total",
+		Help: "CURRI clients refused, by reason: address (not in -curri-allow-from), connections (at -curri-max-conns-per-client), identity (a client certificate not in -curri-client-names).",
+	}, []string{"reason"})
+	for _, r := range refusalReasons {
+		h.refused[r] = refused.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{h.requests, h.duration, errs, httpErrs, refused, h.anonymous, h.attrCounters, h.conns, h.handshakeWaits} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("curri: register metrics: %w", err)
 		}

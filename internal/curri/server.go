@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -77,11 +78,16 @@ type Server struct {
 	// accepted and http.StateClosed when it closes.
 	ConnState func(net.Conn, http.ConnState)
 
-	mu        sync.Mutex
-	listeners map[net.Listener]struct{}
-	conns     map[*serverConn]struct{}
-	closing   atomic.Bool
-	connWG    sync.WaitGroup
+	// Access says who may connect (nil: anyone); set before Serve.
+	Access *Access
+
+	mu            sync.Mutex
+	listeners     map[net.Listener]struct{}
+	conns         map[*serverConn]struct{}
+	perAddr       map[netip.Addr]int   // connections open per client address, with Access.MaxConnsPerClient
+	refusedLogged map[string]time.Time // reason and address -> last logged (refuse)
+	closing       atomic.Bool
+	connWG        sync.WaitGroup
 }
 
 // NewServer returns the CURRI server for h with the package's timeouts. With
@@ -110,6 +116,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.listeners == nil {
 		s.listeners = make(map[net.Listener]struct{})
 		s.conns = make(map[*serverConn]struct{})
+		s.perAddr = make(map[netip.Addr]int)
 	}
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
@@ -130,8 +137,13 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		c := &serverConn{srv: s, nc: nc}
+		addr := remoteAddr(nc)
+		if !s.admit(nc, addr) {
+			continue
+		}
+		c := &serverConn{srv: s, nc: nc, addr: addr}
 		if !s.track(c, true) {
+			s.release(addr)
 			nc.Close()
 			return http.ErrServerClosed
 		}
@@ -168,6 +180,11 @@ func (s *Server) track(c *serverConn, add bool) bool {
 		return true
 	}
 	delete(s.conns, c)
+	if s.Access != nil && s.Access.MaxConnsPerClient > 0 {
+		if s.perAddr[c.addr]--; s.perAddr[c.addr] <= 0 {
+			delete(s.perAddr, c.addr)
+		}
+	}
 	s.Handler.conns.Dec()
 	if s.ConnState != nil {
 		s.ConnState(c.nc, http.StateClosed)
@@ -235,6 +252,7 @@ const (
 type serverConn struct {
 	srv    *Server
 	nc     net.Conn // closed by Shutdown/Close
+	addr   netip.Addr
 	rw     net.Conn // nc, or the TLS connection over it
 	client string
 	br     *bufio.Reader
@@ -281,8 +299,16 @@ func (c *serverConn) serve() {
 	if s.TLSConfig != nil {
 		tc, err := s.handshake(c.nc)
 		if err != nil {
-			s.Handler.countHTTP(httpErrTLS)
-			s.Handler.log.Debug("curri TLS handshake failed", "client", c.client, "err", err)
+			if id, refused := isIdentityRefusal(err); refused {
+				s.refuse(RefusedIdentity, c.addr, c.client, id+" (-curri-client-names)")
+			} else {
+				s.Handler.countHTTP(httpErrTLS)
+				s.Handler.log.Debug("curri TLS handshake failed", "client", c.client, "err", err)
+			}
+			// Closing with the client's first request unread would reset
+			// the connection, and the client could lose the alert that
+			// says why.
+			c.lingerClose()
 			return
 		}
 		c.rw = tc
@@ -334,6 +360,9 @@ func (s *Server) handshake(nc net.Conn) (*tls.Conn, error) {
 		}
 		s.hsSem = make(chan struct{}, n)
 		s.hsConf = s.TLSConfig.Clone()
+		if s.Access != nil && len(s.Access.Names) > 0 {
+			s.hsConf.VerifyConnection = s.Access.verifyConnection
+		}
 		next := s.TLSConfig.GetConfigForClient
 		s.hsConf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			if hc, ok := hello.Conn.(*hsConn); ok && hc.state == hsWaiting {

@@ -26,7 +26,14 @@ type ExportQuery struct {
 	Since   time.Time // first Kafka record timestamp included; zero = the log start
 	Until   time.Time // first timestamp excluded; zero = now
 	Format  string    // pcap or jsonl (default)
+	// Transactions, when not nil, keeps only the copies of these
+	// correlation ids; in a pcap each goes on flows of its own, its
+	// client port 10000 plus its number here (the pcap of a search).
+	Transactions map[string]int
 }
+
+// transactionPortBase is the client port of a pcap's transaction 0.
+const transactionPortBase = 10000
 
 // NotRetainedError says the requested range begins before what Kafka still
 // retains in some partition: copies of the range may have been deleted.
@@ -136,7 +143,16 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 
 	var out exportWriter
 	if q.Format == filesink.FormatPCAP {
-		out = &pcapOut{w: synthetic.NewWriter(w, synthetic.EncoderOptions{})}
+		var opts synthetic.EncoderOptions
+		if q.Transactions != nil {
+			opts.ClientPort = func(c *nfcopy.Copy) uint16 {
+				if n, ok := q.Transactions[c.CorrelationID]; ok && n < 65535-transactionPortBase {
+					return uint16(transactionPortBase + n)
+				}
+				return 0
+			}
+		}
+		out = &pcapOut{w: synthetic.NewWriter(w, opts)}
 	} else {
 		out = &jsonlOut{w: w}
 	}
@@ -200,6 +216,11 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 				}
 				if flt != nil && !flt.Match(c) {
 					continue
+				}
+				if q.Transactions != nil {
+					if _, ok := q.Transactions[c.CorrelationID]; !ok {
+						continue
+					}
 				}
 				st.Matched++
 				batch = append(batch, c)

@@ -146,6 +146,9 @@ type Config struct {
 	HTTPClient  *http.Client
 	Registerer  prometheus.Registerer
 	Logger      *slog.Logger
+	// MaskNumbers hides all but this many last digits of the numbers in
+	// call events (callrecord.MaskNumber); 0 sends them whole.
+	MaskNumbers int
 }
 
 // Dispatcher sends events to the configured webhooks.
@@ -290,6 +293,7 @@ func (d *Dispatcher) Call(r *callrecord.Record) {
 		}
 		if ev == nil {
 			rec := *r
+			rec.Mask(d.cfg.MaskNumbers)
 			ev = &Event{Type: typ, Time: r.Time, Node: d.cfg.Node, Call: &rec}
 		}
 		w.offer(ev, typ+" "+key)

@@ -126,6 +126,11 @@ func (e *Encoder) endpoints(c *nfcopy.Copy, ci copyInfo) (client, server netip.A
 		}
 		server = netip.AddrPortFrom(server.Addr(), p)
 	}
+	if e.clientPort != nil {
+		if p := e.clientPort(c); p != 0 {
+			client = netip.AddrPortFrom(client.Addr(), p)
+		}
+	}
 	// One flow has one address family: lift a lone IPv4 side into IPv6.
 	if client.Addr().Is4() != server.Addr().Is4() {
 		client = to6(client)

@@ -112,6 +112,10 @@ type EncoderOptions struct {
 	// NoHandshake leaves out the SYN/SYN-ACK/ACK that opens each flow and
 	// the FIN exchange that closes it.
 	NoHandshake bool
+	// ClientPort, when set, gives the client port of a copy's flow (0:
+	// the usual one): an export gives each transaction flows of its own.
+	// Such an encoder takes no shared encodings.
+	ClientPort func(*nfcopy.Copy) uint16
 }
 
 type flowKey struct{ client, server netip.AddrPort }
@@ -161,7 +165,8 @@ type Encoder struct {
 	hblock  appendWriter // header block scratch
 	payload []byte       // HTTP/2 frames scratch
 
-	key *shareKey // encoders of one key encode alike (their mappings, ports)
+	key        *shareKey // encoders of one key encode alike (their mappings, ports)
+	clientPort func(*nfcopy.Copy) uint16
 }
 
 type appendWriter struct{ b []byte }
@@ -192,6 +197,9 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 	}
 	e.flows = newFlowTable(n)
 	e.key = internKey(opts.Mappings, opts.KeepPorts, e.mss)
+	if e.clientPort = opts.ClientPort; e.clientPort != nil {
+		e.key = nil // no shared encoding has its addresses
+	}
 	for _, m := range opts.Mappings {
 		if !m.Addr.Addr().IsValid() {
 			continue // Config validation reports these; the encoder just ignores them
@@ -349,7 +357,7 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 		pk      uint64
 		shared  *precoded
 	)
-	if p := sh.encoding(c); p != nil && p.key == e.key {
+	if p := sh.encoding(c); p != nil && e.key != nil && p.key == e.key {
 		key, request, own, pk, shared = flowKey{p.client, p.server}, p.request, p.ownStream, p.pair, p
 	} else {
 		ci := scanHeaders(c)

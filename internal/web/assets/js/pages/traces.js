@@ -78,8 +78,17 @@ export function render(root) {
   sForm.addEventListener('submit', async ev => {
     ev.preventDefault(); clearErrors(sForm);
     try {
-      const r = await api('GET', '/xdrs?' + new URLSearchParams({ [sKey.value]: sVal.value.trim(), limit: '100' }));
-      replace(sBox, h('div', { class: 'scroll' }, table(`Transaction records, newest first (${r.records.length})`,
+      const q = { [sKey.value]: sVal.value.trim() };
+      const r = await api('GET', '/xdrs?' + new URLSearchParams({ ...q, limit: '100' }));
+      // The copies of every matching transaction (up to 500), one flow each.
+      const pcap = h('button', { type: 'button', class: 'secondary small', id: 'xdr-pcap' }, 'Download pcap of these transactions');
+      pcap.addEventListener('click', async () => {
+        try {
+          download(await api('GET', '/xdrs/pcap?' + new URLSearchParams(q), undefined, { blob: true }), `signalbox-xdrs-${sKey.value}.pcap`);
+          setStatus(sForm, 'Downloaded.', 'ok');
+        } catch (e) { setStatus(sForm, errorText(e), 'error'); }
+      });
+      replace(sBox, r.records.length ? h('div', { class: 'actions' }, pcap) : null, h('div', { class: 'scroll' }, table(`Transaction records, newest first (${r.records.length})`,
         ['End', 'Service', 'Status', 'Cause', 'Result', 'Hops', 'Latency', 'SUPI', 'Correlation id'], r.records.map(x => h('tr', {},
           h('td', {}, fmtTime(new Date(x.end / 1e6).toISOString())), h('td', {}, x.service || ''), h('td', { class: 'num' }, x.status || ''),
           h('td', { class: 'mono' }, x.cause || ''), h('td', {}, x.result),
