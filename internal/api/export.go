@@ -93,21 +93,26 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	out := &exportOut{w: w, ctype: ctype, filename: fmt.Sprintf("signalbox-export-%s.%s", stamp, ext)}
 	st, err := s.cfg.Exporter.Export(r.Context(), q, out)
 	if err != nil {
-		var nre *director.NotRetainedError
-		switch {
-		case out.started:
-			// Mid-stream: the status is gone; the short body is the
-			// signal, and the log says why.
-			s.log.Warn("export: ended early", "err", err, "matched", st.Matched)
-		case errors.As(err, &nre):
-			writeError(w, http.StatusGone, err.Error(), "since")
-		default:
-			s.fail(w, r, err)
-		}
+		s.exportFailed(w, r, out, err, st, err.Error())
 		return
 	}
 	if !out.started { // an empty jsonl export
 		_, _ = out.Write(nil)
 	}
 	s.log.Info("export", "format", ext, "read", st.Read, "matched", st.Matched, "invalid", st.Invalid)
+}
+
+// exportFailed answers an export that failed: once the download has begun
+// its status is gone, and the short body is the signal (the log says why);
+// a range past retention is a 410 saying gone; anything else as fail does.
+func (s *server) exportFailed(w http.ResponseWriter, r *http.Request, out *exportOut, err error, st director.ExportStats, gone string) {
+	var nre *director.NotRetainedError
+	switch {
+	case out.started:
+		s.log.Warn("export: ended early", "path", r.URL.Path, "err", err, "matched", st.Matched)
+	case errors.As(err, &nre):
+		writeError(w, http.StatusGone, gone, "since")
+	default:
+		s.fail(w, r, err)
+	}
 }

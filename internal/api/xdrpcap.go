@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -83,16 +82,8 @@ func (s *server) xdrPcap(w http.ResponseWriter, r *http.Request) {
 	out := &exportOut{w: w, ctype: "application/vnd.tcpdump.pcap", filename: "signalbox-xdrs-" + stamp + ".pcap"}
 	st, err := s.cfg.Exporter.Export(r.Context(), eq, out)
 	if err != nil {
-		var nre *director.NotRetainedError
-		switch {
-		case out.started:
-			s.log.Warn("xdr pcap: ended early", "err", err, "matched", st.Matched)
-		case errors.As(err, &nre):
-			writeError(w, http.StatusGone, fmt.Sprintf("the copies of the oldest matching transaction (%s) are no longer in the broker's retention (%s): search a more recent range",
-				time.Unix(0, first).UTC().Format(time.RFC3339), err), "since")
-		default:
-			s.fail(w, r, err)
-		}
+		s.exportFailed(w, r, out, err, st, fmt.Sprintf("the copies of the oldest matching transaction (%s) are no longer in the broker's retention (%s): search a more recent range",
+			time.Unix(0, first).UTC().Format(time.RFC3339), err))
 		return
 	}
 	s.log.Info("xdr pcap", "transactions", len(eq.Transactions), "read", st.Read, "copies", st.Matched)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/xdrstore"
 )
 
@@ -61,6 +62,9 @@ func (s *server) xdrQuery(w http.ResponseWriter, r *http.Request, params []strin
 	if q.GPSI != "" && !strings.HasPrefix(q.GPSI, "msisdn-") {
 		q.GPSI = "msisdn-" + strings.TrimPrefix(q.GPSI, "+")
 	}
+	// Records keep a masked GPSI (-mask-numbers): search by its masked
+	// form, which finds the records of every GPSI ending alike.
+	q.GPSI = nfcopy.MaskDigits(q.GPSI, s.cfg.MaskNumbers)
 	if raw := v.Get("status"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 100 || n > 599 {

@@ -123,7 +123,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 		}
 		s.log.Info("embedded Kafka broker listening", "addrs", strings.Join(b.Addrs(), ","))
 	} else {
-		d.client = broker.ClientConfig{Brokers: splitList(cfg.KafkaBrokers), SASLMechanism: cfg.KafkaSASLMechanism,
+		d.client = broker.ClientConfig{Brokers: config.SplitList(cfg.KafkaBrokers), SASLMechanism: cfg.KafkaSASLMechanism,
 			Username: cfg.KafkaUsername, Password: cfg.KafkaPassword, TLS: clientTLS}
 		cl, err := kgo.NewClient(d.client.Opts()...)
 		if err != nil {
@@ -154,6 +154,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 		Client:         d.client,
 		Topics:         all,
 		CallsTopic:     cfg.CallsTopic,
+		MaskNumbers:    cfg.MaskNumbers,
 		Node:           s.node,
 		CreateTopics:   cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
 		SoloReads:      cfg.FeedSoloReads,
@@ -536,16 +537,6 @@ func kafkaTLS(cfg config.Serve) (client, server *tls.Config, err error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // exporter serves one-shot exports from the director's Kafka retention (nil

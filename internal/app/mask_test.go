@@ -3,11 +3,13 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +22,8 @@ import (
 // the node masked on every output — the CALLS stream (and a file feed of
 // it), a webhook's payload, the call log's answers to a viewer, the log at
 // debug level — while the admin (-mask-numbers-reveal) sees them whole in
-// the call log.
+// the call log. The xdr feeds' records carry the GPSI masked, and are found
+// by it.
 func TestMaskedNumbers(t *testing.T) {
 	t.Parallel()
 	var (
@@ -110,6 +113,30 @@ func TestMaskedNumbers(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+
+	// xDRs: the GPSI masked in the records, and a search by a whole GPSI
+	// finds them by its masked form.
+	createFeed(t, s, `{"name":"tx","type":"xdr","sources":["SCP","NRF","SEPP"],"topic":"XDR","xdr":{"timeout":"2s","linger":"100ms"}}`)
+	produceCopies(t, context.Background(), s.KafkaAddrs(), "mask", 2000, 3000)
+	gpsi := regexp.MustCompile(`"gpsi":"(msisdn-[^"]*)"`)
+	var found string
+	testkit.WaitForState(t, 30*time.Second, "records with a GPSI", func() (bool, string) {
+		_, b := apiDo(t, s, "GET", "/api/v1/feeds/tx/records?limit=100", "")
+		for _, m := range gpsi.FindAllStringSubmatch(string(b), -1) {
+			if !regexp.MustCompile(`^msisdn-x{8}[0-9]{4}$`).MatchString(m[1]) {
+				t.Fatalf("a record's GPSI %s, want msisdn-4477009xxxxx masked to its last 4 digits", m[1])
+			}
+			found = m[1]
+		}
+		return found != "", fmt.Sprintf("%.300s", b)
+	})
+	// nfsim's GPSIs are msisdn-4477009 and 5 digits: any whole one that
+	// ends as the masked one does.
+	wholeGPSI := "4477009" + "0" + found[len(found)-4:]
+	testkit.WaitForState(t, 10*time.Second, "the search by a whole GPSI", func() (bool, string) {
+		_, b := apiDo(t, s, "GET", "/api/v1/xdrs?since=-1h&gpsi="+wholeGPSI, "")
+		return strings.Contains(string(b), `"gpsi":"`+found+`"`) && !strings.Contains(string(b), "4477009"), fmt.Sprintf("%.300s", b)
+	})
 	if l := logs.String(); strings.Contains(l, whole) {
 		t.Errorf("the log holds the whole number:\n%s", grepLines(l, whole))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/api"
 	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/config"
 	"github.com/signalbox/signalbox/internal/obs"
 	"github.com/signalbox/signalbox/internal/site"
 )
@@ -31,7 +32,7 @@ func (s *Server) mirroredTopics(nf []broker.TopicSpec) []broker.TopicSpec {
 func (d *directorParts) startSite(ctx context.Context, nf []broker.TopicSpec) error {
 	cfg := d.s.cfg
 	peerKafka := d.client
-	peerKafka.Brokers = splitList(cfg.PeerKafkaBrokers)
+	peerKafka.Brokers = config.SplitList(cfg.PeerKafkaBrokers)
 	if d.broker != nil {
 		// Our embedded broker's settings say nothing of the peer's
 		// limits: its broker decides what is too large.

@@ -1,35 +1,10 @@
 package callrecord
 
-// MaskNumber hides all but the last keep digits of number, each hidden
-// digit written 'x'; other characters (a leading +, * and #) stay, so a
-// masked number keeps its shape: MaskNumber("+19725550101", 4) is
-// "+xxxxxxx0101". keep <= 0 leaves number as it is.
-func MaskNumber(number string, keep int) string {
-	if keep <= 0 || number == "" {
-		return number
-	}
-	digits := 0
-	for i := 0; i < len(number); i++ {
-		if number[i] >= '0' && number[i] <= '9' {
-			digits++
-		}
-	}
-	hide := digits - keep
-	if hide <= 0 {
-		return number
-	}
-	b := []byte(number)
-	for i := range b {
-		if hide == 0 {
-			break
-		}
-		if b[i] >= '0' && b[i] <= '9' {
-			b[i] = 'x'
-			hide--
-		}
-	}
-	return string(b)
-}
+import "github.com/signalbox/signalbox/internal/nfcopy"
+
+// MaskNumber hides all but the last keep digits of number
+// (nfcopy.MaskDigits): MaskNumber("+19725550101", 4) is "+xxxxxxx0101".
+func MaskNumber(number string, keep int) string { return nfcopy.MaskDigits(number, keep) }
 
 // Mask masks the record's numbers (calling, called and their transformed
 // forms) but for their last keep digits; keep <= 0 leaves them.

@@ -146,7 +146,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.DurationVar(&c.RateLimitSync, "rate-limit-sync", 100*time.Millisecond, "with a PostgreSQL store: how often the nodes exchange their rate-limit counts through it, so that a limit holds for the cluster (0: each node limits on its own)")
 	fs.StringVar(&c.NodeName, "node-name", "", "this node's name among the nodes sharing a store (default: host name and process id)")
 	fs.DurationVar(&c.AuditMaxAge, "audit-max-age", 365*24*time.Hour, "audit log retention: changes made through the API are kept this long")
-	fs.IntVar(&c.MaskNumbers, "mask-numbers", 0, "hide all but the last N digits of calling and called numbers in what leaves the node (the CALLS stream and what feeds take from it, webhook payloads) and in the call log's API and console answers (9725550101 -> xxxxxx0101); 0: off")
+	fs.IntVar(&c.MaskNumbers, "mask-numbers", 0, "hide all but the last N digits of calling and called numbers in what leaves the node (the CALLS stream and what feeds take from it, webhook payloads), in the call log's API and console answers (9725550101 -> xxxxxx0101), and of the GPSI in the xdr feeds' records; 0: off")
 	fs.StringVar(&c.MaskNumbersReveal, "mask-numbers-reveal", "admin", "with -mask-numbers: the API roles that see the call log's numbers whole, comma-separated (admin, viewer, tracer; empty: none)")
 	fs.DurationVar(&c.CallLogMaxAge, "calllog-max-age", 7*24*time.Hour, "call log retention by age")
 	fs.Int64Var(&c.CallLogMaxRows, "calllog-max-rows", 10_000_000, "call log retention by record count (a logged call takes ~30 bytes on disk)")

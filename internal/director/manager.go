@@ -33,7 +33,10 @@ type Config struct {
 	// CallsTopic is the topic of the CURRI call records (callstream); a
 	// feed whose one source it is carries call records instead of copies
 	// (http2, kafka and JSON-lines file feeds). Empty: no such feeds.
-	CallsTopic  string
+	CallsTopic string
+	// MaskNumbers hides all but this many last digits of the GPSIs in
+	// the xdr feeds' records (and so in the record store); 0: whole.
+	MaskNumbers int
 	Registerer  prometheus.Registerer
 	Logger      *slog.Logger
 	GroupPrefix string // default "signalbox-feed-"

@@ -188,6 +188,7 @@ func (f *feed) newXDRSink(inner Sink, track bool) (*xdrSink, error) {
 		cfg.Timeout = 5 * time.Second
 	}
 	cfg.TrackOffsets = track
+	cfg.MaskGPSI = f.m.cfg.MaskNumbers
 	xs := &xdrSink{f: f, inner: inner, timeout: cfg.Timeout,
 		tick:   min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
 		srcIdx: map[tp]uint32{}, read: map[tp]readPos{}, owned: map[tp]bool{}, low: map[uint32]int64{},

@@ -47,6 +47,9 @@ type Config struct {
 	// TrackOffsets keeps the offset of every copy added with AddFrom, for
 	// Open: an exactly-once reader's checkpoint names them.
 	TrackOffsets bool
+	// MaskGPSI hides all but this many last digits of a record's GPSI
+	// (msisdn-xxxxxx0101: nfcopy.MaskDigits); 0 keeps it whole.
+	MaskGPSI int
 }
 
 // Correlator joins copies into Records. A transaction is COMPLETE, and its
@@ -86,6 +89,7 @@ type Correlator struct {
 	timeout  int64
 	linger   int64
 	track    bool // Config.TrackOffsets
+	maskGPSI int  // Config.MaskGPSI
 	maxShard int
 	expected map[string]int
 	now      func() time.Time
@@ -161,6 +165,7 @@ func New(cfg Config) (*Correlator, error) {
 		timeout:  int64(cfg.Timeout),
 		linger:   int64(cfg.Linger),
 		track:    cfg.TrackOffsets,
+		maskGPSI: cfg.MaskGPSI,
 		maxShard: max(1, cfg.MaxPending/n),
 		expected: maps(cfg.ExpectedCopies),
 		now:      cfg.Now,
@@ -451,6 +456,10 @@ func (x *Correlator) completeNow(t *txn) bool {
 func (x *Correlator) finish(s *shard, t *txn, now int64, evicted bool) Record {
 	r := t.record()
 	r.Evicted = evicted
+	if x.maskGPSI > 0 {
+		r.GPSI = nfcopy.MaskDigits(r.GPSI, x.maskGPSI) // msisdn- has no digit
+		r.Path = maskMSISDNs(r.Path, x.maskGPSI)       // a GPSI as the UE's id: /nudm-sdm/v2/msisdn-.../sm-data
+	}
 	if until := now + x.timeout; len(s.tombs) < x.maxShard {
 		s.tombs[t.key] = until
 		s.tombQ = append(s.tombQ, tomb{t.key, until, t.srcs})
@@ -515,4 +524,29 @@ func (s *shard) str(v string) string {
 		s.intern[o] = o
 	}
 	return o
+}
+
+// maskMSISDNs masks the digits of every msisdn-<digits> in s but for the
+// last keep of each.
+func maskMSISDNs(s string, keep int) string {
+	const prefix = "msisdn-"
+	if !strings.Contains(s, prefix) {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, prefix)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		i += len(prefix)
+		j := i
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		b.WriteString(s[:i])
+		b.WriteString(nfcopy.MaskDigits(s[i:j], keep))
+		s = s[j:]
+	}
 }

@@ -709,3 +709,16 @@ func TestKPILabelsBounded(t *testing.T) {
 		t.Errorf("%d failure series, want %d", got, maxCauses+1)
 	}
 }
+
+func TestMaskMSISDNs(t *testing.T) {
+	for in, want := range map[string]string{
+		"/nudm-sdm/v2/msisdn-447700900123/sm-data":         "/nudm-sdm/v2/msisdn-xxxxxxxx0123/sm-data",
+		"/nudm-uecm/v1/imsi-234300000000001/registrations": "/nudm-uecm/v1/imsi-234300000000001/registrations",
+		"/x/msisdn-12/y/msisdn-4477009001":                 "/x/msisdn-12/y/msisdn-xxxxxx9001",
+		"":                                                 "",
+	} {
+		if got := maskMSISDNs(in, 4); got != want {
+			t.Errorf("maskMSISDNs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
