@@ -436,8 +436,16 @@ func (m *Manager) ledger(name string) *ledger {
 	return l
 }
 
+// specKey is what makes a running feed the one a spec asks for: the spec's
+// JSON, and whether it stands by for the other site, which the JSON leaves
+// out (a standby feed then disabled here must show "stopped"). The other
+// runtime fields follow from the JSON, or only place a feed as it starts
+// (fromCreation), no cause to restart it.
 func specKey(s *FeedSpec) string {
 	b, _ := json.Marshal(s)
+	if s.standby {
+		return string(b) + " standby"
+	}
 	return string(b)
 }
 

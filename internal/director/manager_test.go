@@ -450,3 +450,21 @@ func TestApplyDuringDelivery(t *testing.T) {
 	<-done
 	testkit.WaitFor(t, 30*time.Second, "every copy across restarts", func() bool { return len(rcv.missing("c", n)) == 0 })
 }
+
+// TestStandbyThenDisabled: a feed that stands by for the other site, then is
+// disabled here, shows "stopped", not "standby" (its spec's JSON is the same
+// both times).
+func TestStandbyThenDisabled(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	h := newHarness(t, b)
+	off := false
+	spec := FeedSpec{Name: "lake", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "127.0.0.1:9", Enabled: &off}
+	h.apply(Standby(spec))
+	if st := h.status("lake").State; st != StateStandby {
+		t.Fatalf("standing by: state %q", st)
+	}
+	h.apply(spec)
+	if st := h.status("lake").State; st != StateStopped {
+		t.Errorf("disabled after standing by: state %q, want %q", st, StateStopped)
+	}
+}

@@ -30,4 +30,3 @@ func MaskDigits(number string, keep int) string {
 	}
 	return string(b)
 }
-
