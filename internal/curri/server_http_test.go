@@ -4,16 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"runtime"
@@ -21,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/signalbox/signalbox/internal/testkit/pki"
 )
 
 // rawExchange writes raw to a fresh connection and reads the responses
@@ -214,18 +211,8 @@ func TestServerWithGoClient(t *testing.T) {
 // localhost, and a pool trusting it.
 func testCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "curri"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	cert, _ := x509.ParseCertificate(der)
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+	ca := pki.NewCA(t, "curri-test-ca")
+	return ca.Server(t, "curri", "localhost", "127.0.0.1").TLS, ca.Pool
 }
 
 func TestServerTLS(t *testing.T) {
