@@ -69,6 +69,7 @@ func TestDirectoryChangedInPlace(t *testing.T) {
 		t.Fatalf("names: %q %q", name("2001"), name("+19725550000"))
 	}
 	e.must(http.StatusOK, "POST", "/api/v1/directories/corp/entries", `{"number":"2001","name":"Alice B."}`)
+	settle() // two writes before the first is live are rebuilt whole, by design (livepolicy.offer)
 	e.must(http.StatusNoContent, "DELETE", "/api/v1/directories/corp/entries/+1972?match=prefix", "")
 	settle()
 	if name("2001") != "Alice B." || name("+19725550000") != "" {
