@@ -102,12 +102,11 @@ func certNames(c *x509.Certificate) []string {
 func Identity(c *x509.Certificate) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CN=%q", c.Subject.CommonName)
-	if sans := certNames(c); len(sans) > 0 && c.Subject.CommonName != "" {
-		sans = sans[1:]
-		if len(sans) > 0 {
-			fmt.Fprintf(&b, " SAN=%s", strings.Join(sans, ","))
-		}
-	} else if len(sans) > 0 {
+	sans := certNames(c)
+	if c.Subject.CommonName != "" {
+		sans = sans[1:] // certNames starts with the CN
+	}
+	if len(sans) > 0 {
 		fmt.Fprintf(&b, " SAN=%s", strings.Join(sans, ","))
 	}
 	fmt.Fprintf(&b, " issuer=%q", c.Issuer.CommonName)
@@ -177,16 +176,14 @@ func (s *Server) admit(nc net.Conn, addr netip.Addr) bool {
 	return false
 }
 
-// release counts a connection of addr out.
-func (s *Server) release(addr netip.Addr) {
+// releaseLocked counts a connection of addr out; s.mu is held.
+func (s *Server) releaseLocked(addr netip.Addr) {
 	if s.Access == nil || s.Access.MaxConnsPerClient <= 0 {
 		return
 	}
-	s.mu.Lock()
 	if s.perAddr[addr]--; s.perAddr[addr] <= 0 {
 		delete(s.perAddr, addr)
 	}
-	s.mu.Unlock()
 }
 
 // refuseHTTP answers a refused plain connection with status and closes it,

@@ -143,7 +143,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		c := &serverConn{srv: s, nc: nc, addr: addr}
 		if !s.track(c, true) {
-			s.release(addr)
+			s.mu.Lock()
+			s.releaseLocked(addr)
+			s.mu.Unlock()
 			nc.Close()
 			return http.ErrServerClosed
 		}
@@ -180,11 +182,7 @@ func (s *Server) track(c *serverConn, add bool) bool {
 		return true
 	}
 	delete(s.conns, c)
-	if s.Access != nil && s.Access.MaxConnsPerClient > 0 {
-		if s.perAddr[c.addr]--; s.perAddr[c.addr] <= 0 {
-			delete(s.perAddr, c.addr)
-		}
-	}
+	s.releaseLocked(c.addr)
 	s.Handler.conns.Dec()
 	if s.ConnState != nil {
 		s.ConnState(c.nc, http.StateClosed)
