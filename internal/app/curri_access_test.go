@@ -96,6 +96,11 @@ func TestCURRIClientIdentity(t *testing.T) {
 	for _, c := range held {
 		c.Close()
 	}
+	// The server counts them out as it reads their close.
+	testkit.WaitForState(t, 10*time.Second, "cluster A's connections closed at the server", func() (bool, string) {
+		_, m := get(t, "http://"+httpAddr+"/metrics")
+		return strings.Contains(m, "\nsignalbox_curri_connections 0\n"), grepLines(m, "signalbox_curri_connections ")
+	})
 	// Cluster B, and cluster A's name from another CA: TLS alerts.
 	for name, leaf := range map[string]pki.Leaf{"cluster B": clusterB, "another CA": rogue} {
 		c, br, err := dial("127.0.0.1", leaf)
