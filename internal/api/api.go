@@ -72,6 +72,12 @@ type FeedRuntime interface {
 	Status(name string) (any, bool)
 }
 
+// SessionSource finds the sign-in session a request's cookie names
+// (signin.Service); signin.ErrNoSession when there is none.
+type SessionSource interface {
+	Lookup(r *http.Request) (store.Session, error)
+}
+
 // CallSearcher searches the call log (the calllog package, which can flush
 // its queue first); when Config.Calls is nil the store is searched directly.
 type CallSearcher interface {
@@ -111,6 +117,9 @@ type Config struct {
 	RulesChanging func(policyID string, removed []int64, added []callpolicy.Rule) (stored func(ok bool))
 	// AdminToken, when set, is accepted as an admin bearer token.
 	AdminToken string
+	// Sessions finds the console's sign-in sessions (package signin); nil:
+	// bearer tokens only.
+	Sessions   SessionSource
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Version    string

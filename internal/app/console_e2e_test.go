@@ -66,30 +66,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("viewer token: %v %s", err, b)
 	}
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 900),
-	)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	// Start the browser on the long-lived context: a tab started under a
-	// step's timeout context would close when that step ends.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	bctx, cancelAll := context.WithTimeout(bctx, 100*time.Second)
-	defer cancelAll()
+	b2 := startBrowser(t, outDir, 100*time.Second)
+	bctx := b2.ctx
 
 	// Background CURRI traffic for the live charts, bounded in time.
 	trafficCtx, stopTraffic := context.WithCancel(bctx)
@@ -100,8 +78,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		defer wg.Done()
 		sendCalls(trafficCtx, "http://"+s.CURRIAddr()+"/curri/default")
 	}()
-
-	b2 := &browser{t: t, ctx: bctx, out: outDir}
 
 	// Sign in as admin.
 	b2.do("open console", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#signin-form input")))
@@ -396,6 +372,37 @@ type browser struct {
 
 const stepTimeout = 15 * time.Second
 
+// startBrowser starts headless Chromium for the test; every step must end
+// within total. Screenshots go to out.
+func startBrowser(t *testing.T, out string, total time.Duration) *browser {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 900),
+	)
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	// Start the browser on the long-lived context: a tab started under a
+	// step's timeout context would close when that step ends.
+	if err := chromedp.Do(bctx); err != nil {
+		cancelBrowser()
+		cancelAlloc()
+		t.Fatalf("start chromium: %v", err)
+	}
+	ctx, cancelAll := context.WithTimeout(bctx, total)
+	t.Cleanup(func() { cancelAll(); cancelBrowser(); cancelAlloc() })
+	return &browser{t: t, ctx: ctx, out: out}
+}
+
 func (b *browser) do(step string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
@@ -425,12 +432,13 @@ func (b *browser) text(sel string) string {
 	return strings.TrimSpace(s)
 }
 
-// evalString evaluates a JavaScript expression of string value.
+// evalString evaluates a JavaScript expression of string value (or of a
+// promise of one, which it awaits).
 func (b *browser) evalString(expr string) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
 		b.fail("evaluate "+expr, err)
 	}

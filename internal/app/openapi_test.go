@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/signalbox/signalbox/internal/api"
+	"github.com/signalbox/signalbox/internal/signin"
+	"github.com/signalbox/signalbox/internal/testkit/oidcop"
 )
 
 // The OpenAPI document served at /api/v1/openapi.json is held to the API:
@@ -52,7 +55,7 @@ func TestOpenAPIContract(t *testing.T) {
 		}
 	}
 	served := map[string]bool{}
-	for _, r := range api.Routes() {
+	for _, r := range append(api.Routes(), signin.APIRoutes()...) {
 		served[r] = true
 		if !documented[r] {
 			t.Errorf("route %s is served but not documented", r)
@@ -67,6 +70,14 @@ func TestOpenAPIContract(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), true)
 	cfg.KafkaTopics = "SCP=2,NRF=1,SEPP=1,PCF=1,BSF=1,NON_ORACLE=1" // every NF type the examples name
 	cfg.CallsTopic = "CALLS"
+	// Sign-in through a provider, for the /auth routes: serve's port is
+	// named in the redirect URL, on a loopback address of this test's own.
+	cfg.HTTPAddr = freePortOn(t, "127.0.35.1")
+	op := oidcop.Start(t, []oidcop.User{{ID: "u-ada", Username: "ada", Password: "pw", Email: "ada@example.net", Groups: []string{"noc"}}},
+		[]oidcop.Client{{ID: "sbx", Secret: "sbx-secret", RedirectURI: "http://" + cfg.HTTPAddr + "/auth/callback"}}, oidcop.Options{})
+	cfg.OIDCIssuer, cfg.OIDCClientID, cfg.OIDCClientSecret = op.Issuer, "sbx", "sbx-secret"
+	cfg.OIDCRedirectURL, cfg.OIDCViewerGroups, cfg.OIDCSessionMaxAge = "http://"+cfg.HTTPAddr+"/auth/callback", "noc", time.Hour
+	cfg.OIDCScopes, cfg.OIDCRolesClaim = "openid,profile", "groups"
 	s := startServer(t, cfg)
 	defer s.Shutdown()
 	base := "http://" + s.HTTPAddr()
@@ -107,6 +118,28 @@ func TestOpenAPIContract(t *testing.T) {
 	sc.call(step{op: "GET /api/v1/version", path: "/api/v1/version", noToken: true, want: 401})
 	sc.call(step{op: "GET /api/v1/openapi.json", path: "/api/v1/openapi.json", noToken: true, want: 200, same: raw})
 	sc.call(step{op: "GET /api/v1/version", path: "/api/v1/version", want: 200})
+
+	// Sign-in: a person's session, then its end.
+	sc.call(step{op: "GET /auth/info", path: "/auth/info", noToken: true, want: 200})
+	sc.call(step{op: "GET /auth/session", path: "/auth/session", noToken: true, want: 401})
+	browser, _, _, err := op.SignIn(base+"/auth/login", "ada", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cookie *http.Cookie
+	for _, c := range browser.Jar.Cookies(&url.URL{Scheme: "http", Host: cfg.HTTPAddr, Path: "/"}) {
+		if c.Name == signin.SessionCookie {
+			cookie = c
+		}
+	}
+	if cookie == nil {
+		t.Fatal("no session cookie after signing in")
+	}
+	var se struct{ CSRF string }
+	_ = json.Unmarshal(sc.call(step{op: "GET /auth/session", path: "/auth/session", noToken: true, cookie: cookie, want: 200}), &se)
+	sc.call(step{op: "POST /auth/logout", path: "/auth/logout", noToken: true, noBody: true, cookie: cookie, want: 403})
+	sc.call(step{op: "POST /auth/logout", path: "/auth/logout", noToken: true, noBody: true, cookie: cookie, csrf: se.CSRF, want: 204})
+	sc.call(step{op: "POST /auth/logout", path: "/auth/logout", noToken: true, noBody: true, cookie: cookie, csrf: se.CSRF, want: 401})
 
 	// Call policy.
 	sc.call(step{op: "POST /api/v1/policies", path: "/api/v1/policies", want: 201})
@@ -235,8 +268,10 @@ type step struct {
 	example  string // a named example of the operation (examples), else its example
 	body     string // a body of the test's own instead of the document's example
 	noToken  bool
-	noBody   bool   // a POST without a body (the operation takes none)
-	as       string // another bearer token
+	cookie   *http.Cookie // a sign-in session's
+	csrf     string       // X-CSRF-Token
+	noBody   bool         // a POST without a body (the operation takes none)
+	as       string       // another bearer token
 	want     int
 	same     []byte        // the answer must be exactly this
 	retryFor time.Duration // retry a different status for this long (state that settles)
@@ -398,6 +433,12 @@ func (sc *scenario) do(method, path, ctype string, body []byte, s step) (*http.R
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", ctype)
+		}
+		if s.cookie != nil {
+			req.AddCookie(s.cookie)
+		}
+		if s.csrf != "" {
+			req.Header.Set("X-CSRF-Token", s.csrf)
 		}
 		switch {
 		case s.noToken:

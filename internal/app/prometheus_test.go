@@ -165,6 +165,7 @@ var (
 		"signalbox_curri_errors_total":                    {"reason"},
 		"signalbox_curri_http_errors_total":               {"reason"},
 		"signalbox_curri_refused_total":                   {"reason"},
+		"signalbox_signin_total":                          {"result"},
 		"signalbox_curri_unknown_attributes_total":        {"attribute"},
 		"signalbox_callpolicy_directory_lookups_total":    {"directory", "result"},
 		"signalbox_policy_reloads_total":                  {"scope"},

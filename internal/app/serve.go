@@ -32,6 +32,7 @@ import (
 	"github.com/signalbox/signalbox/internal/obs"
 	"github.com/signalbox/signalbox/internal/ratesync"
 	"github.com/signalbox/signalbox/internal/reputation"
+	"github.com/signalbox/signalbox/internal/signin"
 	"github.com/signalbox/signalbox/internal/snmpnotify"
 	"github.com/signalbox/signalbox/internal/store"
 	"github.com/signalbox/signalbox/internal/trace"
@@ -207,7 +208,18 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 	go s.serveWith("curri", s.curriS.Serve, s.curriLn)
 	s.health.Ready("curri")
 
-	// API, console, metrics, health.
+	// API, console, sign-in, metrics, health.
+	signIn, err := signin.New(signin.Config{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
+		RedirectURL: cfg.OIDCRedirectURL, Scopes: config.SplitList(cfg.OIDCScopes), RolesClaim: cfg.OIDCRolesClaim,
+		AdminGroups: config.SplitList(cfg.OIDCAdminGroups), TracerGroups: config.SplitList(cfg.OIDCTracerGroups),
+		ViewerGroups: config.SplitList(cfg.OIDCViewerGroups), SessionMaxAge: cfg.OIDCSessionMaxAge,
+		ProviderName: cfg.OIDCProviderName, CAFile: cfg.OIDCCA, Store: st, Logger: log.With("component", "signin"), Registerer: s.reg})
+	if err != nil {
+		return nil, err
+	}
+	if signIn.Enabled() {
+		log.Info("console sign-in through OpenID Connect", "issuer", cfg.OIDCIssuer, "client_id", cfg.OIDCClientID, "roles_claim", cfg.OIDCRolesClaim)
+	}
 	apiH, err := api.New(api.Config{
 		Store:            st,
 		Policies:         s.engine,
@@ -220,6 +232,7 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 		DirectoryChanged: s.policies.DirectoryChanged,
 		ListsChanged:     s.policies.ListsChanged,
 		AdminToken:       s.token,
+		Sessions:         signIn,
 		Alarms:           s.alarms,
 		Gatherer:         s.reg,
 		Exporter:         s.exporter(),
@@ -243,6 +256,7 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", apiH)
+	mux.Handle("/auth/", signIn)
 	mux.Handle("GET /metrics", obs.MetricsHandler(s.reg))
 	mux.Handle("GET /healthz", obs.LiveHandler())
 	mux.Handle("GET /readyz", s.health.ReadyHandler())

@@ -52,6 +52,20 @@ type Serve struct {
 	MaskNumbers       int
 	MaskNumbersReveal string
 
+	// Console sign-in through an OpenID Connect provider (package signin).
+	OIDCIssuer        string
+	OIDCClientID      string
+	OIDCClientSecret  string
+	OIDCRedirectURL   string
+	OIDCScopes        string
+	OIDCRolesClaim    string
+	OIDCAdminGroups   string
+	OIDCTracerGroups  string
+	OIDCViewerGroups  string
+	OIDCSessionMaxAge time.Duration
+	OIDCProviderName  string
+	OIDCCA            string
+
 	RateLimitSync time.Duration
 	NodeName      string
 	AuditMaxAge   time.Duration
@@ -146,6 +160,18 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.DurationVar(&c.RateLimitSync, "rate-limit-sync", 100*time.Millisecond, "with a PostgreSQL store: how often the nodes exchange their rate-limit counts through it, so that a limit holds for the cluster (0: each node limits on its own)")
 	fs.StringVar(&c.NodeName, "node-name", "", "this node's name among the nodes sharing a store (default: host name and process id)")
 	fs.DurationVar(&c.AuditMaxAge, "audit-max-age", 365*24*time.Hour, "audit log retention: changes made through the API are kept this long")
+	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "OpenID Connect provider's issuer URL: people sign in to the console through it (with -oidc-client-id, -oidc-redirect-url and a group mapped to a role); empty: API tokens only")
+	fs.StringVar(&c.OIDCClientID, "oidc-client-id", "", "client id of signalbox as registered at the OpenID Connect provider")
+	fs.StringVar(&c.OIDCClientSecret, "oidc-client-secret", "", "client secret at the provider (better in SIGNALBOX_OIDC_CLIENT_SECRET); empty for a public client, which PKCE protects")
+	fs.StringVar(&c.OIDCRedirectURL, "oidc-redirect-url", "", "this console's callback as registered at the provider: https://<the console's host>/auth/callback (https makes the session cookie Secure)")
+	fs.StringVar(&c.OIDCScopes, "oidc-scopes", "openid,profile,email", "scopes asked of the provider, comma-separated (add groups where the provider needs it for the groups claim)")
+	fs.StringVar(&c.OIDCRolesClaim, "oidc-roles-claim", "groups", "the ID-token or userinfo claim holding a person's groups (a string or a list; a dotted path reaches into objects: realm_access.roles)")
+	fs.StringVar(&c.OIDCAdminGroups, "oidc-admin-groups", "", "groups whose members sign in as admin, comma-separated")
+	fs.StringVar(&c.OIDCTracerGroups, "oidc-tracer-groups", "", "groups whose members sign in as tracer, comma-separated")
+	fs.StringVar(&c.OIDCViewerGroups, "oidc-viewer-groups", "", "groups whose members sign in as viewer, comma-separated (a person in several groups gets the widest role)")
+	fs.DurationVar(&c.OIDCSessionMaxAge, "oidc-session-max-age", 8*time.Hour, "how long a console sign-in lasts before the person signs in again")
+	fs.StringVar(&c.OIDCProviderName, "oidc-provider-name", "single sign-on", "the provider's name on the console's sign-in button")
+	fs.StringVar(&c.OIDCCA, "oidc-ca", "", "PEM CA bundle for the provider's TLS certificate (a private CA); empty: the system's roots")
 	fs.IntVar(&c.MaskNumbers, "mask-numbers", 0, "hide all but the last N digits of calling and called numbers in what leaves the node (the CALLS stream and what feeds take from it, webhook payloads), in the call log's API and console answers (9725550101 -> xxxxxx0101), and of the GPSI in the xdr feeds' records; 0: off")
 	fs.StringVar(&c.MaskNumbersReveal, "mask-numbers-reveal", "admin", "with -mask-numbers: the API roles that see the call log's numbers whole, comma-separated (admin, viewer, tracer; empty: none)")
 	fs.DurationVar(&c.CallLogMaxAge, "calllog-max-age", 7*24*time.Hour, "call log retention by age")
@@ -359,6 +385,7 @@ func (c *Serve) Validate() error {
 			errs = append(errs, fmt.Errorf("-mask-numbers-reveal: %q is not a role (admin, viewer, tracer)", r))
 		}
 	}
+	errs = append(errs, c.validateOIDC()...)
 	if c.CURRIMaxConnsPerClient < 0 {
 		errs = append(errs, fmt.Errorf("-curri-max-conns-per-client %d: want 0 (no bound) or more", c.CURRIMaxConnsPerClient))
 	}
@@ -408,6 +435,32 @@ func (c *Serve) Validate() error {
 		errs = append(errs, errors.New("-calllog-max-age and -calllog-max-rows must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Serve) validateOIDC() []error {
+	if c.OIDCIssuer == "" {
+		if c.OIDCClientID != "" || c.OIDCRedirectURL != "" || c.OIDCAdminGroups != "" || c.OIDCTracerGroups != "" || c.OIDCViewerGroups != "" {
+			return []error{errors.New("-oidc-client-id, -oidc-redirect-url and -oidc-*-groups need -oidc-issuer")}
+		}
+		return nil
+	}
+	var errs []error
+	if u, err := url.Parse(c.OIDCIssuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("-oidc-issuer %q: want the provider's https:// issuer URL", c.OIDCIssuer))
+	}
+	if c.OIDCClientID == "" {
+		errs = append(errs, errors.New("-oidc-issuer needs -oidc-client-id"))
+	}
+	if u, err := url.Parse(c.OIDCRedirectURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "/auth/callback" {
+		errs = append(errs, fmt.Errorf("-oidc-redirect-url %q: want http(s)://<this console's host>/auth/callback, as registered at the provider", c.OIDCRedirectURL))
+	}
+	if c.OIDCAdminGroups == "" && c.OIDCTracerGroups == "" && c.OIDCViewerGroups == "" {
+		errs = append(errs, errors.New("-oidc-issuer needs at least one of -oidc-admin-groups, -oidc-tracer-groups, -oidc-viewer-groups: otherwise nobody may sign in"))
+	}
+	if c.OIDCSessionMaxAge < time.Minute || c.OIDCSessionMaxAge > 30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("-oidc-session-max-age %s: want 1m to 720h", c.OIDCSessionMaxAge))
+	}
+	return errs
 }
 
 // ParseAliases parses "/pdp/AuthorizationEndPoint=default,/fw/ecc.ashx=ivr"

@@ -83,6 +83,15 @@ func TestErrors(t *testing.T) {
 		{"tls half", []string{"-curri-tls-cert", "a.pem"}, nil, "", "go together"},
 		{"bad yaml", nil, nil, "http-addr: [\n", "config file"},
 		{"bad log format", []string{"-log-format", "xml"}, nil, "", "-log-format"},
+		{"oidc without issuer", []string{"-oidc-client-id", "sbx"}, nil, "", "need -oidc-issuer"},
+		{"oidc without client", []string{"-oidc-issuer", "https://id.example.net", "-oidc-redirect-url", "https://sbx/auth/callback",
+			"-oidc-admin-groups", "a"}, nil, "", "-oidc-client-id"},
+		{"oidc redirect path", []string{"-oidc-issuer", "https://id.example.net", "-oidc-client-id", "sbx",
+			"-oidc-redirect-url", "https://sbx/callback", "-oidc-admin-groups", "a"}, nil, "", "-oidc-redirect-url"},
+		{"oidc no group", []string{"-oidc-issuer", "https://id.example.net", "-oidc-client-id", "sbx",
+			"-oidc-redirect-url", "https://sbx/auth/callback"}, nil, "", "otherwise nobody may sign in"},
+		{"oidc issuer not a URL", []string{"-oidc-issuer", "id.example.net", "-oidc-client-id", "sbx",
+			"-oidc-redirect-url", "https://sbx/auth/callback", "-oidc-viewer-groups", "noc"}, nil, "", "-oidc-issuer"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,6 +35,7 @@ func testStore(t *testing.T, h backendHarness) {
 		{"Webhooks", testWebhooks},
 		{"Traces", testTraces},
 		{"Tokens", testTokens},
+		{"Sessions", testSessions},
 		{"Changes", testChanges},
 		{"BulkRules", testBulkRules},
 		{"Directories", testDirectories},
@@ -721,6 +722,35 @@ func testTokens(t *testing.T, h backendHarness) {
 	wantErr(t, s.DeleteToken(ctx, "t1"), ErrNotFound, "delete token again")
 	_, err = s.TokenByHash(ctx, tk.Hash)
 	wantErr(t, err, ErrNotFound, "deleted token by hash")
+}
+
+func testSessions(t *testing.T, h backendHarness) {
+	s := openT(t, h.fresh(t))
+	at := time.Now().UTC()
+	old := Session{Hash: "aa", Subject: "u1", Name: "old", Role: "viewer", CSRF: "c0", ExpiresAt: at.Add(-time.Second)}
+	se := Session{Hash: strings.Repeat("ab", 32), Subject: "u1", Name: "alice@example.net", Role: "admin", CSRF: "c1",
+		ExpiresAt: at.Add(time.Hour)}
+	bumps(t, s, 0, "create session", func() error { return s.CreateSession(ctx, &old) })
+	bumps(t, s, 0, "create session", func() error { return s.CreateSession(ctx, &se) })
+	if se.CreatedAt.IsZero() {
+		t.Error("created_at not set")
+	}
+	wantErr(t, s.CreateSession(ctx, &Session{Hash: se.Hash, Subject: "u2", Role: "viewer", ExpiresAt: se.ExpiresAt}), ErrConflict, "duplicate session")
+	if err := s.CreateSession(ctx, &Session{Hash: "bb", Subject: "u3"}); err == nil {
+		t.Error("session without role and expiry accepted")
+	}
+	got, err := s.SessionByHash(ctx, se.Hash, at)
+	if err != nil || !reflect.DeepEqual(got, se) {
+		t.Errorf("by hash = %+v, %v; want %+v", got, err, se)
+	}
+	_, err = s.SessionByHash(ctx, se.Hash, se.ExpiresAt)
+	wantErr(t, err, ErrNotFound, "session at its expiry")
+	_, err = s.SessionByHash(ctx, "aa", at.Add(-time.Hour))
+	wantErr(t, err, ErrNotFound, "expired session, deleted by the next create")
+	bumps(t, s, 0, "delete session", func() error { return s.DeleteSession(ctx, se.Hash) })
+	wantErr(t, s.DeleteSession(ctx, se.Hash), ErrNotFound, "delete session again")
+	_, err = s.SessionByHash(ctx, se.Hash, at)
+	wantErr(t, err, ErrNotFound, "deleted session")
 }
 
 func testChanges(t *testing.T, h backendHarness) {

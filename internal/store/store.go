@@ -155,6 +155,12 @@ type Store interface {
 	CreateToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, id string) error
 	TokenByHash(ctx context.Context, hash string) (Token, error)
+
+	// Console sign-in sessions (secrets stored only as SHA-256 hashes);
+	// SessionByHash finds only sessions that have not expired at at.
+	CreateSession(ctx context.Context, s *Session) error
+	SessionByHash(ctx context.Context, hash string, at time.Time) (Session, error)
+	DeleteSession(ctx context.Context, hash string) error
 }
 
 // RuleHit is a batch of hits for one rule.

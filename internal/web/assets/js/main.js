@@ -1,7 +1,7 @@
 // main.js: sign-in, the page router (#/page) and the navigation. Each page
 // module exports render(main, ctx) and may return a cleanup function that
 // stops its polling when the operator leaves the page.
-import { api, h, replace, getToken, setToken, field, statusLine, showError, clearErrors, ApiError } from './ui.js';
+import { api, h, replace, getToken, setToken, setCsrf, field, statusLine, showError, clearErrors, ApiError } from './ui.js';
 import { StatsPoller } from './stats.js';
 import * as overview from './pages/overview.js';
 import * as policy from './pages/policy.js';
@@ -27,7 +27,7 @@ const PAGES = [
   ['about', 'About', about],
 ];
 
-const ctx = { role: '', stats: new StatsPoller() };
+const ctx = { role: '', name: '', sso: false, stats: new StatsPoller() };
 let cleanup = null;
 
 const main = document.getElementById('main');
@@ -53,6 +53,21 @@ async function roleOf(token) {
   }
 }
 
+// ssoSession asks whether the browser holds a sign-in session from the
+// identity provider; it answers the session or null.
+async function ssoSession() {
+  try {
+    return await api('GET', '/session', undefined, { base: '/auth', quiet: true });
+  } catch (e) {
+    if (e instanceof ApiError && (e.status === 401 || e.status === 404)) return null;
+    throw e;
+  }
+}
+
+async function ssoInfo() {
+  try { return await api('GET', '/info', undefined, { base: '/auth', quiet: true }); } catch (_) { return { oidc: false }; }
+}
+
 function signInPage(message) {
   if (cleanup) { cleanup(); cleanup = null; }
   ctx.stats.halt();
@@ -60,8 +75,10 @@ function signInPage(message) {
   replace(who);
   document.body.dataset.signedIn = 'false';
   const input = h('input', { type: 'password', autocomplete: 'current-password', required: true, spellcheck: 'false' });
+  const sso = h('div', { id: 'signin-sso' });
   const form = h('form', { class: 'card signin', id: 'signin-form' },
     h('h1', { tabindex: '-1' }, 'Sign in'),
+    sso,
     h('p', {}, 'Paste an API token. The admin token is generated at first start and kept in the data directory: ',
       h('code', {}, 'cat signalbox-data/admin-token'), ' (a package install: ', h('code', {}, 'sudo cat /var/lib/signalbox/admin-token'),
       '), unless serve was started with -admin-token or SIGNALBOX_ADMIN_TOKEN. More tokens (viewer, tracer) are made under Settings.'),
@@ -76,6 +93,8 @@ function signInPage(message) {
       const role = await roleOf(token);
       setToken(token);
       ctx.role = role;
+      ctx.name = '';
+      ctx.sso = false;
       startSession();
     } catch (e) {
       showError(form, e.status === 401 ? new ApiError(401, 'That token is not valid.', 'token') : e);
@@ -84,12 +103,19 @@ function signInPage(message) {
   replace(main, form);
   if (message) form.querySelector('.form-status').textContent = message;
   input.focus();
+  ssoInfo().then(info => {
+    if (!info.oidc) return;
+    replace(sso,
+      h('p', {}, h('a', { href: info.login, id: 'signin-oidc', class: 'button' }, 'Sign in with ' + info.provider)),
+      h('p', {}, 'Or, for an API token:'));
+  });
 }
 
 function startSession() {
   document.body.dataset.signedIn = 'true';
   document.body.dataset.role = ctx.role;
   replace(who,
+    ctx.name ? h('span', { class: 'who-name', id: 'who-name' }, ctx.name) : null,
     h('span', { class: 'role role-' + ctx.role, id: 'role' }, ctx.role),
     h('button', { type: 'button', class: 'link', id: 'signout', onclick: signOut }, 'Sign out'));
   replace(nav, h('ul', {}, PAGES.map(([id, label]) =>
@@ -99,15 +125,20 @@ function startSession() {
   route();
 }
 
-function signOut() {
+async function signOut() {
+  if (ctx.sso) {
+    try { await api('POST', '/logout', undefined, { base: '/auth', quiet: true }); } catch (e) { if (!(e instanceof ApiError && e.status === 401)) { alert('Sign-out failed: ' + e.message); return; } }
+    setCsrf('');
+  }
   setToken('');
   ctx.role = '';
+  ctx.sso = false;
   history.replaceState(null, '', location.pathname);
   signInPage('Signed out.');
 }
 
 function route() {
-  if (!getToken() || !ctx.role) return;
+  if (!ctx.role) return;
   const id = (location.hash.match(/^#\/([a-z]+)/) || [])[1] || 'overview';
   const page = PAGES.find(p => p[0] === id) || PAGES[0];
   if (cleanup) { cleanup(); cleanup = null; }
@@ -118,18 +149,31 @@ function route() {
   replace(main, section);
   section.append(h('h1', { id: 'h-' + page[0], tabindex: '-1' }, page[1]));
   if ((ctx.role === 'viewer' || ctx.role === 'tracer') && ['policy', 'lists', 'directories', 'director', 'webhooks', 'settings'].includes(page[0])) {
-    section.append(h('p', { class: 'readonly-note', role: 'note' }, 'You are signed in with a viewer token: you can look, but the server refuses changes.'));
+    section.append(h('p', { class: 'readonly-note', role: 'note' }, 'You have the ' + ctx.role + ' role: you can look, but the server refuses changes.'));
   }
   cleanup = page[2].render(section, ctx) || null;
   section.querySelector('h1').focus({ preventScroll: true });
 }
 
 window.addEventListener('hashchange', route);
-window.addEventListener('signalbox:unauthorized', () => { setToken(''); signInPage('Your token was refused; sign in again.'); });
+window.addEventListener('signalbox:unauthorized', () => {
+  setToken(''); setCsrf(''); ctx.role = '';
+  signInPage(ctx.sso ? 'Your sign-in has ended; sign in again.' : 'Your token was refused; sign in again.');
+});
 
 (async () => {
   const token = getToken();
-  if (!token) return signInPage();
+  if (!token) {
+    try {
+      const se = await ssoSession();
+      if (!se) return signInPage();
+      setCsrf(se.csrf);
+      Object.assign(ctx, { role: se.role, name: se.name, sso: true });
+      return startSession();
+    } catch (e) {
+      return signInPage(e.message);
+    }
+  }
   try {
     ctx.role = await roleOf(token);
     startSession();

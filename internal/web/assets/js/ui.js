@@ -6,6 +6,11 @@ const TOKEN_KEY = 'signalbox.token';
 export function getToken() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
 export function setToken(t) { t ? sessionStorage.setItem(TOKEN_KEY, t) : sessionStorage.removeItem(TOKEN_KEY); }
 
+// A person signed in through the identity provider has a session cookie
+// (HttpOnly: not readable here) and its CSRF token, sent with every call.
+let csrfToken = '';
+export function setCsrf(t) { csrfToken = t || ''; }
+
 // h builds an element: h('button', {type: 'button', onclick: f}, 'Save').
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -40,18 +45,19 @@ export class ApiError extends Error {
 // as JSON) or {raw, type} for other content types. Answers parsed JSON, the
 // text for non-JSON answers, or null for 204.
 export async function api(method, path, body, opts = {}) {
-  const headers = { Authorization: 'Bearer ' + (opts.token || getToken()) };
+  const token = opts.token || getToken();
+  const headers = token ? { Authorization: 'Bearer ' + token } : { 'X-CSRF-Token': csrfToken };
   let payload;
   if (body && body.raw !== undefined) { payload = body.raw; headers['Content-Type'] = body.type; }
   else if (body !== undefined) { payload = JSON.stringify(body); headers['Content-Type'] = 'application/json'; }
   if (opts.accept) headers.Accept = opts.accept;
   let resp;
   try {
-    resp = await fetch('/api/v1' + path, { method, headers, body: payload });
+    resp = await fetch((opts.base || '/api/v1') + path, { method, headers, body: payload, credentials: 'same-origin' });
   } catch (e) {
     throw new ApiError(0, 'cannot reach the server: ' + e.message);
   }
-  if (resp.status === 401 && !opts.token) window.dispatchEvent(new CustomEvent('signalbox:unauthorized'));
+  if (resp.status === 401 && !opts.token && !opts.quiet) window.dispatchEvent(new CustomEvent('signalbox:unauthorized'));
   const ct = resp.headers.get('Content-Type') || '';
   if (!resp.ok) {
     let msg = resp.status + ' ' + resp.statusText, field = '';

@@ -46,7 +46,7 @@ export function render(root, ctx) {
 
   // The audit log: who changed what, newest first.
   const audit = h('div', { id: 'audit', 'aria-live': 'polite' });
-  const aActor = h('input', { type: 'search', id: 'audit-actor', placeholder: 'token name' });
+  const aActor = h('input', { type: 'search', id: 'audit-actor', placeholder: 'token or person' });
   const aSince = h('select', { id: 'audit-since' }, [['-24h', 'last 24 hours'], ['-168h', 'last 7 days'], ['', 'all kept']].map(([v, l]) => h('option', { value: v }, l)));
   async function loadAudit() {
     const q = new URLSearchParams({ limit: '200' });
