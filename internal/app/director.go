@@ -254,10 +254,11 @@ func (d *directorParts) reconcile(ctx context.Context) {
 		specs = append(specs, sp)
 	}
 	specs = append(specs, d.traceFeeds(ctx)...)
+	plans := director.Plans(specs)
 	if d.pair != nil {
-		specs = d.pair.Place(specs)
+		plans = d.pair.Place(specs)
 	}
-	if err := d.mgr.Apply(ctx, specs); err != nil {
+	if err := d.mgr.ApplyPlans(ctx, plans); err != nil {
 		d.s.log.Error("some stored feeds could not be applied", "err", err)
 	}
 }

@@ -17,9 +17,12 @@ import (
 )
 
 // feed is one running feed: a consumer group, a sink, and the loop between.
+// Its parts (embedded, so their fields read as the feed's): what it has
+// counted, its Prometheus series, its state as Status reports it, and its
+// own reader, used when it does not read through its sources' tap.
 type feed struct {
 	m     *Manager
-	spec  FeedSpec
+	spec  runPlan
 	key   string
 	group string
 	log   *slog.Logger
@@ -28,11 +31,35 @@ type feed struct {
 	// topic), read on its own reader and decoded into callRec.
 	calls   bool
 	callRec callrecord.Record
+	seq     *sequencer // with Sequencing; used by the feed's decoding goroutine only
 
-	delivered, bytes, failed, retries, lost, redelivered, invalid, undelivered, skipped, reordered atomic.Uint64
-	seq                                                                                            *sequencer // with Sequencing; used by the feed's decoding goroutine only
-	lag                                                                                            atomic.Int64
+	feedCounts
+	feedSeries
+	feedState
 
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// consumer-side state, owned by the loop; led also by the group
+	// callbacks and the tap.
+	sink Sink
+	led  *ledger // the feed's offsets on this node, kept across its incarnations
+	ownReader
+
+	// filters and xdr (filtering.go, xdrfeed.go)
+	filt *feedFilter
+	xsp  atomic.Pointer[xdrStage] // set by the feed's goroutine, read by status
+}
+
+// feedCounts is what a feed has counted since it started (Status).
+type feedCounts struct {
+	delivered, bytes, failed, retries, lost, redelivered, invalid, undelivered, incomplete, reordered atomic.Uint64
+	matched, filteredOut, records                                                                     atomic.Uint64
+	lag                                                                                               atomic.Int64
+}
+
+// feedSeries are the feed's Prometheus series.
+type feedSeries struct {
 	mDelivered, mBytes, mFailed, mRetries, mLost, mRedelivered prometheus.Counter
 	mLag, mConnected                                           prometheus.Gauge
 	mLatency                                                   prometheus.Observer
@@ -40,7 +67,10 @@ type feed struct {
 	evictedSeen                                                atomic.Uint64      // the sink's FlowsEvicted at the last look
 	mRespFirst                                                 prometheus.Counter // synthetic feeds: responses written before their request
 	respFirstSeen                                              atomic.Uint64      // the sink's ResponsesFirst at the last look
+}
 
+// feedState is the feed's state as Status reports it, under mu.
+type feedState struct {
 	mu        sync.Mutex
 	state     string
 	reader    string // ReaderShared or ReaderOwn, once reading
@@ -48,37 +78,25 @@ type feed struct {
 	lastErrAt time.Time
 	since     time.Time
 	hist      *hdrhistogram.WindowedHistogram // µs
+}
 
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	// consumer-side state, owned by the loop; led also by the group
-	// callbacks and the tap.
-	cl   *kgo.Client
-	sink Sink
-	led  *ledger // the feed's offsets on this node, kept across its incarnations
-	// the feed's own reader: its group membership (the member id of the
-	// last assignment taken, and when it was last proven), and partitions
-	// it kept across a new membership, to move to their commits before the
-	// next poll (feed.assigned)
+// ownReader is the feed's own reader: its client, its group membership
+// (the member id of the last assignment taken, and when it was last
+// proven), and partitions it kept across a new membership, to move to
+// their commits before the next poll (feed.assigned).
+type ownReader struct {
+	cl      *kgo.Client
 	mship   membership
 	resetMu sync.Mutex
 	resetTo map[tp]int64
-
-	// filters and xdr (filtering.go, xdrfeed.go)
-	filt                          *feedFilter
-	xsp                           atomic.Pointer[xdrSink] // set by the feed's goroutine, read by status
-	matched, filteredOut, records atomic.Uint64
 }
 
-func (m *Manager) newFeed(s FeedSpec) *feed {
+func (m *Manager) newFeed(s runPlan) *feed {
 	f := &feed{
-		m: m, spec: s, key: specKey(&s), group: m.cfg.GroupPrefix + s.Name,
-		log:   m.log.With("feed", s.Name),
-		state: StateStarting,
-		since: time.Now(),
-		hist:  hdrhistogram.NewWindowed(6, 1, 600_000_000, 3),
-		led:   m.ledger(s.Name),
+		m: m, spec: s, key: s.key(), group: m.cfg.GroupPrefix + s.Name,
+		log:       m.log.With("feed", s.Name),
+		feedState: feedState{state: StateStarting, since: time.Now(), hist: hdrhistogram.NewWindowed(6, 1, 600_000_000, 3)},
+		led:       m.ledger(s.Name),
 	}
 	if len(s.Directions) == 0 {
 		for i := range f.dirs {
@@ -95,12 +113,12 @@ func (m *Manager) newFeed(s FeedSpec) *feed {
 	mt := m.m
 	f.mDelivered, f.mBytes = mt.delivered.With(l), mt.deliveredBytes.With(l)
 	f.mFailed, f.mRetries = mt.failures.With(l), mt.retries.With(l)
-	f.mLost, f.mRedelivered = mt.lost.With(l), mt.duplicates.With(l)
+	f.mLost, f.mRedelivered = mt.lost.With(l), mt.redelivered.With(l)
 	f.mLag, f.mConnected, f.mLatency = mt.lag.With(l), mt.connected.With(l), mt.latency.With(l)
 	if s.Type == TypeSynthetic {
 		f.mEvicted, f.mRespFirst = mt.flowsEvicted.With(l), mt.responsesFirst.With(l)
 	}
-	f.calls = m.isCallsFeed(&s)
+	f.calls = m.isCallsFeed(&s.FeedSpec)
 	f.initFilter()
 	return f
 }
@@ -194,7 +212,7 @@ func (f *feed) status() FeedStatus {
 	st.Delivered, st.DeliveredBytes = f.delivered.Load(), f.bytes.Load()
 	st.Failed, st.Retries = f.failed.Load(), f.retries.Load()
 	st.Redelivered, st.Invalid, st.Undeliverable = f.redelivered.Load(), f.invalid.Load(), f.undelivered.Load()
-	st.Incomplete, st.Reordered = f.skipped.Load(), f.reordered.Load()
+	st.Incomplete, st.Reordered = f.incomplete.Load(), f.reordered.Load()
 	st.LostToRetention, st.Lag = f.lost.Load(), f.lag.Load()
 	f.filterStatus(&st)
 	return st
@@ -253,7 +271,7 @@ func (f *feed) run(ctx context.Context) {
 		return
 	}
 	for attempt := 0; ; attempt++ {
-		s, err := f.m.cfg.NewSink(&f.spec)
+		s, err := f.m.cfg.NewSink(&f.spec.FeedSpec)
 		if err == nil {
 			s, err = f.wrapSink(ctx, s)
 		}
@@ -276,12 +294,12 @@ func (f *feed) run(ctx context.Context) {
 	// Decompressed batches come from a pool and go back once their copies
 	// are delivered (pollBatch.release): otherwise they are most of the
 	// director's allocations. Not for xdr feeds: unpooled since their commit
-	// marks outlived the batch, which they no longer do (xdrSink.advance);
+	// marks outlived the batch, which they no longer do (xdrStage.advance);
 	// pooling them is not measured yet.
-	pooled := f.xdrSink() == nil
+	pooled := f.xdrStage() == nil
 	p := f.startPipeline(ctx, pooled)
 	defer p.close()
-	if f.spec.rekeyStage {
+	if f.spec.stage == stageRekey {
 		go f.sendWatermarks(ctx)
 	}
 

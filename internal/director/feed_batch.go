@@ -66,7 +66,7 @@ func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
 	b.reset()
 	n := 0
 	var wm *watermarks // a correlating stage's, which reads watermarks among the copies
-	if xs := f.xdrSink(); xs != nil {
+	if xs := f.xdrStage(); xs != nil {
 		wm = xs.wm
 	}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -165,7 +165,7 @@ func (f *feed) admit(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, decodeErr erro
 		// by the feeds that carry records as they are, skipped by the rest.
 		if !f.relaysRaw() {
 			f.m.m.incomplete.WithLabelValues(f.spec.Name, de.Reason, "skipped").Inc()
-			f.skipped.Add(1)
+			f.incomplete.Add(1)
 			return false
 		}
 		f.m.m.incomplete.WithLabelValues(f.spec.Name, de.Reason, "relayed").Inc()
@@ -182,7 +182,7 @@ func (f *feed) admit(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, decodeErr erro
 		return false
 	}
 	b.batch = append(b.batch, c)
-	if f.spec.Type == TypeXDR || f.spec.rekeyStage {
+	if f.spec.Type == TypeXDR || f.spec.stage == stageRekey {
 		b.srcs = append(b.srcs, copyFrom{tp{r.Topic, r.Partition}, r.Offset})
 	}
 	return true

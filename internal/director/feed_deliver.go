@@ -31,7 +31,7 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 	var pend []written          // oldest first
 	se, _ := ps.(SharedEncoder) // takes the tap's shared encoding with a batch
 	var ow originWriter         // a re-key stage's sink: each record says where its copy was read
-	if f.spec.rekeyStage {
+	if f.spec.stage == stageRekey {
 		ow, _ = ps.(originWriter)
 	}
 	write := func(b *pollBatch) error {
@@ -179,7 +179,7 @@ func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 
 func (f *feed) send(ctx context.Context, b *pollBatch) bool {
 	batch := b.batch
-	xs, _ := f.sink.(*xdrSink)
+	xs, _ := f.sink.(*xdrStage)
 	for attempt := 0; ; attempt++ {
 		var err error
 		if xs != nil {

@@ -267,7 +267,7 @@ func (f *feed) forgetParts(parts map[string][]int32, lost bool) {
 			f.led.revoke(k)
 		}
 	})
-	if xs := f.xdrSink(); xs != nil {
+	if xs := f.xdrStage(); xs != nil {
 		xs.dropParts(parts)
 	}
 }

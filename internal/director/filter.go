@@ -201,7 +201,7 @@ func compileFilter(spec *FeedSpec, calls bool) (*filter.Filter, *filter.RecordFi
 // validated; an invalid filter leaves the feed in error before it runs, so
 // nil here is harmless).
 func (f *feed) initFilter() {
-	cf, rf, callf, err := compileFilter(&f.spec, f.calls)
+	cf, rf, callf, err := compileFilter(&f.spec.FeedSpec, f.calls)
 	if err != nil || (cf == nil && rf == nil && callf == nil) {
 		return
 	}
@@ -319,7 +319,7 @@ func (f *feed) countFiltered(matched bool) bool {
 func (f *feed) filterStatus(st *FeedStatus) {
 	st.Matched, st.FilteredOut = f.matched.Load(), f.filteredOut.Load()
 	st.Records = f.records.Load()
-	if xs := f.xdrSink(); xs != nil {
+	if xs := f.xdrStage(); xs != nil {
 		st.Pending = int64(xs.x.Pending())
 	}
 }

@@ -432,7 +432,7 @@ func TestExport(t *testing.T) {
 // kept. Kept copies are bounded: filtered out once evicted.
 func TestTransactionsFollowAcrossPolls(t *testing.T) {
 	m := offlineManager(t)
-	f := m.newFeed(FeedSpec{Name: "tr", Type: TypeSynthetic, Filter: `direction == "REQUEST_INGRESS"`, Transactions: true})
+	f := m.newFeed(runPlan{FeedSpec: FeedSpec{Name: "tr", Type: TypeSynthetic, Filter: `direction == "REQUEST_INGRESS"`, Transactions: true}})
 	copyOf := func(id string, dir nfcopy.Direction, age time.Duration) *nfcopy.Copy {
 		c := new(nfcopy.Copy)
 		if err := nfcopy.Decode(fixture.Record(id, "SCP", dir), c); err != nil {
@@ -499,7 +499,7 @@ func TestTransactionsFollowAcrossPolls(t *testing.T) {
 func BenchmarkTransactionsFollowBehind(b *testing.B) {
 	for _, age := range []time.Duration{0, time.Minute} {
 		b.Run(map[time.Duration]string{0: "live", time.Minute: "behind"}[age], func(b *testing.B) {
-			f := offlineManager(b).newFeed(FeedSpec{Name: "tr", Type: TypeSynthetic, Filter: `supi == "imsi-234300000000001"`, Transactions: true})
+			f := offlineManager(b).newFeed(runPlan{FeedSpec: FeedSpec{Name: "tr", Type: TypeSynthetic, Filter: `supi == "imsi-234300000000001"`, Transactions: true}})
 			raw := nfcopy.AppendJSON(nil, &nfcopy.Copy{Version: "1.0.0", CorrelationID: "c", Timestamp: time.Now().UnixNano(), Direction: nfcopy.ResponseEgress, NFType: "SCP", HopByHopID: "1",
 				Headers: []nfcopy.Header{{Name: ":status", Values: []string{"200"}}}, Body: bytes.Repeat([]byte("x"), 3000)})
 			c := new(nfcopy.Copy)

@@ -2,7 +2,6 @@ package director
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -144,11 +143,12 @@ type Manager struct {
 
 	mu    sync.Mutex
 	feeds map[string]*feed
+	// lmu guards ledgers and clocks; a lock of its own because Apply
+	// holds mu while it starts feeds, which take their ledgers.
+	lmu sync.Mutex
 	// ledgers are the feeds' offsets on this node (ledger.go), by feed
 	// name: kept across a feed's incarnations, which share what was
-	// delivered, to count redeliveries. Its own lock: Apply holds mu while
-	// it starts feeds.
-	lmu     sync.Mutex
+	// delivered, to count redeliveries.
 	ledgers map[string]*ledger
 	// clocks are the correlating stages' clocks by the name of their
 	// re-key stage, told of its group's rebalances (upstreamRebalance).
@@ -307,12 +307,17 @@ func (m *Manager) refreshLag(ctx context.Context) {
 	})
 }
 
-// Apply reconciles the running feeds with specs: starts new ones, restarts
-// changed ones, stops removed or disabled ones. Invalid specs are reported
-// (and shown in Status with state error); the others still apply.
+// Apply reconciles the running feeds with specs, run as they are (Plans).
 func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
-	specs = m.expandRekey(ctx, specs)
-	want := map[string]FeedSpec{}
+	return m.ApplyPlans(ctx, Plans(specs))
+}
+
+// ApplyPlans reconciles the running feeds with plans: starts new ones,
+// restarts changed ones, stops removed or disabled ones. Invalid specs are
+// reported (and shown in Status with state error); the others still apply.
+func (m *Manager) ApplyPlans(ctx context.Context, plans []Plan) error {
+	specs := m.expand(ctx, plans)
+	want := map[string]runPlan{}
 	for _, s := range specs {
 		want[s.Name] = s
 	}
@@ -325,7 +330,7 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 	var errs []error
 	for name, f := range m.feeds {
 		s, ok := want[name]
-		if ok && specKey(&s) == f.key {
+		if ok && s.key() == f.key {
 			continue
 		}
 		f.stop()
@@ -349,15 +354,15 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 		}
 		f := m.newFeed(s)
 		m.feeds[s.Name] = f
-		if err := m.Validate(&f.spec); err != nil {
+		if err := m.validate(&f.spec.FeedSpec, f.spec.stage == stageCorrelate); err != nil {
 			f.setState(StateError)
 			f.setErr(err)
 			m.m.forget(s.Name) // no series for a feed that never runs (its name may be junk)
 			errs = append(errs, fmt.Errorf("feed %q: %w", s.Name, err))
 			continue
 		}
-		m.m.declare(&f.spec)
-		if s.Enabled != nil && !*s.Enabled {
+		m.m.declare(&f.spec.FeedSpec)
+		if !s.running() {
 			f.setState(map[bool]string{false: StateStopped, true: StateStandby}[s.standby])
 			continue
 		}
@@ -379,14 +384,14 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 // the same sources, say one to an analytics topic and one filtered to a
 // probe, would otherwise store every transaction twice. Every node picks
 // the same from the same specs.
-func (m *Manager) recordStorers(specs []FeedSpec) map[string]string {
-	best := map[string]*FeedSpec{}
+func (m *Manager) recordStorers(specs []runPlan) map[string]string {
+	best := map[string]*runPlan{}
 	for i := range specs {
 		s := &specs[i]
-		if s.Type != TypeXDR || (s.Enabled != nil && !*s.Enabled) {
+		if s.Type != TypeXDR || !s.running() {
 			continue
 		}
-		if c := *s; m.Validate(&c) != nil {
+		if c := s.FeedSpec; m.validate(&c, s.stage == stageCorrelate) != nil {
 			continue
 		}
 		srcs := s.sources()
@@ -402,15 +407,6 @@ func (m *Manager) recordStorers(specs []FeedSpec) map[string]string {
 		out[nf] = s.Name
 	}
 	return out
-}
-
-// sources is what an xdr feed correlates: its re-key stage's sources for a
-// correlating stage, else its own.
-func (s *FeedSpec) sources() []string {
-	if s.upstream != nil {
-		return s.upstream
-	}
-	return s.Sources
 }
 
 // stores reports whether the xdr feed named feed stores r (recordStorers).
@@ -436,19 +432,6 @@ func (m *Manager) ledger(name string) *ledger {
 	return l
 }
 
-// specKey is what makes a running feed the one a spec asks for: the spec's
-// JSON, and whether it stands by for the other site, which the JSON leaves
-// out (a standby feed then disabled here must show "stopped"). The other
-// runtime fields follow from the JSON, or only place a feed as it starts
-// (fromCreation), no cause to restart it.
-func specKey(s *FeedSpec) string {
-	b, _ := json.Marshal(s)
-	if s.standby {
-		return string(b) + " standby"
-	}
-	return string(b)
-}
-
 // Prepare positions a new feed's consumer group before the feed is stored,
 // so that it delivers every copy produced after Prepare returns (start
 // latest) or everything still retained (start earliest).
@@ -472,10 +455,10 @@ func (m *Manager) Prepare(ctx context.Context, spec *FeedSpec) error {
 	if spec.Type == TypeXDR && spec.XDR != nil && spec.XDR.Rekey {
 		// The first stage reads the NF topics; the second starts on a
 		// fresh internal topic from its beginning.
-		stage1 := rekeyStage1(spec)
+		stage1 := rekeyStage1(&runPlan{FeedSpec: *spec})
 		return m.position(ctx, &stage1, false)
 	}
-	return m.position(ctx, spec, false)
+	return m.position(ctx, &runPlan{FeedSpec: *spec}, false)
 }
 
 // RekeyTopic is the internal topic a re-keyed xdr feed routes copies through.
@@ -524,28 +507,10 @@ func rekeyTopicSpec(spec *FeedSpec) (broker.TopicSpec, error) {
 // rekeyStage1 is the first stage of a re-keyed xdr feed: a kafka feed of the
 // NF topics into the re-key topic, keyed by correlation id (the kafka sink's
 // key), so each transaction lands in one partition.
-func rekeyStage1(s *FeedSpec) FeedSpec {
-	return FeedSpec{Name: rekeyStage1Name(s.Name), Type: TypeKafka, Sources: s.Sources, Directions: s.Directions,
-		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name), rekeyStage: true, standby: s.standby,
-		Created: s.Created, fromCreation: s.fromCreation}
-}
-
-// Standby is spec as a feed this node keeps but does not run, because
-// another site runs it: its consumer groups stay (internal/site keeps them
-// where that site delivered) and its status says standby.
-func Standby(spec FeedSpec) FeedSpec {
-	off := false
-	spec.Enabled, spec.standby = &off, true
-	return spec
-}
-
-// FromCreation marks a feed this site runs for another (a takeover): where
-// its consumer group has no position on a partition, it starts at the first
-// copy since the feed's creation, not at the end, which would skip what
-// came since the owner stopped (a partition idle until then, say).
-func FromCreation(spec FeedSpec) FeedSpec {
-	spec.fromCreation = true
-	return spec
+func rekeyStage1(s *runPlan) runPlan {
+	return runPlan{FeedSpec: FeedSpec{Name: rekeyStage1Name(s.Name), Type: TypeKafka, Sources: s.Sources, Directions: s.Directions,
+		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name), Created: s.Created},
+		stage: stageRekey, standby: s.standby, fromCreation: s.fromCreation}
 }
 
 // Groups are the consumer groups of the feed spec: its own, and its re-key
@@ -562,12 +527,19 @@ func (m *Manager) Groups(spec *FeedSpec) []string {
 // named feed.
 func rekeyStage1Name(feed string) string { return feed + ".rekey" }
 
-// expandRekey replaces each re-keyed xdr feed by its two stages: the kafka
-// feed into the re-key topic, and the correlating feed (keeping the user's
-// name, so status and records read as before) reading that topic.
-func (m *Manager) expandRekey(ctx context.Context, specs []FeedSpec) []FeedSpec {
-	out := make([]FeedSpec, 0, len(specs))
-	for _, s := range specs {
+// expand makes the plans into what runs: a feed that stands by is
+// disabled here, and each re-keyed xdr feed is replaced by its two stages,
+// the kafka feed into the re-key topic and the correlating feed (keeping
+// the user's name, so status and records read as before) reading that
+// topic.
+func (m *Manager) expand(ctx context.Context, plans []Plan) []runPlan {
+	out := make([]runPlan, 0, len(plans))
+	for _, p := range plans {
+		s := runPlan{FeedSpec: p.Spec, standby: p.Standby, fromCreation: p.FromCreation}
+		if p.Standby {
+			off := false
+			s.Enabled = &off
+		}
 		if s.Type != TypeXDR || s.XDR == nil || !s.XDR.Rekey {
 			out = append(out, s)
 			continue
@@ -577,16 +549,16 @@ func (m *Manager) expandRekey(ctx context.Context, specs []FeedSpec) []FeedSpec 
 		stage2.Sources = []string{topic}
 		stage2.Directions = nil // the first stage filtered them
 		stage2.Start = "earliest"
-		stage2.internal = true
+		stage2.stage = stageCorrelate
 		stage2.upstream = s.Sources
 		// Apply runs at every config change: the topic is ensured only
 		// when this stage is about to (re)start, not for a running one.
 		m.mu.Lock()
 		f, running := m.feeds[s.Name]
-		running = running && f.key == specKey(&stage2)
+		running = running && f.key == stage2.key()
 		m.mu.Unlock()
 		if !running {
-			ts, err := rekeyTopicSpec(&s)
+			ts, err := rekeyTopicSpec(&s.FeedSpec)
 			if err == nil {
 				err = broker.EnsureTopics(ctx, m.admin, []broker.TopicSpec{ts}, m.cfg.CreateTopics)
 			}
@@ -601,7 +573,7 @@ func (m *Manager) expandRekey(ctx context.Context, specs []FeedSpec) []FeedSpec 
 
 // position commits the start or end offsets of every source partition for
 // the feed's group; with onlyMissing, only where the group has no commit.
-func (m *Manager) position(ctx context.Context, spec *FeedSpec, onlyMissing bool) error {
+func (m *Manager) position(ctx context.Context, spec *runPlan, onlyMissing bool) error {
 	group := m.cfg.GroupPrefix + spec.Name
 	var (
 		lo  kadm.ListedOffsets

@@ -351,7 +351,9 @@ func TestTakenOverFeedStartsFromCreation(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	produce(t, pcl, "after", 0, 120, 0)
 	spec := FeedSpec{Name: "peers", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr, Created: &created}
-	h.run(FromCreation(spec))
+	if err := h.m.ApplyPlans(context.Background(), []Plan{{Spec: spec, FromCreation: true}}); err != nil {
+		t.Fatal(err)
+	}
 	testkit.WaitFor(t, 20*time.Second, "every copy since the feed's creation", func() bool { return len(rcv.missing("after", 120)) == 0 })
 	if miss := rcv.missing("before", 60); len(miss) != 60 {
 		t.Errorf("%d copies from before the feed's creation delivered", 60-len(miss))
@@ -459,7 +461,9 @@ func TestStandbyThenDisabled(t *testing.T) {
 	h := newHarness(t, b)
 	off := false
 	spec := FeedSpec{Name: "lake", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "127.0.0.1:9", Enabled: &off}
-	h.apply(Standby(spec))
+	if err := h.m.ApplyPlans(context.Background(), []Plan{{Spec: spec, Standby: true}}); err != nil {
+		t.Fatal(err)
+	}
 	if st := h.status("lake").State; st != StateStandby {
 		t.Fatalf("standing by: state %q", st)
 	}

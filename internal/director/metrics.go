@@ -17,7 +17,7 @@ type metrics struct {
 	flowsEvicted   *prometheus.CounterVec
 	responsesFirst *prometheus.CounterVec
 	lost           *prometheus.CounterVec
-	duplicates     *prometheus.CounterVec
+	redelivered    *prometheus.CounterVec
 	lag            *prometheus.GaugeVec
 	connected      *prometheus.GaugeVec
 	latency        *prometheus.HistogramVec
@@ -56,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Responses (and Diameter answers) a synthetic feed wrote before their request, which it had not yet read: each on a stream of its request's connection, where the request then goes."}, feed),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_lost_total",
 			Help: "Copies deleted by retention before the feed delivered them."}, feed),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_redelivered_total",
+		redelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_redelivered_total",
 			Help: "Copies delivered again after a restart or rebalance (at-least-once)."}, feed),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "signalbox_feed_lag",
 			Help: "Copies in the feed's source topics not yet committed."}, feed),
@@ -104,7 +104,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.flowsEvicted, m.responsesFirst, m.lost,
-		m.duplicates, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.checkpoints} {
+		m.redelivered, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.checkpoints} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -120,7 +120,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // the dashboards see them before the first event (a first undeliverable
 // copy shows as an increase, not as a new series).
 func (m *metrics) declare(spec *FeedSpec) {
-	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
+	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.redelivered,
 		m.undeliverable, m.tapDrops, m.filterMatched, m.filterDropped} {
 		v.WithLabelValues(spec.Name)
 	}
@@ -152,7 +152,7 @@ func (m *metrics) declareTap(key string) {
 }
 
 func (m *metrics) forget(feed string) {
-	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.duplicates,
+	for _, v := range []*prometheus.CounterVec{m.delivered, m.deliveredBytes, m.failures, m.retries, m.lost, m.redelivered,
 		m.undeliverable, m.reordered, m.tapDrops, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.flowsEvicted, m.responsesFirst} {
 		v.DeleteLabelValues(feed)
 	}

@@ -18,20 +18,6 @@ const (
 
 // FeedSpec is a feed as the API takes it and the store keeps it (JSON).
 type FeedSpec struct {
-	// internal marks the second stage of a re-keyed xdr feed, whose source
-	// is the internal re-key topic rather than NF topics. Never from JSON.
-	internal bool
-	// upstream is, for that second stage, the first stage's sources (the
-	// NF topics).
-	upstream []string
-	// rekeyStage marks the first stage, which tells the second how far
-	// it has forwarded each source partition (watermark.go).
-	rekeyStage bool
-	// standby marks a disabled feed that another site runs (Standby).
-	standby bool
-	// fromCreation: see FromCreation.
-	fromCreation bool
-
 	Name string `json:"name"`
 	// Site is, with two-site redundancy (internal/site), the site that
 	// runs the feed; the other keeps it standing by. The API sets it to

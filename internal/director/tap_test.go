@@ -348,7 +348,7 @@ func missingFromBoth(r1, r2 *receiver, prefix string, n int) []string {
 // owner's position back. The other partitions' confirmations stay pending.
 func TestTapLostPartitionsNotCommitted(t *testing.T) {
 	m := offlineManager(t)
-	f := m.newFeed(FeedSpec{Name: "x", Type: TypeSynthetic})
+	f := m.newFeed(runPlan{FeedSpec: FeedSpec{Name: "x", Type: TypeSynthetic}})
 	tp0 := &tap{m: m, parts: map[tp]bool{{"SCP", 0}: true, {"SCP", 1}: true}, partsCh: make(chan struct{}), pos: map[tp]int64{}}
 	mem := &tapMember{t: tp0, f: f}
 	tp0.members = []*tapMember{mem}

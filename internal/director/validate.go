@@ -30,7 +30,12 @@ func CheckFeedName(name string) error {
 
 // Validate checks a feed spec and returns a *FieldError naming the first
 // field at fault. It reads TLS files, so it also catches unreadable ones.
-func (m *Manager) Validate(spec *FeedSpec) error {
+func (m *Manager) Validate(spec *FeedSpec) error { return m.validate(spec, false) }
+
+// validate is Validate for a feed's stage: a re-keyed xdr feed's
+// correlating stage (correlating) reads the internal re-key topic, not an
+// NF topic.
+func (m *Manager) validate(spec *FeedSpec, correlating bool) error {
 	if spec == nil {
 		return &FieldError{Field: "feed", Msg: "missing"}
 	}
@@ -47,7 +52,7 @@ func (m *Manager) Validate(spec *FeedSpec) error {
 	}
 	seen := map[string]bool{}
 	for i, s := range spec.Sources {
-		if !m.sources[s] && !spec.internal && !(s == m.cfg.CallsTopic && s != "") {
+		if !m.sources[s] && !correlating && !(s == m.cfg.CallsTopic && s != "") {
 			return &FieldError{Field: "sources[" + strconv.Itoa(i) + "]", Msg: fmt.Sprintf("%q is not a known NF type (topics: %v)", s, m.sourceNames)}
 		}
 		if seen[s] {

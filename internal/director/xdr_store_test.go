@@ -46,7 +46,7 @@ func TestRecordStorers(t *testing.T) {
 	m := offlineManager(t)
 	off := false
 	file := &FileSpec{Dir: t.TempDir()}
-	specs := m.expandRekey(context.Background(), []FeedSpec{
+	specs := m.expand(context.Background(), Plans([]FeedSpec{
 		{Name: "b-wide", Type: TypeXDR, Sources: []string{"SCP", "NRF"}, File: file},
 		{Name: "a-wide", Type: TypeXDR, Sources: []string{"SCP", "NRF"}, File: file},
 		{Name: "0-scp", Type: TypeXDR, Sources: []string{"SCP"}, File: file},
@@ -54,7 +54,7 @@ func TestRecordStorers(t *testing.T) {
 		{Name: "0-bad", Type: TypeXDR, Sources: []string{"SCP", "NRF", "SEPP"}}, // no output
 		{Name: "c-copies", Type: TypeFile, Sources: []string{"SCP", "NRF", "SEPP"}, File: file},
 		{Name: "z-sepp", Type: TypeXDR, Sources: []string{"SEPP"}, File: file, XDR: &XDRSpec{Rekey: true}},
-	})
+	}))
 	got := m.recordStorers(specs)
 	want := map[string]string{"SCP": "a-wide", "NRF": "a-wide", "SEPP": "z-sepp"}
 	if !maps.Equal(got, want) {

@@ -89,7 +89,7 @@ const (
 
 // watchUpstream holds the correlator's clock while the first stage's
 // group (upstream) has a stalled partition.
-func (s *xdrSink) watchUpstream(ctx context.Context, upstream string, timeout time.Duration) {
+func (s *xdrStage) watchUpstream(ctx context.Context, upstream string, timeout time.Duration) {
 	defer close(s.upDone)
 	f := s.f
 	maxHold := 2*f.m.cfg.SessionTimeout + timeout
@@ -123,7 +123,7 @@ type upstreamProgress struct {
 // stalledUpstream is the partitions of the re-key stage (group upstream)
 // with copies waiting whose commit has not moved for upstreamStallAfter (but
 // not yet for maxHold); seen is where each was last seen.
-func (s *xdrSink) stalledUpstream(ctx context.Context, upstream string, seen map[tp]upstreamProgress, maxHold time.Duration) ([]tp, error) {
+func (s *xdrStage) stalledUpstream(ctx context.Context, upstream string, seen map[tp]upstreamProgress, maxHold time.Duration) ([]tp, error) {
 	f := s.f
 	lctx, cancel := context.WithTimeout(ctx, upstreamCheck)
 	defer cancel()

@@ -115,8 +115,10 @@ type readPos struct {
 	marked      int64 // the last offset marked for commit
 }
 
-// xdrSink is an xdr feed's Sink: correlator in front of the record output.
-type xdrSink struct {
+// xdrStage is an xdr feed's correlating stage: copies in, transaction records out to
+// the feed's output sink (inner). It takes copies as a Sink does, so the feed
+// hands them over the same way.
+type xdrStage struct {
 	f       *feed
 	x       *xdr.Correlator
 	reg     *trackingRegisterer
@@ -124,17 +126,10 @@ type xdrSink struct {
 	tick    time.Duration
 	timeout time.Duration // the correlator's
 
-	mu       sync.Mutex // one delivery to inner at a time
-	recs     []xdr.Record
-	out      []*nfcopy.Copy
-	outBuf   []nfcopy.Copy
-	keep     []xdr.Record   // scratch of deliver: the records this feed stores
-	keepRaws [][]byte       // and their JSON
-	srcIdx   map[tp]uint32  // the correlator's source number of each partition (under mu)
-	read     map[tp]readPos // under mu
-	owned    map[tp]bool    // scratch of sendFrom
-	low      map[uint32]int64
-	spans    map[uint32][][2]int64 // scratch of markLowWater
+	mu     sync.Mutex     // one delivery to inner at a time
+	srcIdx map[tp]uint32  // the correlator's source number of each partition (under mu)
+	read   map[tp]readPos // under mu
+	xdrScratch
 
 	// clock is the correlator's: it stands still while the re-key stage
 	// upstream is stalled (watchUpstream), and is held back to the re-key
@@ -142,16 +137,24 @@ type xdrSink struct {
 	clock pausingClock
 	wm    *watermarks
 
-	// recent keeps the last records delivered, as JSON, for the console.
-	recentMu sync.Mutex
-	recent   [recentRecords]json.RawMessage
-	rnext    int
-	rcount   int
+	recent recentRing // the last records delivered, as JSON, for the console
 
 	stop    chan struct{}
 	done    chan struct{}
 	upDone  chan struct{} // watchUpstream's, when it runs
 	unwatch func()        // ends watchRebalances, when it runs
+}
+
+// xdrScratch is what an xdr sink's deliveries reuse, under its mu.
+type xdrScratch struct {
+	recs     []xdr.Record
+	out      []*nfcopy.Copy
+	outBuf   []nfcopy.Copy
+	keep     []xdr.Record // deliver: the records this feed stores
+	keepRaws [][]byte     // and their JSON
+	owned    map[tp]bool  // sendFrom
+	low      map[uint32]int64
+	spans    map[uint32][][2]int64 // markLowWater
 }
 
 // wrapSink puts a correlator in front of an xdr feed's output; other feeds'
@@ -160,12 +163,12 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 	if f.spec.Type != TypeXDR {
 		return inner, nil
 	}
-	xs, err := f.newXDRSink(inner, false)
+	xs, err := f.newXDRStage(inner, false)
 	if err != nil {
 		inner.Close()
 		return nil, err
 	}
-	if f.spec.internal {
+	if f.spec.stage == stageCorrelate {
 		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout+xs.timeout, f.m.m.replayed.WithLabelValues(f.spec.Name))
 		xs.upDone = make(chan struct{})
 		xs.unwatch = f.m.watchRebalances(rekeyStage1Name(f.spec.Name), &xs.clock)
@@ -176,11 +179,11 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 	return xs, nil
 }
 
-// newXDRSink makes the feed's correlator stage in front of inner, with its
+// newXDRStage makes the feed's correlator stage in front of inner, with its
 // metrics registered; track keeps every copy's offset (xdr.Config's
 // TrackOffsets), for an exactly-once feed's checkpoints.
-func (f *feed) newXDRSink(inner Sink, track bool) (*xdrSink, error) {
-	cfg, err := xdrConfig(&f.spec)
+func (f *feed) newXDRStage(inner Sink, track bool) (*xdrStage, error) {
+	cfg, err := xdrConfig(&f.spec.FeedSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -189,11 +192,11 @@ func (f *feed) newXDRSink(inner Sink, track bool) (*xdrSink, error) {
 	}
 	cfg.TrackOffsets = track
 	cfg.MaskGPSI = f.m.cfg.MaskNumbers
-	xs := &xdrSink{f: f, inner: inner, timeout: cfg.Timeout,
+	xs := &xdrStage{f: f, inner: inner, timeout: cfg.Timeout,
 		tick:   min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
-		srcIdx: map[tp]uint32{}, read: map[tp]readPos{}, owned: map[tp]bool{}, low: map[uint32]int64{},
-		spans: map[uint32][][2]int64{},
-		stop:  make(chan struct{}), done: make(chan struct{})}
+		srcIdx: map[tp]uint32{}, read: map[tp]readPos{},
+		xdrScratch: xdrScratch{owned: map[tp]bool{}, low: map[uint32]int64{}, spans: map[uint32][][2]int64{}},
+		stop:       make(chan struct{}), done: make(chan struct{})}
 	cfg.Now = xs.now
 	if r := f.m.cfg.Registerer; r != nil {
 		xs.reg = &trackingRegisterer{reg: prometheus.WrapRegistererWith(prometheus.Labels{"feed": f.spec.Name}, r)}
@@ -210,7 +213,7 @@ func (f *feed) newXDRSink(inner Sink, track bool) (*xdrSink, error) {
 
 // Send adds the copies to the correlator and delivers the records they
 // complete. It fails only when ctx ends (the copies are then read again).
-func (s *xdrSink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
+func (s *xdrStage) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recs = s.recs[:0]
@@ -224,7 +227,7 @@ func (s *xdrSink) Send(ctx context.Context, batch []*nfcopy.Copy) error {
 // partition, so that the transactions of a partition given up can be
 // dropped (dropParts), and copies of a partition given up since the poll
 // (its epoch over) are left to its new owner.
-func (s *xdrSink) sendFrom(ctx context.Context, b *pollBatch) error {
+func (s *xdrStage) sendFrom(ctx context.Context, b *pollBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.owned)
@@ -250,7 +253,7 @@ func (s *xdrSink) sendFrom(ctx context.Context, b *pollBatch) error {
 
 // deliver sends s.recs that pass the filter to the output, retrying until it
 // confirms or ctx ends. s.mu is held.
-func (s *xdrSink) deliver(ctx context.Context) error {
+func (s *xdrStage) deliver(ctx context.Context) error {
 	s.encode()
 	s.store()
 	if len(s.out) == 0 {
@@ -274,7 +277,7 @@ func (s *xdrSink) deliver(ctx context.Context) error {
 // encode turns s.recs into s.out, the output's copies of the records the
 // feed's filter passes, and s.keep and s.keepRaws, the records and JSON the
 // record store keeps. s.mu is held.
-func (s *xdrSink) encode() {
+func (s *xdrStage) encode() {
 	f := s.f
 	// With a record store, every record the correlator made is kept,
 	// whatever the feed's filter, by one of the xdr feeds that make it
@@ -310,7 +313,7 @@ func (s *xdrSink) encode() {
 }
 
 // store hands the records encode kept to the record store.
-func (s *xdrSink) store() {
+func (s *xdrStage) store() {
 	if len(s.keep) == 0 {
 		return
 	}
@@ -322,7 +325,7 @@ func (s *xdrSink) store() {
 
 // delivered counts out, records the output confirmed, and keeps the last
 // of them for the console.
-func (s *xdrSink) delivered(out []*nfcopy.Copy) {
+func (s *xdrStage) delivered(out []*nfcopy.Copy) {
 	s.remember(out)
 	s.f.records.Add(uint64(len(out)))
 	s.f.m.m.records.WithLabelValues(s.f.spec.Name).Add(float64(len(out)))
@@ -330,7 +333,7 @@ func (s *xdrSink) delivered(out []*nfcopy.Copy) {
 
 // expireLoop emits timed-out transactions and releases held marks whose
 // copies' transactions have all been delivered.
-func (s *xdrSink) expireLoop(ctx context.Context) {
+func (s *xdrStage) expireLoop(ctx context.Context) {
 	defer close(s.done)
 	s.every(ctx, s.tick, func() bool {
 		if s.wm != nil {
@@ -350,7 +353,7 @@ func (s *xdrSink) expireLoop(ctx context.Context) {
 
 // now is the correlator's clock: the pausing clock, held back to the
 // lowest watermark of the re-key stage.
-func (s *xdrSink) now() time.Time {
+func (s *xdrStage) now() time.Time {
 	if s.wm != nil {
 		return s.wm.clamp(s.clock.now())
 	}
@@ -359,7 +362,7 @@ func (s *xdrSink) now() time.Time {
 
 // every calls fn every d until ctx ends, the sink is closed, or fn returns
 // false.
-func (s *xdrSink) every(ctx context.Context, d time.Duration, fn func() bool) {
+func (s *xdrStage) every(ctx context.Context, d time.Duration, fn func() bool) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -378,7 +381,7 @@ func (s *xdrSink) every(ctx context.Context, d time.Duration, fn func() bool) {
 
 // read notes where the reader is after a processed batch (its records'
 // copies are in the correlator, or were not for it).
-func (s *xdrSink) advance(marks []*kgo.Record, epochs []uint64) {
+func (s *xdrStage) advance(marks []*kgo.Record, epochs []uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, r := range marks {
@@ -399,7 +402,7 @@ func (s *xdrSink) advance(marks []*kgo.Record, epochs []uint64) {
 // inside the copies of a transaction emitted lately (xdr.Correlator.Emitted);
 // s.mu is held, and every record the correlator emitted so far was
 // delivered.
-func (s *xdrSink) markLowWater() {
+func (s *xdrStage) markLowWater() {
 	clear(s.low)
 	s.x.LowWater(func(src uint32, off int64) {
 		if l, ok := s.low[src]; !ok || off < l {
@@ -464,7 +467,7 @@ func outside(at int64, spans [][2]int64) int64 {
 // transactions their copies are in, without a record (the new owner reads
 // the copies again from the last commit, which is before them, and
 // completes the transactions), and where it was in them.
-func (s *xdrSink) dropParts(parts map[string][]int32) {
+func (s *xdrStage) dropParts(parts map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	eachPart(parts, func(k tp) { delete(s.read, k) })
@@ -487,7 +490,7 @@ func (s *xdrSink) dropParts(parts map[string][]int32) {
 // Close stops the timer (pending transactions are not flushed: their copies
 // are uncommitted and read again by the next run), closes the output and
 // unregisters the correlator's series.
-func (s *xdrSink) Close() error {
+func (s *xdrStage) Close() error {
 	close(s.stop)
 	<-s.done
 	if s.upDone != nil {
@@ -504,7 +507,7 @@ func (s *xdrSink) Close() error {
 // markCommit marks a processed poll's records for commit: at once for copy
 // feeds, once their transactions were delivered for xdr feeds.
 func (f *feed) markCommit(b *pollBatch) {
-	switch xs := f.xdrSink(); {
+	switch xs := f.xdrStage(); {
 	case xs != nil:
 		xs.advance(b.marks, b.epochs) // committed at its low water (markLowWater)
 	case b.mem != nil:
@@ -518,29 +521,39 @@ func (f *feed) markCommit(b *pollBatch) {
 // GET /api/v1/feeds/{name}/records.
 const recentRecords = 100
 
+// recentRing keeps the last recentRecords records delivered, as JSON.
+type recentRing struct {
+	mu    sync.Mutex
+	ring  [recentRecords]json.RawMessage
+	next  int
+	count int
+}
+
 // remember keeps copies of the last delivered records' JSON (the out slice's
 // buffers are reused by the next delivery).
-func (s *xdrSink) remember(out []*nfcopy.Copy) {
+func (s *xdrStage) remember(out []*nfcopy.Copy) {
 	if len(out) > recentRecords {
 		out = out[len(out)-recentRecords:]
 	}
-	s.recentMu.Lock()
-	defer s.recentMu.Unlock()
+	r := &s.recent
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, c := range out {
-		s.recent[s.rnext] = append(json.RawMessage(nil), c.Raw...)
-		s.rnext = (s.rnext + 1) % recentRecords
-		s.rcount = min(s.rcount+1, recentRecords)
+		r.ring[r.next] = append(json.RawMessage(nil), c.Raw...)
+		r.next = (r.next + 1) % recentRecords
+		r.count = min(r.count+1, recentRecords)
 	}
 }
 
 // recentJSON returns up to n of the last delivered records, newest first.
-func (s *xdrSink) recentJSON(n int) []json.RawMessage {
-	s.recentMu.Lock()
-	defer s.recentMu.Unlock()
-	n = min(n, s.rcount)
+func (s *xdrStage) recentJSON(n int) []json.RawMessage {
+	r := &s.recent
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n = min(n, r.count)
 	out := make([]json.RawMessage, 0, n)
 	for i := 1; i <= n; i++ {
-		out = append(out, s.recent[(s.rnext-i+recentRecords)%recentRecords])
+		out = append(out, r.ring[(r.next-i+recentRecords)%recentRecords])
 	}
 	return out
 }
@@ -554,12 +567,12 @@ func (m *Manager) RecentRecords(name string, n int) ([]json.RawMessage, bool) {
 	if !ok || f.spec.Type != TypeXDR {
 		return nil, false
 	}
-	xs := f.xdrSink()
+	xs := f.xdrStage()
 	if xs == nil {
 		return []json.RawMessage{}, true // not started yet
 	}
 	return xs.recentJSON(n), true
 }
 
-// xdrSink is the feed's correlator stage (nil for copy feeds, or before start).
-func (f *feed) xdrSink() *xdrSink { return f.xsp.Load() }
+// xdrStage is the feed's correlator stage (nil for copy feeds, or before start).
+func (f *feed) xdrStage() *xdrStage { return f.xsp.Load() }

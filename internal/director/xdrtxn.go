@@ -56,7 +56,7 @@ type xdrTxn struct {
 	f    *feed
 	sess *kgo.GroupTransactSession
 	adm  *kadm.Client
-	xs   *xdrSink
+	xs   *xdrStage
 	b    pollBatch
 
 	errs txnErrs
@@ -131,7 +131,7 @@ func (f *feed) runTransactionalXDR(ctx context.Context) {
 			t.revoked.Store(true)
 		}
 	}
-	xs, err := f.newXDRSink(nil, true)
+	xs, err := f.newXDRStage(nil, true)
 	if err != nil { // validated before: not expected
 		f.setErr(err)
 		f.setState(StateError)

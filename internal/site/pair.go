@@ -393,12 +393,13 @@ func (p *Pair) runs(spec *director.FeedSpec) bool {
 }
 
 // Place is specs as this site applies them: each reads this site's NF
-// topics and the peer's mirrored ones, and a feed this site does not run now
-// stands by.
-func (p *Pair) Place(specs []director.FeedSpec) []director.FeedSpec {
+// topics and the peer's mirrored ones, a feed this site does not run now
+// stands by, and one it runs for the peer starts where the peer's group
+// has no position at the feed's creation.
+func (p *Pair) Place(specs []director.FeedSpec) []director.Plan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]director.FeedSpec, 0, len(specs))
+	out := make([]director.Plan, 0, len(specs))
 	p.placed = make(map[string]bool, len(specs))
 	for _, s := range specs {
 		var src []string
@@ -410,14 +411,8 @@ func (p *Pair) Place(specs []director.FeedSpec) []director.FeedSpec {
 		}
 		s.Sources = src
 		run := p.runs(&s)
-		switch {
-		case !run:
-			s = director.Standby(s)
-		case p.owner(&s) != p.cfg.Site:
-			s = director.FromCreation(s)
-		}
 		p.placed[s.Name] = run
-		out = append(out, s)
+		out = append(out, director.Plan{Spec: s, Standby: !run, FromCreation: run && p.owner(&s) != p.cfg.Site})
 	}
 	return out
 }
