@@ -151,7 +151,6 @@ func (w *curriWatch) head(policy string, known bool, now time.Time) {
 
 // alarmLoop raises and clears alarms from the components' state.
 func (s *Server) alarmLoop(ctx context.Context) {
-	defer s.bg.Done()
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	minute := time.NewTicker(time.Minute)

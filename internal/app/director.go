@@ -33,19 +33,20 @@ import (
 
 // directorParts is the running data director: the embedded broker (unless an
 // external cluster is used), the feed manager and the HTTP/2 ingest.
+//
+// Its parts are the server's (supervisor), started in order: the broker,
+// the records store, the feed manager, the two-site parts, the call stream,
+// the topic counters, the ingest; each stops before those it came after.
 type directorParts struct {
 	s        *Server
 	broker   *broker.Broker
 	client   broker.ClientConfig
 	mgr      *director.Manager
-	mgrDone  chan error
-	mgrStop  context.CancelFunc
 	ingestCl *kgo.Client
 
-	offsetsCl   *kgo.Client
-	offsetsDone chan struct{}
-	ingestLn    net.Listener
-	ingest      *http.Server
+	offsetsCl *kgo.Client
+	ingestLn  net.Listener
+	ingest    *http.Server
 
 	// Subscriber traces: their files' directory, the NF topics they read,
 	// and the running ones last applied (ids, comma-joined).
@@ -54,25 +55,18 @@ type directorParts struct {
 	runningTraces string
 
 	// records keeps the xdr feeds' transaction records for search.
-	records     *xdrstore.Store
-	recordsStop context.CancelFunc
-	recordsDone chan struct{}
+	records *xdrstore.Store
 
 	// Two-site redundancy (-site): the mirror of this site's copies into
 	// the peer's Kafka and the pair that places the feeds.
-	mirror    *site.Mirror
-	pair      *site.Pair
-	pairClose func()
-	siteStop  context.CancelFunc
-	siteDone  chan struct{}
+	mirror *site.Mirror
+	pair   *site.Pair
 
 	// stream produces the CURRI call records (nil with -calls-topic "").
-	stream     *callstream.Stream
-	streamStop context.CancelFunc
-	streamDone chan struct{}
+	stream *callstream.Stream
 }
 
-func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error) {
+func startDirector(ctx context.Context, s *Server) (*directorParts, error) {
 	cfg := s.cfg
 	topics, _ := config.ParseTopics(cfg.KafkaTopics)
 	var specs []broker.TopicSpec
@@ -113,6 +107,7 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 			return nil, err
 		}
 		d.broker = b
+		s.parts.closer("kafka broker", b.Close)
 		// Producers to the embedded broker (kafka feeds, dead letters) may
 		// send what it accepts, and no more.
 		d.client = broker.ClientConfig{Brokers: b.Addrs(), SASLMechanism: cfg.KafkaSASLMechanism,
@@ -127,13 +122,11 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 			Username: cfg.KafkaUsername, Password: cfg.KafkaPassword, TLS: clientTLS}
 		cl, err := kgo.NewClient(d.client.Opts()...)
 		if err != nil {
-			d.stop(ctx)
 			return nil, err
 		}
 		err = broker.EnsureTopics(ctx, cl, withDLQ, cfg.KafkaCreateTopics)
 		cl.Close()
 		if err != nil {
-			d.stop(ctx)
 			return nil, err
 		}
 	}
@@ -142,12 +135,9 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 
 	if d.records, err = xdrstore.Open(xdrstore.Config{Dir: filepath.Join(cfg.DataDir, "xdrs"), MaxAge: cfg.XDRStoreMaxAge,
 		MaxBytes: cfg.XDRStoreMaxBytes, Codec: cfg.XDRStoreCodec, Registerer: s.reg, Logger: s.log}); err != nil {
-		d.stop(ctx)
 		return nil, err
 	}
-	rctx, rstop := context.WithCancel(context.WithoutCancel(bgCtx))
-	d.recordsStop, d.recordsDone = rstop, make(chan struct{})
-	go func() { defer close(d.recordsDone); d.records.Run(rctx) }()
+	s.parts.loop("xdr records store", d.records.Run) // its stop writes what the feeds made last
 
 	mgr, err := director.NewManager(director.Config{
 		RecordStore:    d.records,
@@ -163,17 +153,12 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 		Logger:         s.log,
 	})
 	if err != nil {
-		d.stop(ctx)
 		return nil, err
 	}
 	d.mgr = mgr
-	mctx, mstop := context.WithCancel(bgCtx)
-	d.mgrStop = mstop
-	d.mgrDone = make(chan error, 1)
-	go func() { d.mgrDone <- mgr.Run(mctx) }()
+	s.parts.run("feeds", mgr.Run)
 	if cfg.Site != "" {
-		if err := d.startSite(bgCtx, specs); err != nil {
-			d.stop(ctx)
+		if err := d.startSite(specs); err != nil {
 			return nil, err
 		}
 	}
@@ -182,55 +167,52 @@ func startDirector(ctx, bgCtx context.Context, s *Server) (*directorParts, error
 	if cfg.CallsTopic != "" {
 		if d.stream, err = callstream.New(callstream.Config{Client: d.client, Topic: cfg.CallsTopic,
 			Registerer: s.reg, Logger: s.log}); err != nil {
-			d.stop(ctx)
 			return nil, err
 		}
-		sctx, sstop := context.WithCancel(context.WithoutCancel(bgCtx))
-		d.streamStop, d.streamDone = sstop, make(chan struct{})
-		go func() { defer close(d.streamDone); d.stream.Run(sctx, 5*time.Second) }()
+		// Its stop flushes the call records queued so far, while the
+		// broker is up.
+		s.parts.loop("call stream", func(ctx context.Context) { d.stream.Run(ctx, 5*time.Second) })
 		s.log.Info("call decisions are streamed to Kafka", "topic", cfg.CallsTopic)
 	}
 
 	// Copies written to each NF topic, by any producer (Kafka clients and
 	// the HTTP/2 ingest alike), from the topics' end offsets.
 	if d.offsetsCl, err = d.client.NewClient(); err != nil {
-		d.stop(ctx)
 		return nil, err
 	}
+	s.parts.closer("topic counter client", d.offsetsCl.Close)
 	topicCopies := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "signalbox_kafka_topic_copies_total",
 		Help: "Copies written to each NF topic (from the topics' end offsets, polled every few seconds).",
 	}, []string{"topic"})
 	s.reg.MustRegister(topicCopies)
-	d.offsetsDone = make(chan struct{})
-	go d.pollTopicOffsets(mctx, all, topicCopies)
+	s.parts.loop("topic counters", func(ctx context.Context) { d.pollTopicOffsets(ctx, all, topicCopies) })
 
 	if cfg.IngestAddr != "" {
 		icl := d.client
 		icl.MaxMessageBytes = int32(cfg.KafkaMaxMessageBytes) // the broker, not the client, decides what is too large
 		if d.ingestCl, err = icl.NewClient(kgo.ProducerLinger(time.Millisecond)); err != nil {
-			d.stop(ctx)
 			return nil, err
 		}
+		s.parts.closer("ingest producer", d.ingestCl.Close)
 		h := ingest.NewHandler(d.ingestCl, ingest.Config{Topics: specs, MaxRecordBytes: cfg.KafkaMaxMessageBytes, Registerer: s.reg, Logger: s.log})
 		var p http.Protocols
 		p.SetHTTP1(true)
 		p.SetUnencryptedHTTP2(true)
 		p.SetHTTP2(true)
 		d.ingest = &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
-		if d.ingestLn, err = net.Listen("tcp", cfg.IngestAddr); err != nil {
-			d.stop(ctx)
-			return nil, fmt.Errorf("ingest listener: %w", err)
-		}
 		useTLS := cfg.IngestTLSCert != ""
 		if useTLS {
 			cert, err := tls.LoadX509KeyPair(cfg.IngestTLSCert, cfg.IngestTLSKey)
 			if err != nil {
-				d.stop(ctx)
 				return nil, fmt.Errorf("ingest tls: %w", err)
 			}
 			d.ingest.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		}
+		if d.ingestLn, err = net.Listen("tcp", cfg.IngestAddr); err != nil {
+			return nil, fmt.Errorf("ingest listener: %w", err)
+		}
+		s.parts.add("ingest listener", func(ctx context.Context) error { return shutdownListener(ctx, d.ingest, d.ingestLn) })
 		go s.serve("ingest", d.ingest, d.ingestLn, useTLS)
 		s.log.Info("HTTP/2 ingest listening", "addr", d.ingestLn.Addr().String(), "tls", useTLS)
 	}
@@ -374,54 +356,8 @@ func (d *directorParts) traces(ctx context.Context) []trace.Trace {
 	return out
 }
 
-func (d *directorParts) stop(ctx context.Context) {
-	// The call records queued so far are flushed while the broker is up.
-	if d.streamStop != nil {
-		d.streamStop()
-		select {
-		case <-d.streamDone:
-		case <-ctx.Done():
-		}
-	}
-	if d.ingest != nil {
-		d.ingest.Shutdown(ctx)
-	}
-	if d.ingestCl != nil {
-		d.ingestCl.Close()
-	}
-	d.stopSite(ctx)
-	if d.mgrStop != nil {
-		d.mgrStop()
-		select {
-		case <-d.mgrDone:
-		case <-ctx.Done():
-		}
-	}
-	if d.offsetsDone != nil {
-		select {
-		case <-d.offsetsDone:
-		case <-ctx.Done():
-		}
-	}
-	if d.offsetsCl != nil {
-		d.offsetsCl.Close()
-	}
-	// What the feeds made last is written.
-	if d.recordsStop != nil {
-		d.recordsStop()
-		select {
-		case <-d.recordsDone:
-		case <-ctx.Done():
-		}
-	}
-	if d.broker != nil {
-		d.broker.Close()
-	}
-}
-
 // pollTopicOffsets adds each NF topic's growth to signalbox_kafka_topic_copies_total.
 func (d *directorParts) pollTopicOffsets(ctx context.Context, specs []broker.TopicSpec, c *prometheus.CounterVec) {
-	defer close(d.offsetsDone)
 	adm := kadm.NewClient(d.offsetsCl)
 	names := make([]string, len(specs))
 	for i, t := range specs {

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,13 +29,9 @@ import (
 	"github.com/signalbox/signalbox/internal/curri"
 	"github.com/signalbox/signalbox/internal/livepolicy"
 	"github.com/signalbox/signalbox/internal/obs"
-	"github.com/signalbox/signalbox/internal/ratesync"
 	"github.com/signalbox/signalbox/internal/reputation"
-	"github.com/signalbox/signalbox/internal/signin"
 	"github.com/signalbox/signalbox/internal/snmpnotify"
 	"github.com/signalbox/signalbox/internal/store"
-	"github.com/signalbox/signalbox/internal/trace"
-	"github.com/signalbox/signalbox/internal/web"
 	"github.com/signalbox/signalbox/internal/webhook"
 )
 
@@ -86,240 +81,10 @@ type Server struct {
 	curriWatch *curriWatch
 	policies   *livepolicy.Manager
 
-	cancel     context.CancelFunc // stops background loops
-	bg         sync.WaitGroup     // background loops
-	logDone    chan error         // call log writer
-	feedsCh    chan struct{}      // feed reconcile requests
-	webhooksCh chan struct{}      // webhook reload requests
+	parts      *supervisor   // every started part, stopped in reverse order
+	feedsCh    chan struct{} // feed reconcile requests
+	webhooksCh chan struct{} // webhook reload requests
 	closed     sync.Once
-}
-
-// Start builds and starts everything; it returns once every listener is up.
-// logOut receives the logs.
-func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, err error) {
-	log := newLogger(cfg, logOut)
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	// s is a local, not the named result: an error return sets the result
-	// to nil, and the deferred abort and the goroutines started below must
-	// keep the server they belong to.
-	s := &Server{
-		cfg:        cfg,
-		log:        log,
-		reg:        obs.NewRegistry(Version),
-		health:     obs.NewHealth(),
-		feedsCh:    make(chan struct{}, 1),
-		webhooksCh: make(chan struct{}, 1),
-		logDone:    make(chan error, 1),
-	}
-	if s.node = cfg.NodeName; s.node == "" {
-		s.node, _ = os.Hostname()
-	}
-	s.alarms = obs.NewAlarms(s.reg)
-	s.alarms.Declare(alarmKinds...)
-	if cfg.SNMPManagers != "" {
-		if s.snmp, err = newSNMPNotifier(cfg, s.node, s.reg, log); err != nil {
-			return nil, err
-		}
-		s.alarms.Subscribe(s.snmp.Notify)
-		s.snmp.Start()
-	}
-	s.curriWatch = newCURRIWatch()
-	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
-	defer func() {
-		if err != nil {
-			s.abort()
-		}
-	}()
-	for _, c := range []string{"store", "http", "curri"} {
-		s.health.Pending(c, "starting")
-	}
-
-	// Store.
-	st, err := store.Open(ctx, store.Options{DSN: cfg.Store, DataDir: cfg.DataDir, Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	s.store = st
-	s.health.Ready("store")
-	log.Info("store open", "backend", st.Backend())
-
-	if s.token, err = adminToken(cfg, log); err != nil {
-		return nil, err
-	}
-
-	// Call policy.
-	s.engine = callpolicy.NewEngine(s.reg)
-	if s.reputation, err = reputation.New(reputation.Config{Registerer: s.reg, Logger: log}); err != nil {
-		return nil, err
-	}
-	s.engine.SetReputer(s.reputation)
-	if s.webhooks, err = webhook.New(webhook.Config{Node: s.node, Registerer: s.reg, Logger: log, MaskNumbers: cfg.MaskNumbers}); err != nil {
-		return nil, err
-	}
-	s.alarms.Subscribe(s.webhooks.Alarm)
-	s.policies = livepolicy.New(livepolicy.Config{Engine: s.engine, Store: st, Registerer: s.reg, Logger: log})
-	if err := s.policies.Load(ctx); err != nil {
-		return nil, err
-	}
-	s.calls = calllog.New(st, calllog.Config{MaxAge: cfg.CallLogMaxAge, MaxRows: cfg.CallLogMaxRows}, s.reg, log)
-	go func() { s.logDone <- s.calls.Run(bgCtx) }()
-
-	// Director (embedded broker, feeds, ingest).
-	if cfg.Director {
-		s.health.Pending("director", "starting")
-		if s.dir, err = startDirector(ctx, bgCtx, s); err != nil {
-			return nil, fmt.Errorf("director: %w", err)
-		}
-		s.health.Ready("director")
-	}
-
-	// CURRI listener.
-	aliases, err := config.ParseAliases(cfg.CURRIAliases)
-	if err != nil {
-		return nil, fmt.Errorf("-curri-aliases: %w", err)
-	}
-	h, err := curri.NewHandler(curri.HandlerConfig{
-		Decider:    s.engine,
-		OnDecision: s.recordDecision,
-		OnHead:     func(policy string, known bool) { s.curriWatch.head(policy, known, time.Now()) },
-		Aliases:    aliases,
-		Registerer: s.reg,
-		Logger:     log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	curriTLS, err := curriTLSConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if s.curriLn, err = net.Listen("tcp", cfg.CURRIAddr); err != nil {
-		return nil, fmt.Errorf("curri listener: %w", err)
-	}
-	s.curriS = curri.NewServer(cfg.CURRIAddr, h, curriTLS)
-	if nets, _ := config.ParseNetworks(cfg.CURRIAllowFrom); len(nets) > 0 || cfg.CURRIClientNames != "" || cfg.CURRIMaxConnsPerClient > 0 {
-		s.curriS.Access = &curri.Access{Networks: nets, Names: config.SplitList(cfg.CURRIClientNames), MaxConnsPerClient: cfg.CURRIMaxConnsPerClient}
-		log.Info("curri clients restricted", "networks", cfg.CURRIAllowFrom, "certificate_names", cfg.CURRIClientNames,
-			"max_conns_per_client", cfg.CURRIMaxConnsPerClient)
-	}
-	go s.serveWith("curri", s.curriS.Serve, s.curriLn)
-	s.health.Ready("curri")
-
-	// API, console, sign-in, metrics, health.
-	signIn, err := signin.New(signin.Config{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
-		RedirectURL: cfg.OIDCRedirectURL, Scopes: config.SplitList(cfg.OIDCScopes), RolesClaim: cfg.OIDCRolesClaim,
-		AdminGroups: config.SplitList(cfg.OIDCAdminGroups), TracerGroups: config.SplitList(cfg.OIDCTracerGroups),
-		ViewerGroups: config.SplitList(cfg.OIDCViewerGroups), SessionMaxAge: cfg.OIDCSessionMaxAge,
-		ProviderName: cfg.OIDCProviderName, CAFile: cfg.OIDCCA, Store: st, Logger: log.With("component", "signin"), Registerer: s.reg})
-	if err != nil {
-		return nil, err
-	}
-	if signIn.Enabled() {
-		log.Info("console sign-in through OpenID Connect", "issuer", cfg.OIDCIssuer, "client_id", cfg.OIDCClientID, "roles_claim", cfg.OIDCRolesClaim)
-	}
-	apiH, err := api.New(api.Config{
-		Store:            st,
-		Policies:         s.engine,
-		Feeds:            s.feedRuntime(),
-		Calls:            s.calls,
-		OnChange:         s.changed,
-		RulesReplacing:   s.policies.Replacing,
-		RuleIndex:        s.policies.RuleIndex,
-		RulesChanging:    s.policies.ChangingRules,
-		DirectoryChanged: s.policies.DirectoryChanged,
-		ListsChanged:     s.policies.ListsChanged,
-		AdminToken:       s.token,
-		Sessions:         signIn,
-		Alarms:           s.alarms,
-		Gatherer:         s.reg,
-		Exporter:         s.exporter(),
-		Webhooks:         s.webhooks,
-		CallStream:       s.callStream(),
-		TraceDir:         s.traceDir(),
-		Records:          s.recordSearcher(),
-		MaskNumbers:      cfg.MaskNumbers,
-		MaskReveal:       config.SplitList(cfg.MaskNumbersReveal),
-		TraceLimits:      trace.Limits{MaxMinutes: cfg.TraceMaxMinutes, MaxBytes: cfg.TraceMaxBytes, Retention: cfg.TraceRetention},
-		MaxTraces:        cfg.TraceMax,
-		Node:             s.node,
-		Site:             s.siteState(),
-		SiteName:         cfg.Site,
-		Logger:           log,
-		Registerer:       s.reg,
-		Version:          VersionString(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/api/", apiH)
-	mux.Handle("/auth/", signIn)
-	mux.Handle("GET /metrics", obs.MetricsHandler(s.reg))
-	mux.Handle("GET /healthz", obs.LiveHandler())
-	mux.Handle("GET /readyz", s.health.ReadyHandler())
-	mux.Handle("/", web.Handler())
-	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("http listener: %w", err)
-	}
-	s.httpSrv = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	go s.serve("http", s.httpSrv, s.httpLn, false)
-	s.health.Ready("http")
-
-	if cfg.PprofAddr != "" {
-		// Profiling on its own listener, never on the API's: it is for the
-		// operator's loopback, and unauthenticated.
-		pm := http.NewServeMux()
-		pm.HandleFunc("/debug/pprof/", pprof.Index)
-		pm.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		pm.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		go func() {
-			if err := http.ListenAndServe(cfg.PprofAddr, pm); err != nil {
-				log.Error("pprof listener", "err", err)
-			}
-		}()
-		log.Info("pprof profiles served", "addr", cfg.PprofAddr)
-	}
-
-	s.bg.Add(3)
-	go s.alarmLoop(bgCtx)
-	go func() { defer s.bg.Done(); s.policies.Run(bgCtx) }()
-	go s.storeHealthLoop(bgCtx)
-	s.bg.Add(1)
-	go s.webhooksLoop(bgCtx)
-	if cfg.AuditMaxAge > 0 {
-		s.bg.Add(1)
-		go func() { defer s.bg.Done(); s.pruneAuditLoop(bgCtx, cfg.AuditMaxAge) }()
-	}
-	if st.Backend() == "postgres" && cfg.RateLimitSync > 0 {
-		node := cfg.NodeName
-		if node == "" {
-			host, _ := os.Hostname()
-			node = fmt.Sprintf("%s/%d", host, os.Getpid())
-		}
-		sync := ratesync.New(ratesync.Config{Engine: s.engine, Store: st, Node: node, Every: cfg.RateLimitSync,
-			Alarms: s.alarms, Registerer: s.reg, Logger: log})
-		s.bg.Add(1)
-		go func() { defer s.bg.Done(); sync.Run(bgCtx) }()
-		log.Info("rate limits hold across the nodes of the store", "node", node, "sync_every", cfg.RateLimitSync)
-	}
-	if s.dir != nil {
-		s.bg.Add(1)
-		go func() { defer s.bg.Done(); s.dir.reconcileLoop(bgCtx, st, s.feedsCh) }()
-	}
-
-	log.Info("signalbox ready", "version", Version, "http", s.HTTPAddr(), "curri", s.CURRIAddr(),
-		"curri_url", "http://"+displayAddr(s.CURRIAddr())+"/curri/default")
-	return s, nil
 }
 
 // HTTPAddr is the bound address of the API/console listener.
@@ -446,7 +211,6 @@ func (s *Server) changed(what string) {
 // changes (kick), after the store's change notifications (other nodes) and
 // whenever the periodic check finds a config version it has not applied.
 func (s *Server) webhooksLoop(ctx context.Context) {
-	defer s.bg.Done()
 	applied := int64(-1)
 	changes := s.store.Changes(ctx)
 	tick := time.NewTicker(2 * time.Second)
@@ -491,7 +255,6 @@ func (s *Server) webhooksLoop(ctx context.Context) {
 
 // storeHealthLoop marks the store not ready while it is unreachable.
 func (s *Server) storeHealthLoop(ctx context.Context) {
-	defer s.bg.Done()
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {

@@ -29,7 +29,7 @@ func (s *Server) mirroredTopics(nf []broker.TopicSpec) []broker.TopicSpec {
 
 // startSite starts the two-site parts: the mirror of this site's copies into
 // the peer's Kafka and the pair that watches the peer and places the feeds.
-func (d *directorParts) startSite(ctx context.Context, nf []broker.TopicSpec) error {
+func (d *directorParts) startSite(nf []broker.TopicSpec) error {
 	cfg := d.s.cfg
 	peerKafka := d.client
 	peerKafka.Brokers = config.SplitList(cfg.PeerKafkaBrokers)
@@ -48,31 +48,13 @@ func (d *directorParts) startSite(ctx context.Context, nf []broker.TopicSpec) er
 	if err != nil {
 		return err
 	}
-	d.pair, d.pairClose = pair, closePair
-	sctx, stop := context.WithCancel(ctx)
-	d.siteStop = stop
-	d.siteDone = make(chan struct{}, 2)
-	go func() { defer func() { d.siteDone <- struct{}{} }(); d.mirror.Run(sctx) }()
-	go func() { defer func() { d.siteDone <- struct{}{} }(); pair.Run(sctx) }()
+	d.pair = pair
+	d.s.parts.closer("site pair store", closePair)
+	d.s.parts.loop("site mirror", d.mirror.Run)
+	d.s.parts.loop("site pair", pair.Run)
 	d.s.log.Info("two-site redundancy", "site", cfg.Site, "peer", cfg.PeerSite, "peer_url", cfg.PeerURL,
 		"peer_kafka", cfg.PeerKafkaBrokers, "takeover", cfg.SiteTakeover)
 	return nil
-}
-
-// stopSite stops the mirror and the pair.
-func (d *directorParts) stopSite(ctx context.Context) {
-	if d.siteStop == nil {
-		return
-	}
-	d.siteStop()
-	for range 2 {
-		select {
-		case <-d.siteDone:
-		case <-ctx.Done():
-			return
-		}
-	}
-	d.pairClose()
 }
 
 // siteState answers the peer site (GET /api/v1/site); nil without -site.

@@ -2,9 +2,10 @@ package app
 
 import (
 	"context"
-	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -46,20 +47,67 @@ func (l *stuckListener) Shutdown(ctx context.Context) error {
 
 func (l *stuckListener) Close() error { l.closed = true; return nil }
 
-// TestShutdownListenersBothTimeOut: when both listeners outlast the
-// shutdown timeout, both errors come back and both are closed; run under
-// -race, which catches the two shutdowns writing the errors at once.
-func TestShutdownListenersBothTimeOut(t *testing.T) {
-	a, b := &stuckListener{}, &stuckListener{}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	errs := shutdownListeners(ctx, []httpListener{a, b})
-	if len(errs) != 2 || !a.closed || !b.closed {
-		t.Fatalf("errors %v, closed %v %v; want two errors and both closed", errs, a.closed, b.closed)
+// TestSupervisorStopsInReverse: the parts stop the last started first,
+// each waited for; and once stopped, nothing is left to stop.
+func TestSupervisorStopsInReverse(t *testing.T) {
+	sv := newSupervisor(context.Background(), slog.New(slog.DiscardHandler))
+	var order []string
+	sv.closer("store", func() { order = append(order, "store") })
+	sv.loop("loop", func(ctx context.Context) {
+		<-ctx.Done()
+		time.Sleep(10 * time.Millisecond)
+		order = append(order, "loop")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, err := range errs {
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("error %v, want the deadline", err)
-		}
+	srv := &http.Server{ReadHeaderTimeout: time.Second}
+	go srv.Serve(ln)
+	sv.add("listener", func(ctx context.Context) error {
+		order = append(order, "listener")
+		return shutdownListener(ctx, srv, ln)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := sv.stop(ctx); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if got := strings.Join(order, ","); got != "listener,loop,store" {
+		t.Errorf("stopped in order %s, want listener,loop,store", got)
+	}
+	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		t.Error("the listener's socket is still open")
+	}
+	if err := sv.stop(ctx); err != nil {
+		t.Errorf("a second stop: %v (nothing is left to stop)", err)
+	}
+}
+
+// TestSupervisorTimeout: a part that outlasts the shutdown timeout (a
+// listener whose requests do not finish, a loop that does not return) is
+// named in the error, the listener is closed, and the parts started before
+// still stop.
+func TestSupervisorTimeout(t *testing.T) {
+	sv := newSupervisor(context.Background(), slog.New(slog.DiscardHandler))
+	closed := false
+	sv.closer("store", func() { closed = true })
+	release := make(chan struct{})
+	defer close(release)
+	sv.loop("stuck loop", func(ctx context.Context) { <-release })
+	stuck := &stuckListener{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv.add("listener", func(ctx context.Context) error { return shutdownListener(ctx, stuck, ln) })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = sv.stop(ctx)
+	if err == nil || !strings.Contains(err.Error(), "stuck loop: still running") || !strings.Contains(err.Error(), "listener: context deadline exceeded") {
+		t.Errorf("stop: %v; want the stuck loop and the listener named", err)
+	}
+	if !stuck.closed || !closed {
+		t.Errorf("closed: listener %v, store %v; want both", stuck.closed, closed)
 	}
 }

@@ -1,0 +1,291 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/api"
+	"github.com/signalbox/signalbox/internal/calllog"
+	"github.com/signalbox/signalbox/internal/callpolicy"
+	"github.com/signalbox/signalbox/internal/config"
+	"github.com/signalbox/signalbox/internal/curri"
+	"github.com/signalbox/signalbox/internal/livepolicy"
+	"github.com/signalbox/signalbox/internal/obs"
+	"github.com/signalbox/signalbox/internal/ratesync"
+	"github.com/signalbox/signalbox/internal/reputation"
+	"github.com/signalbox/signalbox/internal/signin"
+	"github.com/signalbox/signalbox/internal/store"
+	"github.com/signalbox/signalbox/internal/trace"
+	"github.com/signalbox/signalbox/internal/web"
+	"github.com/signalbox/signalbox/internal/webhook"
+)
+
+// Start builds and starts everything, in order, each part registered with
+// the supervisor as it comes up (Shutdown stops them in reverse); it returns
+// once every listener is up. logOut receives the logs.
+func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, err error) {
+	log := newLogger(cfg, logOut)
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	// s is a local, not the named result: an error return sets the result
+	// to nil, and the deferred stop and the goroutines started below must
+	// keep the server they belong to.
+	s := &Server{
+		cfg:        cfg,
+		log:        log,
+		reg:        obs.NewRegistry(Version),
+		health:     obs.NewHealth(),
+		parts:      newSupervisor(ctx, log),
+		feedsCh:    make(chan struct{}, 1),
+		webhooksCh: make(chan struct{}, 1),
+	}
+	// A Start that fails stops what it started, the last first.
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = s.parts.stop(sctx)
+		}
+	}()
+	if s.node = cfg.NodeName; s.node == "" {
+		s.node, _ = os.Hostname()
+	}
+	s.alarms = obs.NewAlarms(s.reg)
+	s.alarms.Declare(alarmKinds...)
+	if cfg.SNMPManagers != "" {
+		if s.snmp, err = newSNMPNotifier(cfg, s.node, s.reg, log); err != nil {
+			return nil, err
+		}
+		s.alarms.Subscribe(s.snmp.Notify)
+		s.snmp.Start()
+		s.parts.add("snmp notifier", func(ctx context.Context) error { s.snmp.Stop(ctx); return nil })
+	}
+	s.curriWatch = newCURRIWatch()
+	for _, c := range []string{"store", "http", "curri"} {
+		s.health.Pending(c, "starting")
+	}
+
+	if err := s.openStore(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startCallPolicy(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.Director {
+		s.health.Pending("director", "starting")
+		if s.dir, err = startDirector(ctx, s); err != nil {
+			return nil, fmt.Errorf("director: %w", err)
+		}
+		s.health.Ready("director")
+	}
+	if err := s.startCURRI(); err != nil {
+		return nil, err
+	}
+	if err := s.startHTTP(); err != nil {
+		return nil, err
+	}
+	s.startPprof()
+	s.startLoops()
+	log.Info("signalbox ready", "version", Version, "http", s.HTTPAddr(), "curri", s.CURRIAddr(),
+		"curri_url", "http://"+displayAddr(s.CURRIAddr())+"/curri/default")
+	return s, nil
+}
+
+// openStore opens the config store (migrating it) and finds the admin token.
+func (s *Server) openStore(ctx context.Context) (err error) {
+	st, err := store.Open(ctx, store.Options{DSN: s.cfg.Store, DataDir: s.cfg.DataDir, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	s.store = st
+	s.parts.add("store", func(context.Context) error { return st.Close() })
+	s.health.Ready("store")
+	s.log.Info("store open", "backend", s.store.Backend())
+
+	if s.token, err = adminToken(s.cfg, s.log); err != nil {
+		return err
+	}
+	return nil
+}
+
+// startCallPolicy builds the policy engine and its live snapshot, the
+// webhooks and the call log.
+func (s *Server) startCallPolicy(ctx context.Context) (err error) {
+	s.engine = callpolicy.NewEngine(s.reg)
+	if s.reputation, err = reputation.New(reputation.Config{Registerer: s.reg, Logger: s.log}); err != nil {
+		return err
+	}
+	s.engine.SetReputer(s.reputation)
+	if s.webhooks, err = webhook.New(webhook.Config{Node: s.node, Registerer: s.reg, Logger: s.log, MaskNumbers: s.cfg.MaskNumbers}); err != nil {
+		return err
+	}
+	s.alarms.Subscribe(s.webhooks.Alarm)
+	s.policies = livepolicy.New(livepolicy.Config{Engine: s.engine, Store: s.store, Registerer: s.reg, Logger: s.log})
+	if err := s.policies.Load(ctx); err != nil {
+		return err
+	}
+	// Hit counts are persisted once CURRI, which counts them, has stopped.
+	s.parts.add("rule hit counts", func(ctx context.Context) error { s.policies.FlushHits(ctx); return nil })
+	s.calls = calllog.New(s.store, calllog.Config{MaxAge: s.cfg.CallLogMaxAge, MaxRows: s.cfg.CallLogMaxRows}, s.reg, s.log)
+	s.parts.run("call log", s.calls.Run) // its stop writes what is queued
+	return nil
+}
+
+// startCURRI opens the CURRI listener.
+func (s *Server) startCURRI() error {
+	aliases, err := config.ParseAliases(s.cfg.CURRIAliases)
+	if err != nil {
+		return fmt.Errorf("-curri-aliases: %w", err)
+	}
+	h, err := curri.NewHandler(curri.HandlerConfig{
+		Decider:    s.engine,
+		OnDecision: s.recordDecision,
+		OnHead:     func(policy string, known bool) { s.curriWatch.head(policy, known, time.Now()) },
+		Aliases:    aliases,
+		Registerer: s.reg,
+		Logger:     s.log,
+	})
+	if err != nil {
+		return err
+	}
+	curriTLS, err := curriTLSConfig(s.cfg)
+	if err != nil {
+		return err
+	}
+	if s.curriLn, err = net.Listen("tcp", s.cfg.CURRIAddr); err != nil {
+		return fmt.Errorf("curri listener: %w", err)
+	}
+	s.curriS = curri.NewServer(s.cfg.CURRIAddr, h, curriTLS)
+	s.parts.add("curri listener", func(ctx context.Context) error { return shutdownListener(ctx, s.curriS, s.curriLn) })
+	if nets, _ := config.ParseNetworks(s.cfg.CURRIAllowFrom); len(nets) > 0 || s.cfg.CURRIClientNames != "" || s.cfg.CURRIMaxConnsPerClient > 0 {
+		s.curriS.Access = &curri.Access{Networks: nets, Names: config.SplitList(s.cfg.CURRIClientNames), MaxConnsPerClient: s.cfg.CURRIMaxConnsPerClient}
+		s.log.Info("curri clients restricted", "networks", s.cfg.CURRIAllowFrom, "certificate_names", s.cfg.CURRIClientNames,
+			"max_conns_per_client", s.cfg.CURRIMaxConnsPerClient)
+	}
+	go s.serveWith("curri", s.curriS.Serve, s.curriLn)
+	s.health.Ready("curri")
+	return nil
+}
+
+// startHTTP opens the API, console, sign-in, metrics and health listener.
+func (s *Server) startHTTP() error {
+	signIn, err := signin.New(signin.Config{Issuer: s.cfg.OIDCIssuer, ClientID: s.cfg.OIDCClientID, ClientSecret: s.cfg.OIDCClientSecret,
+		RedirectURL: s.cfg.OIDCRedirectURL, Scopes: config.SplitList(s.cfg.OIDCScopes), RolesClaim: s.cfg.OIDCRolesClaim,
+		AdminGroups: config.SplitList(s.cfg.OIDCAdminGroups), TracerGroups: config.SplitList(s.cfg.OIDCTracerGroups),
+		ViewerGroups: config.SplitList(s.cfg.OIDCViewerGroups), SessionMaxAge: s.cfg.OIDCSessionMaxAge,
+		ProviderName: s.cfg.OIDCProviderName, CAFile: s.cfg.OIDCCA, Store: s.store, Logger: s.log.With("component", "signin"), Registerer: s.reg})
+	if err != nil {
+		return err
+	}
+	if signIn.Enabled() {
+		s.log.Info("console sign-in through OpenID Connect", "issuer", s.cfg.OIDCIssuer, "client_id", s.cfg.OIDCClientID, "roles_claim", s.cfg.OIDCRolesClaim)
+	}
+	apiH, err := api.New(api.Config{
+		Store:            s.store,
+		Policies:         s.engine,
+		Feeds:            s.feedRuntime(),
+		Calls:            s.calls,
+		OnChange:         s.changed,
+		RulesReplacing:   s.policies.Replacing,
+		RuleIndex:        s.policies.RuleIndex,
+		RulesChanging:    s.policies.ChangingRules,
+		DirectoryChanged: s.policies.DirectoryChanged,
+		ListsChanged:     s.policies.ListsChanged,
+		AdminToken:       s.token,
+		Sessions:         signIn,
+		Alarms:           s.alarms,
+		Gatherer:         s.reg,
+		Exporter:         s.exporter(),
+		Webhooks:         s.webhooks,
+		CallStream:       s.callStream(),
+		TraceDir:         s.traceDir(),
+		Records:          s.recordSearcher(),
+		MaskNumbers:      s.cfg.MaskNumbers,
+		MaskReveal:       config.SplitList(s.cfg.MaskNumbersReveal),
+		TraceLimits:      trace.Limits{MaxMinutes: s.cfg.TraceMaxMinutes, MaxBytes: s.cfg.TraceMaxBytes, Retention: s.cfg.TraceRetention},
+		MaxTraces:        s.cfg.TraceMax,
+		Node:             s.node,
+		Site:             s.siteState(),
+		SiteName:         s.cfg.Site,
+		Logger:           s.log,
+		Registerer:       s.reg,
+		Version:          VersionString(),
+	})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/", apiH)
+	mux.Handle("/auth/", signIn)
+	mux.Handle("GET /metrics", obs.MetricsHandler(s.reg))
+	mux.Handle("GET /healthz", obs.LiveHandler())
+	mux.Handle("GET /readyz", s.health.ReadyHandler())
+	mux.Handle("/", web.Handler())
+	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("http listener: %w", err)
+	}
+	s.httpSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.parts.add("http listener", func(ctx context.Context) error { return shutdownListener(ctx, s.httpSrv, s.httpLn) })
+	go s.serve("http", s.httpSrv, s.httpLn, false)
+	s.health.Ready("http")
+	return nil
+}
+
+// startPprof serves profiles on their own listener, never on the API's: it
+// is for the operator's loopback, and unauthenticated.
+func (s *Server) startPprof() {
+	if s.cfg.PprofAddr == "" {
+		return
+	}
+	pm := http.NewServeMux()
+	pm.HandleFunc("/debug/pprof/", pprof.Index)
+	pm.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	pm.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() {
+		if err := http.ListenAndServe(s.cfg.PprofAddr, pm); err != nil {
+			s.log.Error("pprof listener", "err", err)
+		}
+	}()
+	s.log.Info("pprof profiles served", "addr", s.cfg.PprofAddr)
+}
+
+// startLoops starts the background loops: alarms, policy reloads, store
+// health, webhooks, audit pruning, rate-limit sync, feed reconciling.
+func (s *Server) startLoops() {
+	s.parts.loop("alarms", s.alarmLoop)
+	s.parts.loop("policy reloads", s.policies.Run)
+	s.parts.loop("store health", s.storeHealthLoop)
+	s.parts.loop("webhooks", s.webhooksLoop)
+	if s.cfg.AuditMaxAge > 0 {
+		s.parts.loop("audit pruning", func(ctx context.Context) { s.pruneAuditLoop(ctx, s.cfg.AuditMaxAge) })
+	}
+	if s.store.Backend() == "postgres" && s.cfg.RateLimitSync > 0 {
+		node := s.cfg.NodeName
+		if node == "" {
+			host, _ := os.Hostname()
+			node = fmt.Sprintf("%s/%d", host, os.Getpid())
+		}
+		sync := ratesync.New(ratesync.Config{Engine: s.engine, Store: s.store, Node: node, Every: s.cfg.RateLimitSync,
+			Alarms: s.alarms, Registerer: s.reg, Logger: s.log})
+		s.parts.loop("rate limit sync", sync.Run)
+		s.log.Info("rate limits hold across the nodes of the store", "node", node, "sync_every", s.cfg.RateLimitSync)
+	}
+	if s.dir != nil {
+		s.parts.loop("feed reconcile", func(ctx context.Context) { s.dir.reconcileLoop(ctx, s.store, s.feedsCh) })
+	}
+}
