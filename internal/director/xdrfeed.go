@@ -513,7 +513,7 @@ func (f *feed) markCommit(b *pollBatch) {
 	case b.mem != nil:
 		// confirmed in the ledger: the tap commits it
 	default:
-		b.cl.MarkCommitRecords(b.marks...)
+		b.cl.MarkCommitRecords(f.led.currentMarks(b.marks, b.epochs)...)
 	}
 }
 
