@@ -16,6 +16,7 @@ import (
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/probe"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 // TestDirectorPoisonPill: a 1.5 MB copy, produced zstd-compressed by kcat
@@ -88,19 +89,8 @@ func poisonPill(t *testing.T, once bool) {
 	}
 
 	// The dead letter names the copy and why.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddrs()...), kgo.ConsumeTopics(broker.DLQTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var dead *kgo.Record
-	testkit.WaitFor(t, 10*time.Second, "the dead letter", func() bool {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		defer pcancel()
-		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { dead = r })
-		return dead != nil
-	})
+	dlq := kafkatest.NewReader(t, broker.ClientConfig{Brokers: s.KafkaAddrs()}, []string{broker.DLQTopic}).Read(1, 10*time.Second)
+	dead := dlq[len(dlq)-1]
 	hdr := map[string]string{}
 	for _, h := range dead.Headers {
 		hdr[h.Key] = string(h.Value)
@@ -230,32 +220,22 @@ func TestDirectorSequencing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddrs()...), kgo.ConsumeTopics("ORDERED"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
+	// correlation id -> direction of its first copy in the output
+	first := map[string]string{}
+	out := kafkatest.NewReader(t, broker.ClientConfig{Brokers: s.KafkaAddrs()}, []string{"ORDERED"}).Read(2*n+2, 30*time.Second)
+	for _, r := range out {
+		var c struct {
+			MD struct {
+				ID  string `json:"correlation-id"`
+				Dir string `json:"message-direction"`
+			} `json:"metadata-list"`
+		}
+		if json.Unmarshal(r.Value, &c) == nil {
+			if _, ok := first[c.MD.ID]; !ok {
+				first[c.MD.ID] = c.MD.Dir
+			}
+		}
 	}
-	defer cl.Close()
-	first := map[string]string{} // correlation id -> direction of its first copy in the output
-	got := 0
-	testkit.WaitFor(t, 30*time.Second, "the 42 copies", func() bool {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		defer pcancel()
-		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
-			got++
-			var c struct {
-				MD struct {
-					ID  string `json:"correlation-id"`
-					Dir string `json:"message-direction"`
-				} `json:"metadata-list"`
-			}
-			if json.Unmarshal(r.Value, &c) == nil {
-				if _, ok := first[c.MD.ID]; !ok {
-					first[c.MD.ID] = c.MD.Dir
-				}
-			}
-		})
-		return got >= 2*n+2
-	})
 	var st struct{ Status struct{ Reordered uint64 } }
 	_, b := apiDo(t, s, "GET", "/api/v1/feeds/ordered/status", "")
 	if err := json.Unmarshal(b, &st); err != nil {

@@ -15,7 +15,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 // produceEnv makes the test binary produce records with franz-go (TestMain,
@@ -145,18 +147,10 @@ func TestRemoteNFProduces(t *testing.T) {
 		t.Fatalf("franz-go from the NF's host: %v\n%s", err, out)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(adv), kgo.ConsumeTopics("SCP"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	seen := map[string]bool{}
-	testkit.WaitForState(t, 20*time.Second, "the 100 records on SCP", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
-		return len(seen) >= 100, fmt.Sprintf("%d records", len(seen))
-	})
+	for _, r := range kafkatest.NewReader(t, broker.ClientConfig{Brokers: []string{adv}}, []string{"SCP"}).Read(100, 20*time.Second) {
+		seen[string(r.Value)] = true
+	}
 	for _, want := range []string{"kcat-0", "kcat-49", "franz-0", "franz-49"} {
 		if !seen[want] {
 			t.Errorf("record %s missing", want)

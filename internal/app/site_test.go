@@ -17,6 +17,7 @@ import (
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfsim"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 func TestMain(m *testing.M) {
@@ -135,7 +136,7 @@ type sitePair struct {
 }
 
 func startSitePair(t *testing.T, ctx context.Context, takeover time.Duration) *sitePair {
-	out := testkit.StartBroker(t, broker.Config{Topics: []broker.TopicSpec{{Name: "OUT", Partitions: 3}, {Name: "OUT2", Partitions: 3}}})
+	out := kafkatest.StartBroker(t, broker.Config{Topics: []broker.TopicSpec{{Name: "OUT", Partitions: 3}, {Name: "OUT2", Partitions: 3}}})
 	sp := &sitePair{t: t, ctx: ctx, takeover: takeover, lake: newKafkaCounter(t, ctx, out.Addrs(), "OUT"), out: out.Addrs()[0],
 		eastHTTP: freePort(t), westHTTP: freePort(t), eastKafka: freePort(t), westKafka: freePort(t)}
 	args := func(site, peer, httpAddr, kafka, peerHTTP, peerKafka string) []string {

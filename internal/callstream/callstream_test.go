@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/callrecord"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 func rec(i int) *callrecord.Record {
@@ -23,7 +23,7 @@ func rec(i int) *callrecord.Record {
 // Records reach the topic, one JSON call record each, keyed by the
 // calling number.
 func TestRecordsReachTheTopic(t *testing.T) {
-	b := testkit.StartBroker(t, broker.Config{Addr: "127.0.0.1:0", Topics: []broker.TopicSpec{{Name: "CALLS", Partitions: 3}}})
+	b := kafkatest.StartBroker(t, broker.Config{Addr: "127.0.0.1:0", Topics: []broker.TopicSpec{{Name: "CALLS", Partitions: 3}}})
 	s, err := New(Config{Client: b.ClientConfig()})
 	if err != nil {
 		t.Fatal(err)
@@ -40,30 +40,18 @@ func TestRecordsReachTheTopic(t *testing.T) {
 	if got := testutil.ToFloat64(s.produced); got != n {
 		t.Fatalf("produced %v, want %d (dropped %v, failed %v)", got, n, testutil.ToFloat64(s.dropped), testutil.ToFloat64(s.failed))
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.ConsumeTopics("CALLS"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
+	recs := kafkatest.NewReader(t, b.ClientConfig(), []string{"CALLS"}).Read(n, 10*time.Second)
+	if len(recs) != n {
+		t.Fatalf("consumed %d, want %d", len(recs), n)
 	}
-	defer cl.Close()
-	seen := 0
-	deadline := time.Now().Add(10 * time.Second)
-	for seen < n && time.Now().Before(deadline) {
-		pctx, pcancel := context.WithTimeout(context.Background(), time.Second)
-		fs := cl.PollFetches(pctx)
-		pcancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			var c callrecord.Record
-			if err := callrecord.Decode(r.Value, &c); err != nil {
-				t.Fatalf("record %d: %v: %s", seen, err, r.Value)
-			}
-			if string(r.Key) != c.Calling {
-				t.Errorf("key %q, calling %q", r.Key, c.Calling)
-			}
-			seen++
-		})
-	}
-	if seen != n {
-		t.Fatalf("consumed %d of %d", seen, n)
+	for i, r := range recs {
+		var c callrecord.Record
+		if err := callrecord.Decode(r.Value, &c); err != nil {
+			t.Fatalf("record %d: %v: %s", i, err, r.Value)
+		}
+		if string(r.Key) != c.Calling {
+			t.Errorf("key %q, calling %q", r.Key, c.Calling)
+		}
 	}
 }
 
@@ -101,7 +89,7 @@ func TestUnreachableBrokerDropsWithoutWaiting(t *testing.T) {
 }
 
 func BenchmarkRecord(b *testing.B) {
-	bk := testkit.StartBroker(b, broker.Config{Addr: "127.0.0.1:0", Topics: []broker.TopicSpec{{Name: "CALLS", Partitions: 6}}})
+	bk := kafkatest.StartBroker(b, broker.Config{Addr: "127.0.0.1:0", Topics: []broker.TopicSpec{{Name: "CALLS", Partitions: 6}}})
 	s, err := New(Config{Client: bk.ClientConfig()})
 	if err != nil {
 		b.Fatal(err)

@@ -16,8 +16,8 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
-	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/testkit/fixture"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 var testTopics = []broker.TopicSpec{
@@ -31,7 +31,7 @@ func startBroker(t *testing.T, cfg broker.Config) *broker.Broker {
 	if cfg.Topics == nil {
 		cfg.Topics = testTopics
 	}
-	return testkit.StartBroker(t, cfg)
+	return kafkatest.StartBroker(t, cfg)
 }
 
 // producer writes copies with ids prefix-0..n-1 alternating SCP and NRF.
@@ -223,26 +223,12 @@ func (s *tcpSink) Close() error {
 }
 
 // countTopic reads topic from the start until it has want distinct keys or
-// the time runs out, returning distinct keys and total records.
+// 20 s have passed, returning distinct keys and total records.
 func countTopic(t *testing.T, cc broker.ClientConfig, topic string, want int) (map[string]int, int) {
 	t.Helper()
-	cl, err := cc.NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	keys := map[string]int{}
-	total := 0
-	for len(keys) < want && ctx.Err() == nil {
-		fs := cl.PollFetches(ctx)
-		fs.EachRecord(func(r *kgo.Record) {
-			keys[string(r.Key)]++
-			total++
-		})
-	}
-	return keys, total
+	r := kafkatest.NewReader(t, cc, []string{topic})
+	r.For(20*time.Second, func(recs []*kgo.Record) bool { return len(kafkatest.Keys(recs)) >= want })
+	return kafkatest.Keys(r.Records), len(r.Records)
 }
 
 // appendBatchFrame appends the test receivers' framing of a batch: one

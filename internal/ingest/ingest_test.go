@@ -21,12 +21,12 @@ import (
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/nfsim"
-	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/testkit/fixture"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 func TestIngest(t *testing.T) {
-	b := testkit.StartBroker(t, broker.Config{MaxMessageBytes: 64 << 10, Topics: testTopics})
+	b := kafkatest.StartBroker(t, broker.Config{MaxMessageBytes: 64 << 10, Topics: testTopics})
 	cc := b.ClientConfig()
 	cc.MaxMessageBytes = 1 << 20 // let the broker, not the client, refuse big copies
 	cl, err := cc.NewClient()
@@ -139,7 +139,7 @@ func TestIngestThirdParty(t *testing.T) {
 func ingestCounts(t *testing.T, extra, body string) map[string]int64 {
 	t.Helper()
 	topics := append(slices.Clone(testTopics), broker.TopicSpec{Name: extra, Partitions: 2})
-	b := testkit.StartBroker(t, broker.Config{Topics: topics})
+	b := kafkatest.StartBroker(t, broker.Config{Topics: topics})
 	cl, err := b.ClientConfig().NewClient()
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 // BenchmarkMirror: copies of 3000 bytes, already in this site's Kafka, are
@@ -17,9 +18,9 @@ import (
 // per copy counts the mirror and both brokers' share of the work.
 func BenchmarkMirror(b *testing.B) {
 	topics := []broker.TopicSpec{{Name: "SCP", Partitions: 12}}
-	local := testkit.StartBroker(b, broker.Config{Topics: topics})
+	local := kafkatest.StartBroker(b, broker.Config{Topics: topics})
 	// The mirrored topic exists, as it does at a peer that runs -site.
-	remote := testkit.StartBroker(b, broker.Config{Topics: []broker.TopicSpec{{Name: "east.SCP", Partitions: 12}}})
+	remote := kafkatest.StartBroker(b, broker.Config{Topics: []broker.TopicSpec{{Name: "east.SCP", Partitions: 12}}})
 	cl := mustClient(b, local.ClientConfig(), kgo.ProducerLinger(5*time.Millisecond))
 	value := make([]byte, 3000)
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 // TestMirror: a site's copies reach the peer's Kafka partition for
@@ -22,8 +23,8 @@ import (
 // copy; and a peer topic of another partition count is refused by name.
 func TestMirror(t *testing.T) {
 	topics := []broker.TopicSpec{{Name: "SCP", Partitions: 2}}
-	local := testkit.StartBroker(t, broker.Config{Topics: topics})
-	remote := testkit.StartBroker(t, broker.Config{Topics: []broker.TopicSpec{{Name: "east.NRF", Partitions: 3}}})
+	local := kafkatest.StartBroker(t, broker.Config{Topics: topics})
+	remote := kafkatest.StartBroker(t, broker.Config{Topics: []broker.TopicSpec{{Name: "east.NRF", Partitions: 3}}})
 	cfg := MirrorConfig{Site: "east", Peer: "west", Local: local.ClientConfig(), Remote: remote.ClientConfig(),
 		Topics: topics, Registerer: prometheus.NewRegistry(), Logger: testkit.Logger()}
 

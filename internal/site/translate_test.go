@@ -11,6 +11,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 // TestPositionsAtTheEdges: the translations a takeover and a hand-back
@@ -26,8 +27,8 @@ import (
 //     copy still to come: exact.
 func TestPositionsAtTheEdges(t *testing.T) {
 	topics := []broker.TopicSpec{{Name: "SCP", Partitions: 1}, {Name: "NRF", Partitions: 1}}
-	local := testkit.StartBroker(t, broker.Config{Topics: topics})
-	remote := testkit.StartBroker(t, broker.Config{})
+	local := kafkatest.StartBroker(t, broker.Config{Topics: topics})
+	remote := kafkatest.StartBroker(t, broker.Config{})
 	cfg := MirrorConfig{Site: "east", Peer: "west", Local: local.ClientConfig(), Remote: remote.ClientConfig(),
 		Topics: topics, Registerer: prometheus.NewRegistry(), Logger: testkit.Logger()}
 	ctx := context.Background()

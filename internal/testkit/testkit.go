@@ -1,7 +1,8 @@
 // Package testkit holds what the tests of several packages share: CPU-time
-// measurement for benchmarks, waiting on observable state, the embedded
-// broker on a loopback port, a discarding logger, and the outside tools
-// (PostgreSQL, tshark, kcat, Chromium) that `make test` provides.
+// measurement for benchmarks, waiting on observable state, a discarding
+// logger, and the outside tools (PostgreSQL, tshark, kcat, Chromium) that
+// `make test` provides. Kafka's part is kafkatest, apart, so that tests
+// without Kafka do not link the broker.
 //
 // It is imported by tests only.
 package testkit
@@ -15,8 +16,6 @@ import (
 	"time"
 
 	"github.com/signalbox/signalbox/internal/testkit/outside"
-
-	"github.com/signalbox/signalbox/internal/broker"
 )
 
 // CPUTime is this process's user+system CPU time. Benchmarks report it per
@@ -64,23 +63,6 @@ func WaitForState(t testing.TB, timeout time.Duration, what string, cond func() 
 
 // Logger discards everything.
 func Logger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// StartBroker starts the embedded broker on a loopback port (cfg.Addr
-// empty) and closes it when the test ends.
-func StartBroker(t testing.TB, cfg broker.Config) *broker.Broker {
-	t.Helper()
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:0"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, err := broker.Start(ctx, cfg, nil)
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	t.Cleanup(b.Close)
-	return b
-}
 
 // Outside marks a test that talks to an outside program or server
 // (outside.Mark).

@@ -10,16 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/signalbox/signalbox/internal/broker"
 	"github.com/signalbox/signalbox/internal/nfcopy"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
 func startBroker(t *testing.T) *broker.Broker {
 	t.Helper()
-	return testkit.StartBroker(t, broker.Config{
+	return kafkatest.StartBroker(t, broker.Config{
 		MaxMessageBytes: 64 << 10,
 		Topics:          []broker.TopicSpec{{Name: "SCP", Partitions: 2}, {Name: "probe.out", Partitions: 3}},
 	})
@@ -163,19 +162,7 @@ func TestWritePipelined(t *testing.T) {
 	if !s.Connected() {
 		t.Error("not connected after confirmed writes")
 	}
-	cl, err := b.ClientConfig().NewClient(kgo.ConsumeTopics("probe.out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	n := 0
-	for n < 300 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of 300 records", n)
-		}
-		n += fs.NumRecords()
-	}
+	kafkatest.NewReader(t, b.ClientConfig(), []string{"probe.out"}).Read(300, 20*time.Second)
 }
 
 // A record the broker can never take does not fail its batch: it is set
@@ -209,22 +196,7 @@ func TestTooLargeRecordsSetAside(t *testing.T) {
 	if !s.Connected() {
 		t.Error("a set-aside record marked the sink disconnected")
 	}
-	cl, err := b.ClientConfig().NewClient(kgo.ConsumeTopics("probe.out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	n := 0
-	for n < 8 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of 8 records", n)
-		}
-		n += fs.NumRecords()
-	}
-	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	if fs := cl.PollFetches(pctx); fs.NumRecords() != 0 {
-		t.Fatalf("%d records more than the 8 written", fs.NumRecords())
-	}
+	r := kafkatest.NewReader(t, b.ClientConfig(), []string{"probe.out"})
+	r.Read(8, 20*time.Second)
+	r.None(500 * time.Millisecond)
 }
