@@ -219,11 +219,15 @@ func (s *Stream) done(_ *kgo.Record, err error) {
 	}
 }
 
+// recentTimeout bounds Recent: a console poll, not a wait.
+const recentTimeout = 5 * time.Second
+
 // Recent reads the newest n call records of the topic, from every node,
 // newest first: the console's live view of the stream. It reads the last
-// n records of each partition and keeps the n newest by time.
+// n records of each partition and keeps the n newest by time; within
+// recentTimeout, or it answers an error rather than an empty stream.
 func (s *Stream) Recent(ctx context.Context, n int) ([]json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, recentTimeout)
 	defer cancel()
 	adm := kadm.NewClient(s.cl)
 	starts, err := adm.ListStartOffsets(ctx, s.cfg.Topic)
@@ -260,6 +264,11 @@ func (s *Stream) Recent(ctx context.Context, n int) ([]json.RawMessage, error) {
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
+			if len(recs) == 0 {
+				// Records are there, none came: a slow or unreachable
+				// broker, not an empty stream.
+				return nil, fmt.Errorf("calls stream: no record read within %s from the %d partitions that hold some", recentTimeout, len(want))
+			}
 			break // what was read so far
 		}
 		fs.EachRecord(func(r *kgo.Record) {
