@@ -19,6 +19,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/store"
 	"github.com/signalbox/signalbox/internal/testkit/oidcop"
+	"github.com/signalbox/signalbox/internal/testkit/pki"
 )
 
 var people = []oidcop.User{
@@ -241,6 +242,31 @@ func TestSignInProviderDown(t *testing.T) {
 	}
 	if f.results("provider_down") != 1 {
 		t.Error("provider_down not counted")
+	}
+}
+
+// A provider on HTTPS with a private CA: signalbox trusts it with -oidc-ca
+// (Config.CAFile), and without it the sign-in page says why it cannot
+// reach the provider.
+func TestSignInPrivateCA(t *testing.T) {
+	ca := pki.NewCA(t, "corp-sso-ca")
+	caFile := ca.File(t, t.TempDir(), "sso-ca")
+	f := start(t, oidcop.Options{CA: ca}, func(c *Config) { c.CAFile = caFile })
+	if !strings.HasPrefix(f.op.Issuer, "https://") {
+		t.Fatalf("issuer %s", f.op.Issuer)
+	}
+	resp, body, c := f.signIn("ada", "pw-ada")
+	if resp.StatusCode != 200 || body != "console" {
+		t.Fatalf("sign-in through the HTTPS provider: %d %s", resp.StatusCode, body)
+	}
+	if code, se := f.session(c); code != 200 || se["role"] != "admin" {
+		t.Fatalf("session: %d %v", code, se)
+	}
+
+	untrusting := start(t, oidcop.Options{CA: ca}, nil)
+	resp, body, _ = untrusting.signIn("ada", "pw-ada")
+	if resp.StatusCode != 503 || !strings.Contains(body, "certificate") {
+		t.Errorf("without the provider's CA: %d %s", resp.StatusCode, body)
 	}
 }
 

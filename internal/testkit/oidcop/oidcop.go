@@ -7,6 +7,8 @@ package oidcop
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -25,6 +27,8 @@ import (
 	"github.com/zitadel/oidc/v3/example/server/storage"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
+
+	"github.com/signalbox/signalbox/internal/testkit/pki"
 )
 
 // User is a person the provider knows.
@@ -40,15 +44,19 @@ type Client struct {
 
 // Options: GroupsInUserinfoOnly leaves the groups claim out of ID tokens
 // (as providers do that keep ID tokens small), so a relying party must ask
-// the userinfo endpoint.
+// the userinfo endpoint. CA, when set, signs the provider's certificate and
+// it serves HTTPS (its issuer https://127.0.0.1:port), as providers do.
 type Options struct {
 	GroupsInUserinfoOnly bool
+	CA                   *pki.CA
 }
 
-// Provider is a running provider; Issuer is its URL (http on loopback).
+// Provider is a running provider; Issuer is its URL (http on loopback, or
+// https with Options.CA).
 type Provider struct {
 	Issuer string
 	srv    *httptest.Server
+	roots  *x509.CertPool // the CA a browser must trust; nil on http
 }
 
 // Close stops it (a provider that is down).
@@ -62,6 +70,9 @@ func Start(t testing.TB, users []User, clients []Client, o Options) *Provider {
 		t.Fatal(err)
 	}
 	issuer := "http://" + ln.Addr().String()
+	if o.CA != nil {
+		issuer = "https://" + ln.Addr().String()
+	}
 	byID := map[string]*storage.User{}
 	groups := map[string][]string{}
 	for _, u := range users {
@@ -92,9 +103,16 @@ func Start(t testing.TB, users []User, clients []Client, o Options) *Provider {
 	srv := httptest.NewUnstartedServer(router)
 	srv.Listener.Close()
 	srv.Listener = ln
-	srv.Start()
+	p := &Provider{Issuer: issuer, srv: srv}
+	if o.CA != nil {
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{o.CA.Server(t, "127.0.0.1").TLS}, MinVersion: tls.VersionTLS12}
+		srv.StartTLS()
+		p.roots = o.CA.Pool
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
-	return &Provider{Issuer: issuer, srv: srv}
+	return p
 }
 
 // groupStorage adds each user's "groups" to the userinfo answer and,
@@ -132,6 +150,9 @@ func (s *groupStorage) SetUserinfoFromRequest(ctx context.Context, ui *oidc.User
 func (p *Provider) SignIn(start, username, password string) (*http.Client, *http.Response, string, error) {
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	if p.roots != nil {
+		c.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.roots, MinVersion: tls.VersionTLS12}}
+	}
 	resp, err := c.Get(start)
 	if err != nil {
 		return c, nil, "", err
