@@ -1,14 +1,14 @@
 #!/bin/sh
 # web-vendor.sh fetches the console's one third-party library, uPlot, from the
 # npm registry at a pinned version and copies its browser build into
-# internal/web/assets/vendor/. The result is committed, so `go build` works
+# internal/platform/web/assets/vendor/. The result is committed, so `go build` works
 # on a fresh clone without npm; run this (make web) only to change versions.
 set -eu
 
 UPLOT_VERSION=1.6.32
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest="$root/internal/web/assets/vendor"
+dest="$root/internal/platform/web/assets/vendor"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -12,10 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/signalbox/signalbox/internal/config"
-	"github.com/signalbox/signalbox/internal/obs"
-	"github.com/signalbox/signalbox/internal/ratesync"
-	"github.com/signalbox/signalbox/internal/snmpnotify"
+	"github.com/signalbox/signalbox/internal/callcontrol/ratesync"
+	"github.com/signalbox/signalbox/internal/platform/config"
+	"github.com/signalbox/signalbox/internal/platform/obs"
+	"github.com/signalbox/signalbox/internal/platform/snmpnotify"
 )
 
 // Alarm kinds raised by the app's watcher.

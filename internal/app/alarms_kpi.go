@@ -8,7 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/signalbox/signalbox/internal/obs"
+	"github.com/signalbox/signalbox/internal/platform/obs"
 )
 
 // Alarm kinds on the director's service KPIs, as the reference director

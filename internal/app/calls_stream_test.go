@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/callrecord"
+	"github.com/signalbox/signalbox/internal/callcontrol/callrecord"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 

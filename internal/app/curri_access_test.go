@@ -66,7 +66,7 @@ func TestCURRIClientIdentity(t *testing.T) {
 		resp.Body.Close()
 		return resp, string(b), nil
 	}
-	xacml, err := os.ReadFile("../curri/testdata/requests/cisco_hello_world.xml")
+	xacml, err := os.ReadFile("../callcontrol/curri/testdata/requests/cisco_hello_world.xml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // TestCURRIFieldCorpus answers the real-world request bodies of
-// internal/curri/testdata/requests (SOURCES.md names each one's source)
+// internal/callcontrol/curri/testdata/requests (SOURCES.md names each one's source)
 // through serve on a fresh data dir, over one kept-alive connection with
 // CUCM's headers, the way a CallManager node sends them; then checks what
 // the call log says was sent, the dry run's matched form, aliases, and the
@@ -63,7 +63,7 @@ func TestCURRIFieldCorpus(t *testing.T) {
 		{"broken_missing_called.xml", "/curri", "Indeterminate", []string{"status:missing-attribute"}},
 	}
 	for _, tc := range tests {
-		body, err := os.ReadFile(filepath.Join("../curri/testdata/requests", tc.file))
+		body, err := os.ReadFile(filepath.Join("../callcontrol/curri/testdata/requests", tc.file))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,16 +19,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/api"
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/callstream"
-	"github.com/signalbox/signalbox/internal/config"
-	"github.com/signalbox/signalbox/internal/director"
-	"github.com/signalbox/signalbox/internal/ingest"
-	"github.com/signalbox/signalbox/internal/site"
-	"github.com/signalbox/signalbox/internal/store"
-	"github.com/signalbox/signalbox/internal/trace"
-	"github.com/signalbox/signalbox/internal/xdrstore"
+	"github.com/signalbox/signalbox/internal/callcontrol/callstream"
+	"github.com/signalbox/signalbox/internal/datadirector/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/director"
+	"github.com/signalbox/signalbox/internal/datadirector/ingest"
+	"github.com/signalbox/signalbox/internal/datadirector/site"
+	"github.com/signalbox/signalbox/internal/datadirector/trace"
+	"github.com/signalbox/signalbox/internal/datadirector/xdrstore"
+	"github.com/signalbox/signalbox/internal/platform/api"
+	"github.com/signalbox/signalbox/internal/platform/config"
+	"github.com/signalbox/signalbox/internal/platform/store"
 )
 
 // directorParts is the running data director: the embedded broker (unless an

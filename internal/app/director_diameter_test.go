@@ -13,9 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/nfsim"
+	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
+	"github.com/signalbox/signalbox/internal/datadirector/xdr"
 	"github.com/signalbox/signalbox/internal/testkit"
-	"github.com/signalbox/signalbox/internal/xdr"
 )
 
 // TestDirectorDiameter: a DRA's Diameter copies, produced with kcat into the

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/datadirector/probe"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/signalbox/signalbox/internal/api"
+	"github.com/signalbox/signalbox/internal/platform/api"
 )
 
 // The OpenAPI Initiative's JSON Schema of OpenAPI 3.1 documents, as

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/api"
-	"github.com/signalbox/signalbox/internal/signin"
+	"github.com/signalbox/signalbox/internal/platform/api"
+	"github.com/signalbox/signalbox/internal/platform/signin"
 	"github.com/signalbox/signalbox/internal/testkit/oidcop"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/datadirector/probe"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/broker"
 	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )

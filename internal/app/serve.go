@@ -21,18 +21,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/signalbox/signalbox/internal/api"
-	"github.com/signalbox/signalbox/internal/calllog"
-	"github.com/signalbox/signalbox/internal/callpolicy"
-	"github.com/signalbox/signalbox/internal/callrecord"
-	"github.com/signalbox/signalbox/internal/config"
-	"github.com/signalbox/signalbox/internal/curri"
-	"github.com/signalbox/signalbox/internal/livepolicy"
-	"github.com/signalbox/signalbox/internal/obs"
-	"github.com/signalbox/signalbox/internal/reputation"
-	"github.com/signalbox/signalbox/internal/snmpnotify"
-	"github.com/signalbox/signalbox/internal/store"
-	"github.com/signalbox/signalbox/internal/webhook"
+	"github.com/signalbox/signalbox/internal/callcontrol/calllog"
+	"github.com/signalbox/signalbox/internal/callcontrol/callpolicy"
+	"github.com/signalbox/signalbox/internal/callcontrol/callrecord"
+	"github.com/signalbox/signalbox/internal/callcontrol/curri"
+	"github.com/signalbox/signalbox/internal/callcontrol/livepolicy"
+	"github.com/signalbox/signalbox/internal/callcontrol/reputation"
+	"github.com/signalbox/signalbox/internal/callcontrol/webhook"
+	"github.com/signalbox/signalbox/internal/platform/api"
+	"github.com/signalbox/signalbox/internal/platform/config"
+	"github.com/signalbox/signalbox/internal/platform/obs"
+	"github.com/signalbox/signalbox/internal/platform/snmpnotify"
+	"github.com/signalbox/signalbox/internal/platform/store"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/config"
+	"github.com/signalbox/signalbox/internal/platform/config"
 )
 
 // testConfig is a serve config on loopback ports with a temp data dir.

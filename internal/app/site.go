@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/api"
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/config"
-	"github.com/signalbox/signalbox/internal/obs"
-	"github.com/signalbox/signalbox/internal/site"
+	"github.com/signalbox/signalbox/internal/datadirector/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/site"
+	"github.com/signalbox/signalbox/internal/platform/api"
+	"github.com/signalbox/signalbox/internal/platform/config"
+	"github.com/signalbox/signalbox/internal/platform/obs"
 )
 
 // mirroredTopics are the topics the peer site's copies are mirrored into

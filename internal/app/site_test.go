@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/nfsim"
+	"github.com/signalbox/signalbox/internal/datadirector/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
 	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/snmpnotify"
+	"github.com/signalbox/signalbox/internal/platform/snmpnotify"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 

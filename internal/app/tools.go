@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/signalbox/signalbox/internal/bench"
-	"github.com/signalbox/signalbox/internal/nfsim"
-	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
+	"github.com/signalbox/signalbox/internal/datadirector/probe"
 )
 
 // defaultNFSimBroker is where nfsim produces without -brokers or -ingest:

@@ -14,11 +14,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/nfcopy"
-	"github.com/signalbox/signalbox/internal/store"
+	"github.com/signalbox/signalbox/internal/datadirector/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
+	"github.com/signalbox/signalbox/internal/datadirector/trace"
+	"github.com/signalbox/signalbox/internal/platform/store"
 	"github.com/signalbox/signalbox/internal/testkit"
-	"github.com/signalbox/signalbox/internal/trace"
 )
 
 // A subscriber trace started by a tracer captures exactly that

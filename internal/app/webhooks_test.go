@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/signalbox/signalbox/internal/callcontrol/webhook"
 	"github.com/signalbox/signalbox/internal/testkit"
-	"github.com/signalbox/signalbox/internal/webhook"
 )
 
 // Webhooks made through the API get signed events from a running serve:

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/nfsim"
+	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
 )
 
 // dirConfig is one `signalbox bench director` invocation.

@@ -11,8 +11,8 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/nfcopy"
-	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
+	"github.com/signalbox/signalbox/internal/datadirector/probe"
 )
 
 // kafkaCounter is the third-party consumer of a kafka feed: a franz-go

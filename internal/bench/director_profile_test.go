@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/signalbox/signalbox/internal/broker"
-	"github.com/signalbox/signalbox/internal/director"
-	"github.com/signalbox/signalbox/internal/nfsim"
-	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/datadirector/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/director"
+	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
+	"github.com/signalbox/signalbox/internal/datadirector/probe"
 )
 
 var (

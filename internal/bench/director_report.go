@@ -8,8 +8,8 @@ import (
 	"os"
 	"sort"
 
-	"github.com/signalbox/signalbox/internal/nfsim"
-	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
+	"github.com/signalbox/signalbox/internal/datadirector/probe"
 )
 
 // Reference figures (seed page: OCNADD 23.2, secure synthetic feed) and the

@@ -24,8 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/nfsim"
-	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
+	"github.com/signalbox/signalbox/internal/datadirector/probe"
 )
 
 // scenario is one run's moving parts.

@@ -5,7 +5,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/datadirector/probe"
 )
 
 // A soak (-window): the measured phase cut into windows, each with its

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/probe"
+	"github.com/signalbox/signalbox/internal/datadirector/probe"
 )
 
 // TestSoakWindows: the probes' windows in the measured phase become the

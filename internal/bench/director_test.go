@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/signalbox/signalbox/internal/nfsim"
+	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/signalbox/signalbox/internal/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/broker"
 )
 
 // StartBroker starts the embedded broker on a loopback port (cfg.Addr

@@ -1,0 +1,104 @@
+package director
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/signalbox/signalbox/internal/datadirector/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
+	"github.com/signalbox/signalbox/internal/testkit"
+)
+
+// TestDefaultSinks runs feeds with the real http2 and synthetic sinks.
+func TestDefaultSinks(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	var mu sync.Mutex
+	got := map[string]int{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var c nfcopy.Copy
+		if err := nfcopy.Decode(body, &c); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got[c.CorrelationID]++
+		mu.Unlock()
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var pcapBytes atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					pcapBytes.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+
+	m, err := NewManager(Config{Client: b.ClientConfig(), Topics: testTopics[:3], Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	specs := []FeedSpec{
+		{Name: "h2", Type: TypeHTTP2, Sources: []string{"SCP", "NRF"}, URL: srv.URL + "/copies"},
+		{Name: "pcap", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: ln.Addr().String()},
+	}
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+	defer acancel()
+	for i := range specs {
+		if err := m.Prepare(actx, &specs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Apply(actx, specs); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	produce(t, producer(t, b), "h", 0, n, 0)
+	testkit.WaitFor(t, 20*time.Second, "http2 consumer to get every copy", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == n
+	})
+	testkit.WaitFor(t, 20*time.Second, "synthetic feed to deliver every copy", func() bool {
+		st, _ := m.Status("pcap")
+		return st.Delivered == n
+	})
+	// Each copy becomes at least one synthetic packet of more than its body.
+	testkit.WaitFor(t, 5*time.Second, "pcap bytes", func() bool { return pcapBytes.Load() > n*100 })
+	testkit.WaitFor(t, 5*time.Second, "h2 status to count every copy", func() bool {
+		st, _ := m.Status("h2")
+		return st.Delivered == n && st.State == StateConnected
+	})
+}
