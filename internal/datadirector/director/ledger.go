@@ -150,9 +150,9 @@ func (l *ledger) confirm(k tp, epoch uint64, last, at int64) {
 // what a feed's own reader may mark for commit. A batch still in the
 // pipeline when its partition was lost and assigned back (a new epoch)
 // must not be marked: franz-go compares a mark with the commit it resumed
-// from by leader epoch first, and a broker that answers committed offsets
-// without their epoch (librdkafka's mock) makes any older record look
-// newer, moving the group's commit back to it.
+// from by leader epoch first, and against a commit written without an
+// epoch (Prepare's and the site's positions) any older record looks newer,
+// which would move the group's commit back to it.
 func (l *ledger) currentMarks(rs []*kgo.Record, es []uint64) []*kgo.Record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
