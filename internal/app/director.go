@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -456,13 +455,9 @@ func kafkaTLS(cfg config.Serve) (client, server *tls.Config, err error) {
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.KafkaTLSInsecure} //nolint:gosec // opt-in flag
 	if cfg.KafkaTLSCA != "" {
-		pem, err := os.ReadFile(cfg.KafkaTLSCA)
+		pool, err := config.CAPool(cfg.KafkaTLSCA)
 		if err != nil {
 			return nil, nil, fmt.Errorf("kafka tls ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("kafka tls ca %s: no PEM certificates", cfg.KafkaTLSCA)
 		}
 		c.RootCAs = pool
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -333,13 +332,9 @@ func curriTLSConfig(cfg config.Serve) (*tls.Config, error) {
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	if cfg.CURRIClientCA != "" {
-		pem, err := os.ReadFile(cfg.CURRIClientCA)
+		pool, err := config.CAPool(cfg.CURRIClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("curri client ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("curri client ca %s: no PEM certificates", cfg.CURRIClientCA)
 		}
 		tc.ClientCAs = pool
 		tc.ClientAuth = tls.RequireAndVerifyClientCert

@@ -6,6 +6,7 @@
 package config
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -461,6 +462,20 @@ func (c *Serve) validateOIDC() []error {
 		errs = append(errs, fmt.Errorf("-oidc-session-max-age %s: want 1m to 720h", c.OIDCSessionMaxAge))
 	}
 	return errs
+}
+
+// CAPool reads a PEM bundle of CA certificates, the file a -*-ca setting
+// names.
+func CAPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", path)
+	}
+	return pool, nil
 }
 
 // ParseAliases parses "/pdp/AuthorizationEndPoint=default,/fw/ecc.ashx=ivr"

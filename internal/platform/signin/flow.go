@@ -76,8 +76,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	}
 	f := flow{State: random(), Nonce: random(), Verifier: oauth2.GenerateVerifier()}
 	b, _ := json.Marshal(f)
-	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: base64.RawURLEncoding.EncodeToString(b), Path: "/auth/",
-		MaxAge: int(flowMaxAge / time.Second), HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
+	s.setCookie(w, flowCookie, base64.RawURLEncoding.EncodeToString(b), "/auth/", flowMaxAge)
 	http.Redirect(w, r, oc.AuthCodeURL(f.State, oidc.Nonce(f.Nonce), oauth2.S256ChallengeOption(f.Verifier)), http.StatusFound)
 }
 
@@ -85,7 +84,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 // code with the PKCE verifier, verifies the ID token, maps the groups to
 // a role and starts a session.
 func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: flowCookie, Path: "/auth/", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
+	s.setCookie(w, flowCookie, "", "/auth/", -1)
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
 		s.count("refused")
@@ -142,8 +141,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("signed in", "name", id.name, "subject", id.subject, "role", id.role, "client", r.RemoteAddr)
 	s.audit(r, store.AuditRecord{Actor: id.name, TokenID: "oidc:" + id.subject, Role: id.role, Action: "sign in",
 		Detail: "groups=" + strings.Join(id.groups, ",")})
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", MaxAge: int(s.cfg.SessionMaxAge / time.Second),
-		HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
+	s.setCookie(w, SessionCookie, secret, "/", s.cfg.SessionMaxAge)
 	http.Redirect(w, r, "/", http.StatusFound)
 }
 
@@ -179,8 +177,19 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("signed out", "name", se.Name, "subject", se.Subject)
 	s.audit(r, store.AuditRecord{Actor: se.Name, TokenID: "oidc:" + se.Subject, Role: se.Role, Action: "sign out"})
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
+	s.setCookie(w, SessionCookie, "", "/", -1)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// setCookie sets (maxAge > 0) or clears (maxAge < 0) one of the sign-in
+// cookies: HttpOnly, SameSite=Lax, Secure when the console is on https.
+func (s *Service) setCookie(w http.ResponseWriter, name, value, path string, maxAge time.Duration) {
+	age := -1
+	if maxAge > 0 {
+		age = int(maxAge / time.Second)
+	}
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: age, HttpOnly: true, Secure: s.secure,
+		SameSite: http.SameSiteLaxMode})
 }
 
 // CSRFOK reports whether a request made with session se carries its CSRF

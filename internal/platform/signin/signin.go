@@ -15,14 +15,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"sync"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/oauth2"
 
+	"github.com/signalbox/signalbox/internal/platform/config"
 	"github.com/signalbox/signalbox/internal/platform/store"
 )
 
@@ -153,13 +152,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
+		pool, err := config.CAPool(cfg.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("signin: provider CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("signin: provider CA %s: no PEM certificate in it", cfg.CAFile)
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
@@ -176,24 +171,30 @@ func (s *Service) Enabled() bool { return s.cfg.Issuer != "" }
 // error, and a provider's new endpoints are followed.
 func (s *Service) discover(ctx context.Context, fresh bool) (*oidc.Provider, *oidc.IDTokenVerifier, oauth2.Config, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.provider != nil && !fresh {
+	known := s.provider != nil
+	if known && !fresh {
+		defer s.mu.Unlock()
 		return s.provider, s.verifier, s.oauth, nil
 	}
+	s.mu.Unlock()
+	// The provider is asked without the lock: a slow one holds up this
+	// sign-in, not the callbacks of others.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, s.client), s.cfg.Issuer)
 	if err != nil {
 		return nil, nil, oauth2.Config{}, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.provider != nil && s.provider.Endpoint() == p.Endpoint() && s.provider.UserInfoEndpoint() == p.UserInfoEndpoint() {
+		return s.provider, s.verifier, s.oauth, nil // unchanged: keep the verifier's cached keys
+	}
 	scopes := []string{oidc.ScopeOpenID}
 	for _, sc := range s.cfg.Scopes {
 		if sc != oidc.ScopeOpenID && sc != "" {
 			scopes = append(scopes, sc)
 		}
-	}
-	if s.provider != nil && s.provider.Endpoint() == p.Endpoint() && s.provider.UserInfoEndpoint() == p.UserInfoEndpoint() {
-		return s.provider, s.verifier, s.oauth, nil // unchanged: keep the verifier's cached keys
 	}
 	s.provider = p
 	s.verifier = p.VerifierContext(oidc.ClientContext(context.Background(), s.client),
