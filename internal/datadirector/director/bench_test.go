@@ -52,8 +52,15 @@ func (s *countSink) Send(_ context.Context, b []*nfcopy.Copy) error {
 }
 func (s *countSink) Close() error { return nil }
 
-// BenchmarkFeed: b.N 3 KB copies already in SCP, one feed from earliest.
-func BenchmarkFeed(b *testing.B) {
+// BenchmarkFeed: b.N 3 KB copies already in SCP, one feed from earliest,
+// read through its sources' tap.
+func BenchmarkFeed(b *testing.B) { benchFeed(b, false) }
+
+// BenchmarkFeedSolo is BenchmarkFeed with the feed reading on its own
+// consumer group (sharing off, as xdr and call-record feeds always read).
+func BenchmarkFeedSolo(b *testing.B) { benchFeed(b, true) }
+
+func benchFeed(b *testing.B, solo bool) {
 	ctx := context.Background()
 	br, err := broker.Start(ctx, broker.Config{Addr: "127.0.0.1:0", Topics: testTopics[:3]}, nil)
 	if err != nil {
@@ -78,7 +85,7 @@ func BenchmarkFeed(b *testing.B) {
 		b.Fatal(err)
 	}
 	sink := &countSink{}
-	m, _ := runManager(b, Config{Client: br.ClientConfig(), Topics: testTopics[:3],
+	m, _ := runManager(b, Config{Client: br.ClientConfig(), Topics: testTopics[:3], SoloReads: solo,
 		NewSink: func(*FeedSpec) (Sink, error) { return sink, nil }})
 	spec := FeedSpec{Name: "bench", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "127.0.0.1:9", Start: "earliest"}
 	if err := m.Prepare(ctx, &spec); err != nil {

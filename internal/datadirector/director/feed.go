@@ -297,7 +297,7 @@ func (f *feed) run(ctx context.Context) {
 	// marks outlived the batch, which they no longer do (xdrStage.advance);
 	// pooling them is not measured yet.
 	pooled := f.xdrStage() == nil
-	p := f.startPipeline(ctx, pooled)
+	p := f.startPipeline(ctx)
 	defer p.close()
 	if f.spec.stage == stageRekey {
 		go f.sendWatermarks(ctx)
@@ -342,14 +342,14 @@ func (f *feed) run(ctx context.Context) {
 // Batches reach the sender, and their offsets the commit, in poll order, and
 // a batch's offsets are marked only once the sink confirmed it, so delivery
 // stays at-least-once.
-func (f *feed) startPipeline(ctx context.Context, pooled bool) *pipeline {
+func (f *feed) startPipeline(ctx context.Context) *pipeline {
 	p := &pipeline{
 		free: make(chan *pollBatch, pipelineDepth),
 		work: make(chan *pollBatch, pipelineDepth-1),
 		sent: make(chan struct{}),
 	}
 	for range pipelineDepth {
-		p.free <- &pollBatch{recycle: pooled}
+		p.free <- &pollBatch{}
 	}
 	go func() {
 		defer close(p.sent)

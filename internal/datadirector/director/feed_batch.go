@@ -1,10 +1,8 @@
 package director
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
 	"strconv"
 	"time"
 
@@ -19,24 +17,20 @@ import (
 // of them may be written and awaiting confirmation).
 const pipelineDepth = 3
 
-// pollBatch is one poll's copies on their way to the sink. Its copies point
-// into the poll's record values, which the client does not reuse.
+// pollBatch is a feed's share of one poll on its way to the sink. Its copies
+// are the decoded poll's (shared), and point into its records.
 type pollBatch struct {
-	arena       []*nfcopy.Copy // decoded copies, reused across polls
-	used        int            // arena entries decoded by this poll
-	batch       []*nfcopy.Copy // those that passed direction and filter
+	batch       []*nfcopy.Copy // the poll's copies that passed direction and filter
 	held        []*nfcopy.Copy // decoded, not in batch yet: feed.pass held them
 	marks       []*kgo.Record  // the last record of each partition
 	epochs      []uint64       // the ledger epoch each mark was handed in
 	srcs        []copyFrom     // xdr feeds: where each copy in batch was read
 	dlq         []*kgo.Record
 	redelivered uint64
-	recycle     bool          // the client pools decompressed batches: recycle recs on release
-	recs        []*kgo.Record // every record of the poll, when recycle
 
 	cl     *kgo.Client  // the feed's own reader that polled it, which commits its marks; or
-	mem    *tapMember   // the tap membership that handed it, which commits them, and
-	shared *sharedBatch // the tap's batch its copies point into
+	mem    *tapMember   // the tap membership that handed it, which commits them
+	shared *decodedPoll // the poll its copies point into (feed.take)
 }
 
 // copyFrom is the partition and offset a copy was read at.
@@ -57,65 +51,6 @@ func (b *pollBatch) reset() {
 func (b *pollBatch) mark(r *kgo.Record, epoch uint64) {
 	b.marks = append(b.marks, r)
 	b.epochs = append(b.epochs, epoch)
-}
-
-// decode fills b from one poll; false when the poll held no records. The
-// records of a partition the feed does not hold (revoked since the fetch)
-// are left to its new owner.
-func (f *feed) decode(ctx context.Context, fs kgo.Fetches, b *pollBatch) bool {
-	b.reset()
-	n := 0
-	var wm *watermarks // a correlating stage's, which reads watermarks among the copies
-	if xs := f.xdrStage(); xs != nil {
-		wm = xs.wm
-	}
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if b.recycle {
-			b.recs = append(b.recs, p.Records...)
-		}
-		if len(p.Records) == 0 {
-			return
-		}
-		k := tp{p.Topic, p.Partition}
-		first, last := p.Records[0], p.Records[len(p.Records)-1]
-		h := f.led.hand(k, first.Offset, last.Offset+1)
-		if !h.owned {
-			return
-		}
-		f.checkGap(ctx, k, h, first.Offset)
-		recs := p.Records
-		if h.expected > first.Offset {
-			// Handed already: a poll fetched before the reader moved to
-			// where the ledger starts the partition (feed.assigned).
-			i, _ := slices.BinarySearchFunc(recs, h.expected, func(r *kgo.Record, o int64) int { return cmp.Compare(r.Offset, o) })
-			if recs = recs[i:]; len(recs) == 0 {
-				return
-			}
-		}
-		for _, r := range recs {
-			if wm != nil && wm.skip(k, r) {
-				continue
-			}
-			if n == len(b.arena) {
-				b.arena = append(b.arena, new(nfcopy.Copy))
-			}
-			c := b.arena[n]
-			b.used = max(b.used, n+1)
-			if f.calls {
-				if f.admitCall(b, r, c, r.Offset <= h.high) {
-					n++
-				}
-				continue
-			}
-			if f.admit(b, r, c, nfcopy.Decode(r.Value, c), r.Offset <= h.high) {
-				n++ // c is in the batch: the next record takes a fresh copy
-			}
-		}
-		b.mark(last, h.epoch)
-	})
-	f.followHeld(b)
-	f.sequence(b)
-	return len(b.marks) > 0
 }
 
 // sequence applies the feed's Sequencing to a decoded batch.
@@ -188,56 +123,20 @@ func (f *feed) admit(b *pollBatch, r *kgo.Record, c *nfcopy.Copy, decodeErr erro
 	return true
 }
 
-// release drops b's references into the records it was decoded from, once
-// they are delivered: a decoded string pins the whole decompressed producer
-// batch it points into (~150 KB), and four lagging feeds' idle arenas held
-// ~1 GB that way. The copies keep their reusable buffers.
+// release drops b's references into the poll it was taken from, once its
+// copies are delivered: a decoded string pins the whole decompressed
+// producer batch it points into (~150 KB), and four lagging feeds' idle
+// batches held ~1 GB that way. The last batch to release a poll recycles it.
 func (b *pollBatch) release() {
-	if b.shared != nil {
-		clear(b.batch)
-		clear(b.marks)
-		clear(b.dlq)
-		b.epochs = b.epochs[:0]
-		b.shared.unref()
-		b.shared, b.mem = nil, nil
-		return
-	}
-	b.mem = nil // a detached member's own read (tapMember.catchUp)
+	clear(b.batch)
 	clear(b.marks)
 	clear(b.dlq)
-	releaseDecoded(b.arena[:b.used], func(yield func([]*kgo.Record)) { yield(b.recs) })
-	b.used = 0
-	clear(b.recs)
-	b.recs = b.recs[:0]
-}
-
-// releaseDecoded unpins copies, then recycles the records they were decoded
-// from (each set eachRecords yields) into franz-go's pools: in that order,
-// so that no copy points into a recycled record. The caller has dropped
-// every other reference into the records.
-func releaseDecoded(copies []*nfcopy.Copy, eachRecords func(yield func([]*kgo.Record))) {
-	for _, c := range copies {
-		unpin(c)
+	b.epochs = b.epochs[:0]
+	if b.shared != nil {
+		b.shared.unref()
+		b.shared = nil
 	}
-	eachRecords(func(recs []*kgo.Record) {
-		for _, r := range recs {
-			r.Recycle()
-		}
-	})
-}
-
-// unpin clears the fields of c that alias the record it was decoded from
-// (nfcopy.Decode: strings and header values alias the raw record; Body is
-// copied), keeping the capacity of Headers, their Values and Body.
-func unpin(c *nfcopy.Copy) {
-	for i, h := range c.Headers[:cap(c.Headers)] {
-		clear(h.Values[:cap(h.Values)])
-		c.Headers[:cap(c.Headers)][i].Name = ""
-	}
-	c.Version, c.CorrelationID, c.ProducerID, c.ProducerFQDN = "", "", "", ""
-	c.ConsumerID, c.ConsumerFQDN, c.HopByHopID, c.NFType = "", "", "", ""
-	c.NFFQDN, c.NFInstanceID, c.PodInstanceID, c.SourceIP, c.DestIP = "", "", "", "", ""
-	c.Raw = nil
+	b.mem = nil
 }
 
 // deadLetter queues an undecodable record for the DLQ, once per node however

@@ -47,6 +47,7 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		cl.Close()
 	}()
 
+	polls := newPollPool()
 	var lastFetchErr, lastUnproven time.Time
 	for ctx.Err() == nil {
 		// A free slot first, then the poll: while the sender is busy,
@@ -85,12 +86,11 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 				break
 			}
 		}
-		b.cl = cl
-		if !f.decode(ctx, fs, b) {
-			b.release()
+		if !f.takePoll(ctx, polls, fs, b) {
 			p.free <- b
 			continue
 		}
+		b.cl = cl
 		p.work <- b // never blocks: at most pipelineDepth batches exist
 	}
 	// ctx ended: the sender stops with the batch in hand; nothing after it
@@ -98,9 +98,21 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 	p.close()
 }
 
+// takePoll decodes the poll fs of the feed's own reader and takes it into b
+// (feed.take); false when there was nothing to take.
+func (f *feed) takePoll(ctx context.Context, polls pollPool, fs kgo.Fetches, b *pollBatch) bool {
+	dp := polls.decode(fs, f.calls)
+	if dp == nil {
+		return false
+	}
+	took := f.take(ctx, dp, b)
+	dp.unref() // the reader's reference: b holds its own if it took
+	return took
+}
+
 // readerOpts are the fetch options of every reader of copies (a tap, a
 // feed's own reader, a detached member's catch-up) followed by opts; pooled
-// takes decompressed batches and records from pools (pollBatch.release).
+// takes decompressed batches and records from pools (decodedPoll.unref).
 // A reader that is behind always has a full fetch buffered besides the
 // batches in its pipeline. NF copies compress well (snappy, 3 KB records),
 // so franz-go's 50 MB default would hold several times that decompressed

@@ -74,7 +74,7 @@ func (p classPool[E]) put(b []E) {
 // decompressPool is a feed client's kgo.PoolDecompressBytes: the buffers
 // fetched batches are decompressed into, by power-of-two capacity from 4 KiB
 // to 8 MiB, at most poolClassBytes of free ones per class. A buffer comes
-// back once every record of its batch is recycled (pollBatch.release); kgo
+// back once every record of its batch is recycled (decodedPoll.unref); kgo
 // zeroes it first.
 type decompressPool struct{ classPool[byte] }
 
@@ -116,7 +116,7 @@ func poolClass(n int) int { return classPool[byte]{minShift: poolMinShift}.class
 // garbage at the copy rate), by power-of-two length from 8 to 32,768
 // records, at most recordClassBytes of free ones per class. Like the
 // decompressed bytes, a slice comes back once every record of its batch is
-// recycled (pollBatch.release), zeroed: its records point into the batch's
+// recycled (decodedPoll.unref), zeroed: its records point into the batch's
 // decompressed bytes, which go back to their own pool.
 type recordPool struct{ classPool[kgo.Record] }
 

@@ -44,7 +44,7 @@ type PipelinedSink interface {
 // SharedEncoder is a pipelined sink part of whose encoding of a copy does
 // not depend on its connection (the synthetic sink), so that a tap has that
 // part made once for all its members' sinks of one ShareKey
-// (sharedBatch.share) and hands it to each with the batch (WriteShared);
+// (decodedPoll.share) and hands it to each with the batch (WriteShared);
 // the sink encodes a copy itself when the Shared has none of its key.
 type SharedEncoder interface {
 	ShareKey() any

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
 )
 
 // A tap is the one reader of a set of source topics that the copy feeds
@@ -64,7 +62,7 @@ type tap struct {
 	wake    context.CancelFunc // ends the reader's poll in progress
 	kick    chan struct{}      // wakes a reader with no attached member
 
-	pool chan *sharedBatch
+	polls pollPool
 
 	sharedEncodings atomic.Int64 // copies whose encoding several sinks shared
 	proven          atomic.Int64 // when the reader's group membership was last proven (unix ns)
@@ -104,7 +102,7 @@ func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
 		t = &tap{
 			m: m, key: key, sources: sources, group: m.cfg.GroupPrefix + "tap." + strings.Join(sources, "+"),
 			log:   m.log.With("tap", key),
-			pool:  make(chan *sharedBatch, 2*pipelineDepth),
+			polls: newPollPool(),
 			parts: map[tp]bool{}, partsCh: make(chan struct{}), pos: map[tp]int64{},
 			kick: make(chan struct{}, 1), joined: time.Now(),
 		}
@@ -506,22 +504,17 @@ func epochOffsets(to map[tp]int64) map[string]map[int32]kgo.EpochOffset {
 
 // unread moves the reader back to the start of sb in the partitions it
 // still holds, so the next polls fetch sb's copies again.
-func (t *tap) unread(cl *kgo.Client, sb *sharedBatch) {
+func (t *tap) unread(cl *kgo.Client, sb *decodedPoll) {
 	to := make(map[tp]int64, len(sb.parts))
 	for _, sp := range sb.parts {
-		to[tp{sp.topic, sp.partition}] = sp.recs[0].Offset
+		to[sp.k] = sp.recs[0].Offset
 	}
 	t.moveBack(cl, to)
 }
 
-// decode decodes one poll once; nil when it held no records.
-func (t *tap) decode(fs kgo.Fetches) *sharedBatch {
-	var sb *sharedBatch
-	select {
-	case sb = <-t.pool:
-	default:
-		sb = &sharedBatch{t: t}
-	}
+// decode notes where the reader continues in the partitions it holds and
+// decodes the poll once; nil when it held no records.
+func (t *tap) decode(fs kgo.Fetches) *decodedPoll {
 	t.mu.Lock()
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if k := (tp{p.Topic, p.Partition}); len(p.Records) > 0 && t.parts[k] {
@@ -529,29 +522,5 @@ func (t *tap) decode(fs kgo.Fetches) *sharedBatch {
 		}
 	})
 	t.mu.Unlock()
-	n := 0
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) == 0 {
-			return
-		}
-		sb.parts = append(sb.parts, sharedPart{topic: p.Topic, partition: p.Partition, recs: p.Records, first: n})
-		for _, r := range p.Records {
-			if n == len(sb.arena) {
-				sb.arena = append(sb.arena, new(nfcopy.Copy))
-				sb.errs = append(sb.errs, nil)
-			}
-			sb.errs[n] = nfcopy.Decode(r.Value, sb.arena[n])
-			n++
-			sb.used = n
-		}
-	})
-	if len(sb.parts) == 0 {
-		select {
-		case t.pool <- sb:
-		default:
-		}
-		return nil
-	}
-	sb.refs.Store(1)
-	return sb
+	return t.polls.decode(fs, false)
 }

@@ -91,6 +91,7 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		return false
 	}
 	defer cl.Close()
+	polls := newPollPool()
 	var lastFetchErr time.Time
 	for ctx.Err() == nil {
 		select {
@@ -113,8 +114,7 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		fs := cl.PollRecords(pctx, t.m.cfg.MaxBatch)
 		pcancel()
 		f.fetchErrors(fs, &lastFetchErr)
-		if ctx.Err() != nil || !f.decode(ctx, fs, b) {
-			b.release()
+		if ctx.Err() != nil || !f.takePoll(ctx, polls, fs, b) {
 			p.free <- b
 			continue
 		}

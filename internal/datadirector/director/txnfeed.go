@@ -61,7 +61,7 @@ func (f *feed) runTransactional(ctx context.Context) {
 	}
 	f.setState(StateConnected)
 
-	t := &txnPoll{f: f, sess: sess, tooLarge: map[recordAt]bool{}}
+	t := &txnPoll{f: f, sess: sess, polls: newPollPool(), tooLarge: map[recordAt]bool{}}
 	f.transactLoop(ctx, sess, 0, t.run, "feed: transaction aborted by a rebalance; the poll is read again")
 }
 
@@ -207,11 +207,12 @@ func (f *feed) ensureOutputs(ctx context.Context, cl *kgo.Client, topics ...brok
 
 // txnPoll produces one poll in one transaction.
 type txnPoll struct {
-	f    *feed
-	sess *kgo.GroupTransactSession
-	b    pollBatch
-	errs txnErrs
-	mu   sync.Mutex // big
+	f     *feed
+	sess  *kgo.GroupTransactSession
+	polls pollPool
+	b     pollBatch
+	errs  txnErrs
+	mu    sync.Mutex // big
 	// tooLarge are records the target refused as too large in an aborted
 	// transaction: the next transaction dead-letters them instead.
 	tooLarge map[recordAt]bool
@@ -221,26 +222,23 @@ type txnPoll struct {
 func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	f, b := t.f, &t.b
 	b.reset()
-	n := 0
 	if err := t.sess.Begin(); err != nil {
 		return false, err
 	}
 	t.big = t.big[:0]
-	fs.EachRecord(func(r *kgo.Record) {
-		if n == len(b.arena) {
-			b.arena = append(b.arena, new(nfcopy.Copy))
-		}
-		c := b.arena[n]
-		if t.tooLarge[recordAt{tp{r.Topic, r.Partition}, r.Offset}] {
-			_ = nfcopy.Decode(r.Value, c) // a copy admitted before: its fields name it in the dead letter
-			b.dlq = f.undeliverable(b.dlq, c, "the target refused the record as too large")
-			return
-		}
-		if f.admit(b, r, c, nfcopy.Decode(r.Value, c), false) {
-			t.produce(ctx, r, &kgo.Record{Topic: f.spec.Topic, Key: []byte(c.CorrelationID), Value: c.Raw})
-			n++
-		}
-	})
+	if dp := t.polls.decode(fs, false); dp != nil {
+		defer dp.unref() // once the transaction ended: its records point into the poll
+		dp.each(func(r *kgo.Record, c *nfcopy.Copy, err error) {
+			if t.tooLarge[recordAt{tp{r.Topic, r.Partition}, r.Offset}] {
+				// A copy admitted before: its fields name it in the dead letter.
+				b.dlq = f.undeliverable(b.dlq, c, "the target refused the record as too large")
+				return
+			}
+			if f.admit(b, r, c, err, false) {
+				t.produce(ctx, r, &kgo.Record{Topic: f.spec.Topic, Key: []byte(c.CorrelationID), Value: c.Raw})
+			}
+		})
+	}
 	for _, d := range b.dlq {
 		truncateDeadLetter(d)
 		t.produce(ctx, nil, d)

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/signalbox/signalbox/internal/datadirector/broker"
-	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
 )
 
 // An exactly-once xdr feed ("type": "xdr", "exactly_once": true, its output a
@@ -53,11 +52,12 @@ import (
 
 // xdrTxn is an exactly-once xdr feed's reader.
 type xdrTxn struct {
-	f    *feed
-	sess *kgo.GroupTransactSession
-	adm  *kadm.Client
-	xs   *xdrStage
-	b    pollBatch
+	f     *feed
+	sess  *kgo.GroupTransactSession
+	adm   *kadm.Client
+	xs    *xdrStage
+	polls pollPool
+	b     pollBatch
 
 	errs txnErrs
 
@@ -124,7 +124,7 @@ type pendingCheckpoint struct {
 }
 
 func (f *feed) runTransactionalXDR(ctx context.Context) {
-	t := &xdrTxn{f: f, next: map[tp]int64{}, replay: map[tp]*replaying{}, committed: map[tp]checkpoint{},
+	t := &xdrTxn{f: f, polls: newPollPool(), next: map[tp]int64{}, replay: map[tp]*replaying{}, committed: map[tp]checkpoint{},
 		commitAt: map[tp]int64{}, open: map[tp][]int64{}, tooLarge: map[string]bool{}}
 	taken := func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
 		if len(parts) > 0 {
@@ -177,32 +177,29 @@ func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 		return false, err
 	}
 	b.reset()
-	n := 0
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		k := tp{p.Topic, p.Partition}
-		rp := t.replay[k]
-		for _, r := range p.Records {
-			t.next[k] = r.Offset + 1
-			if rp != nil {
-				if r.Offset >= rp.cp.next {
-					delete(t.replay, k)
-					rp = nil
-				} else if !rp.wants(r.Offset) {
-					continue // in a record the last commit produced
+	dp := t.polls.decode(fs, false)
+	if dp != nil {
+		defer dp.unref() // once the transaction ended: the correlator's input points into the poll
+		for _, pp := range dp.parts {
+			k := pp.k
+			rp := t.replay[k]
+			for j, r := range pp.recs {
+				t.next[k] = r.Offset + 1
+				if rp != nil {
+					if r.Offset >= rp.cp.next {
+						delete(t.replay, k)
+						rp = nil
+					} else if !rp.wants(r.Offset) {
+						continue // in a record the last commit produced
+					}
 				}
+				f.admit(b, r, dp.arena[pp.first+j], dp.errs[pp.first+j], false)
 			}
-			if n == len(b.arena) {
-				b.arena = append(b.arena, new(nfcopy.Copy))
-			}
-			c := b.arena[n]
-			if f.admit(b, r, c, nfcopy.Decode(r.Value, c), false) {
-				n++
+			if rp != nil && t.next[k] >= rp.cp.next {
+				delete(t.replay, k)
 			}
 		}
-		if rp != nil && t.next[k] >= rp.cp.next {
-			delete(t.replay, k)
-		}
-	})
+	}
 	xs.recs = xs.recs[:0]
 	for i, c := range b.batch {
 		xs.recs = xs.x.AddFrom(c, t.src(b.srcs[i].k), b.srcs[i].off, xs.recs)
