@@ -2,7 +2,6 @@ package director
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -61,7 +60,7 @@ func (f *feed) runTransactional(ctx context.Context) {
 	}
 	f.setState(StateConnected)
 
-	t := &txnPoll{f: f, sess: sess, polls: newPollPool(), tooLarge: map[recordAt]bool{}}
+	t := &txnPoll{f: f, sess: sess, polls: newPollPool()}
 	f.transactLoop(ctx, sess, 0, t.run, "feed: transaction aborted by a rebalance; the poll is read again")
 }
 
@@ -103,13 +102,27 @@ func (f *feed) transactLoop(ctx context.Context, sess *kgo.GroupTransactSession,
 	}
 }
 
-// txnErrs keeps a transaction's first produce error.
-type txnErrs struct {
+// txnErrs keeps what went wrong in a transaction's produces: the first
+// error, and the largest record the target refused as too large, by a key
+// K that finds the record again (a source record's place, a correlation
+// id). The broker refuses a whole batch for one record over its limit, so
+// only the largest is dead-lettered in the next transactions; if one is
+// refused again, the next largest goes.
+type txnErrs[K comparable] struct {
 	mu    sync.Mutex
 	first error
+	big   K
+	bigN  int // big's size; 0 when none was refused
+	// tooLarge are the records refused in aborted transactions, which the
+	// next transactions dead-letter instead (tooLargeBefore). Only the
+	// transaction's goroutine uses it.
+	tooLarge map[K]bool
 }
 
-func (e *txnErrs) failed(err error) {
+// tooLargeMax bounds txnErrs.tooLarge.
+const tooLargeMax = 10000
+
+func (e *txnErrs[K]) failed(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.first == nil {
@@ -117,17 +130,41 @@ func (e *txnErrs) failed(err error) {
 	}
 }
 
+// refused notes that the produce of the record of key k, n bytes, failed.
+func (e *txnErrs[K]) refused(k K, n int, err error) {
+	if broker.IsTooLarge(err) {
+		e.mu.Lock()
+		if n > e.bigN {
+			e.big, e.bigN = k, n
+		}
+		e.mu.Unlock()
+	}
+	e.failed(err)
+}
+
+// tooLargeBefore reports whether the record of key k was refused as too
+// large in an aborted transaction, and forgets it: it is dead-lettered now.
+func (e *txnErrs[K]) tooLargeBefore(k K) bool {
+	if !e.tooLarge[k] {
+		return false
+	}
+	delete(e.tooLarge, k)
+	return true
+}
+
 // end waits for every produce of the transaction, then commits it, with its
 // offsets (commit with them ctx's PreTxnCommitFnContext), when all
 // succeeded, else aborts it. It returns whether it committed, and the
-// first produce error or the session's. It clears the produce error.
-func (e *txnErrs) end(ctx context.Context, sess *kgo.GroupTransactSession, commit context.Context) (bool, error) {
+// first produce error or the session's. It clears the produce errors, and
+// notes the largest record refused as too large when it did not commit.
+func (e *txnErrs[K]) end(ctx context.Context, sess *kgo.GroupTransactSession, commit context.Context) (bool, error) {
 	if err := sess.Client().Flush(ctx); err != nil {
 		e.failed(err)
 	}
 	e.mu.Lock()
-	perr := e.first
-	e.first = nil
+	perr, big, bigN := e.first, e.big, e.bigN
+	var none K
+	e.first, e.big, e.bigN = nil, none, 0
 	e.mu.Unlock()
 	try := kgo.TryCommit
 	if perr != nil {
@@ -136,6 +173,12 @@ func (e *txnErrs) end(ctx context.Context, sess *kgo.GroupTransactSession, commi
 	committed, err := sess.End(commit, try)
 	if err == nil && perr != nil {
 		err = perr
+	}
+	if !committed && bigN > 0 && len(e.tooLarge) < tooLargeMax {
+		if e.tooLarge == nil {
+			e.tooLarge = map[K]bool{}
+		}
+		e.tooLarge[big] = true
 	}
 	return committed, err
 }
@@ -211,12 +254,7 @@ type txnPoll struct {
 	sess  *kgo.GroupTransactSession
 	polls pollPool
 	b     pollBatch
-	errs  txnErrs
-	mu    sync.Mutex // big
-	// tooLarge are records the target refused as too large in an aborted
-	// transaction: the next transaction dead-letters them instead.
-	tooLarge map[recordAt]bool
-	big      []*kgo.Record // this poll's refused ones, by the promise
+	errs  txnErrs[recordAt] // by the source record of a copy
 }
 
 func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
@@ -225,60 +263,40 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	if err := t.sess.Begin(); err != nil {
 		return false, err
 	}
-	t.big = t.big[:0]
 	if dp := t.polls.decode(fs, false); dp != nil {
 		defer dp.unref() // once the transaction ended: its records point into the poll
 		dp.each(func(r *kgo.Record, c *nfcopy.Copy, err error) {
-			if t.tooLarge[recordAt{tp{r.Topic, r.Partition}, r.Offset}] {
+			at := recordAt{tp{r.Topic, r.Partition}, r.Offset}
+			if t.errs.tooLargeBefore(at) {
 				// A copy admitted before: its fields name it in the dead letter.
 				b.dlq = f.undeliverable(b.dlq, c, "the target refused the record as too large")
 				return
 			}
 			if f.admit(b, r, c, err, false) {
-				t.produce(ctx, r, &kgo.Record{Topic: f.spec.Topic, Key: []byte(c.CorrelationID), Value: c.Raw})
+				n := len(r.Value)
+				t.sess.Produce(ctx, &kgo.Record{Topic: f.spec.Topic, Key: []byte(c.CorrelationID), Value: c.Raw}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						t.errs.refused(at, n, err)
+					}
+				})
 			}
 		})
 	}
 	for _, d := range b.dlq {
 		truncateDeadLetter(d)
-		t.produce(ctx, nil, d)
+		t.sess.Produce(ctx, d, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.errs.failed(err)
+			}
+		})
 	}
 	// Every produce's outcome first, to choose between committing the
 	// poll's offsets with the transaction and aborting both.
 	committed, err := t.errs.end(ctx, t.sess, ctx)
-	// The broker refuses a whole batch for one record over its limit: the
-	// largest refused goes to the dead letters next time, the next largest
-	// if that is refused again.
-	if !committed && len(t.big) > 0 {
-		r := slices.MaxFunc(t.big, func(a, b *kgo.Record) int { return len(a.Value) - len(b.Value) })
-		t.tooLarge[recordAt{tp{r.Topic, r.Partition}, r.Offset}] = true
-	}
 	if committed && err == nil {
 		f.countDelivered(b.batch)
-		clear(t.tooLarge)
 	}
 	return committed, err
-}
-
-// produce produces r in the transaction; src is the source record of a
-// copy, remembered when the target refuses it as too large.
-func (t *txnPoll) produce(ctx context.Context, src, r *kgo.Record) {
-	t.sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
-		if err != nil {
-			t.failed(src, err)
-		}
-	})
-}
-
-// failed keeps the poll's first error, and src when the target refused it
-// as too large.
-func (t *txnPoll) failed(src *kgo.Record, err error) {
-	if src != nil && broker.IsTooLarge(err) {
-		t.mu.Lock()
-		t.big = append(t.big, src)
-		t.mu.Unlock()
-	}
-	t.errs.failed(err)
 }
 
 // recordAt is a record's place: its partition and offset.

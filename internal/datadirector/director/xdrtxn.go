@@ -3,14 +3,11 @@ package director
 import (
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/signalbox/signalbox/internal/datadirector/broker"
 )
 
 // An exactly-once xdr feed ("type": "xdr", "exactly_once": true, its output a
@@ -59,14 +56,9 @@ type xdrTxn struct {
 	polls pollPool
 	b     pollBatch
 
-	errs txnErrs
-
-	// tooLarge are the correlation ids of records the output topic refused
-	// as too large in an aborted transaction: made again from the
-	// checkpoints, they are dead-lettered instead.
-	tooLarge map[string]bool
-	bigMu    sync.Mutex
-	big      []bigRecord // this transaction's refused ones
+	// errs by correlation id: a record refused as too large in an aborted
+	// transaction is made again from the checkpoints, and dead-lettered.
+	errs txnErrs[string]
 
 	// revoked is set when the group takes partitions away (or they are
 	// lost): the correlator is reset after the transaction.
@@ -101,23 +93,6 @@ func (r *replaying) wants(off int64) bool {
 	return false
 }
 
-// bigRecord is a record refused as too large: its correlation id and size.
-type bigRecord struct {
-	id   string
-	size int
-}
-
-// largest is the largest of the records refused as too large. The broker
-// refuses a whole batch for one record over its limit, so only the largest
-// is dead-lettered; if the next transaction is refused again, the next
-// largest goes.
-func largest(big []bigRecord) (bigRecord, bool) {
-	if len(big) == 0 {
-		return bigRecord{}, false
-	}
-	return slices.MaxFunc(big, func(a, b bigRecord) int { return a.size - b.size }), true
-}
-
 type pendingCheckpoint struct {
 	k  tp
 	cp checkpoint
@@ -125,7 +100,7 @@ type pendingCheckpoint struct {
 
 func (f *feed) runTransactionalXDR(ctx context.Context) {
 	t := &xdrTxn{f: f, polls: newPollPool(), next: map[tp]int64{}, replay: map[tp]*replaying{}, committed: map[tp]checkpoint{},
-		commitAt: map[tp]int64{}, open: map[tp][]int64{}, tooLarge: map[string]bool{}}
+		commitAt: map[tp]int64{}, open: map[tp][]int64{}}
 	taken := func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
 		if len(parts) > 0 {
 			t.revoked.Store(true)
@@ -216,22 +191,15 @@ func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 		t.reset()
 		return false, err
 	}
-	t.big = t.big[:0]
 	for _, c := range xs.out {
-		if t.tooLarge[c.CorrelationID] {
-			delete(t.tooLarge, c.CorrelationID)
+		if t.errs.tooLargeBefore(c.CorrelationID) {
 			b.dlq = f.undeliverable(b.dlq, c, "the target refused the record as too large")
 			continue
 		}
 		id := c.CorrelationID
 		t.sess.Produce(ctx, &kgo.Record{Topic: f.spec.Topic, Key: []byte(id), Value: c.Raw}, func(r *kgo.Record, err error) {
 			if err != nil {
-				if broker.IsTooLarge(err) {
-					t.bigMu.Lock()
-					t.big = append(t.big, bigRecord{id, len(r.Value)})
-					t.bigMu.Unlock()
-				}
-				t.errs.failed(err)
+				t.errs.refused(id, len(r.Value), err)
 			}
 		})
 	}
@@ -244,9 +212,6 @@ func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 		t.produce(ctx, &kgo.Record{Topic: cpTopic, Key: checkpointKey(p.k), Value: p.cp.appendTo(nil)})
 	}
 	committed, err := t.errs.end(ctx, t.sess, kgo.PreTxnCommitFnContext(ctx, t.rewriteCommit))
-	if b, ok := largest(t.big); ok && !committed && len(t.tooLarge) < 10000 {
-		t.tooLarge[b.id] = true
-	}
 	if committed && err == nil {
 		for _, p := range t.cps {
 			t.committed[p.k] = p.cp
