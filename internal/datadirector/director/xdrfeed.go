@@ -270,8 +270,29 @@ func (s *xdrStage) deliver(ctx context.Context) error {
 		}
 	}
 	s.f.setState(StateConnected)
+	s.deadLetterRejected(ctx)
 	s.delivered(s.out)
 	return nil
+}
+
+// deadLetterRejected sends the records the output set aside in the
+// delivery just made as never deliverable (too large for the topic, 413
+// from an HTTP/2 consumer: RejectingSink) to the dead-letter topic, now,
+// while s.out still holds them; they count as undeliverable. s.mu is held.
+func (s *xdrStage) deadLetterRejected(ctx context.Context) {
+	rs, ok := s.inner.(RejectingSink)
+	if !ok {
+		return
+	}
+	cs, reasons := rs.Rejected()
+	if len(cs) == 0 {
+		return
+	}
+	dlq := make([]*kgo.Record, 0, len(cs))
+	for i, c := range cs {
+		dlq = s.f.undeliverable(dlq, c, reasons[i])
+	}
+	s.f.flushDLQ(ctx, dlq)
 }
 
 // encode turns s.recs into s.out, the output's copies of the records the
