@@ -88,29 +88,18 @@ const (
 )
 
 // FeedStatus is a feed's runtime state and counters since it (re)started.
+// Its parts are embedded: the JSON is flat.
 type FeedStatus struct {
-	Name            string    `json:"name"`
-	Type            string    `json:"type"`
-	State           string    `json:"state"`
-	Delivered       uint64    `json:"delivered"`
-	DeliveredBytes  uint64    `json:"delivered_bytes"`
-	Failed          uint64    `json:"failed"`
-	Retries         uint64    `json:"retries"`
-	Redelivered     uint64    `json:"redelivered"`
-	Invalid         uint64    `json:"invalid"`
-	Undeliverable   uint64    `json:"undeliverable"`      // copies the sink can never deliver, sent to the dead-letter topic
-	Incomplete      uint64    `json:"incomplete_skipped"` // copies lacking what the feed's packets or records need, skipped
-	Reordered       uint64    `json:"reordered"`          // responses moved after their request (sequencing)
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	State string `json:"state"`
+	FeedCounts
 	Lag             int64     `json:"lag"`
 	LostToRetention uint64    `json:"lost_to_retention"`
 	LastError       string    `json:"last_error,omitempty"`
 	LastErrorAt     time.Time `json:"last_error_at,omitzero"`
-	// End-to-end latency over the last minute, in seconds.
-	LatencyP50 float64   `json:"latency_p50"`
-	LatencyP95 float64   `json:"latency_p95"`
-	LatencyP99 float64   `json:"latency_p99"`
-	LatencyMax float64   `json:"latency_max"`
-	Since      time.Time `json:"since"`
+	FeedLatency
+	Since time.Time `json:"since"`
 	// Filters: copies (xdr feeds: records) passed and dropped. xdr feeds:
 	// records delivered and transactions waiting in the correlator.
 	Matched     uint64 `json:"matched"`
@@ -122,6 +111,29 @@ type FeedStatus struct {
 	// falling behind until it catches up).
 	Reader  string `json:"reader,omitempty"`
 	Pending int64  `json:"pending,omitempty"`
+}
+
+// FeedCounts are what a feed's sink confirmed and what the feed did with
+// the copies it read (FeedStatus).
+type FeedCounts struct {
+	Delivered      uint64 `json:"delivered"`
+	DeliveredBytes uint64 `json:"delivered_bytes"`
+	Failed         uint64 `json:"failed"`
+	Retries        uint64 `json:"retries"`
+	Redelivered    uint64 `json:"redelivered"`
+	Invalid        uint64 `json:"invalid"`
+	Undeliverable  uint64 `json:"undeliverable"`      // copies the sink can never deliver, sent to the dead-letter topic
+	Incomplete     uint64 `json:"incomplete_skipped"` // copies lacking what the feed's packets or records need, skipped
+	Reordered      uint64 `json:"reordered"`          // responses moved after their request (sequencing)
+}
+
+// FeedLatency is a feed's end-to-end latency over the last minute, in
+// seconds (FeedStatus).
+type FeedLatency struct {
+	LatencyP50 float64 `json:"latency_p50"`
+	LatencyP95 float64 `json:"latency_p95"`
+	LatencyP99 float64 `json:"latency_p99"`
+	LatencyMax float64 `json:"latency_max"`
 }
 
 // Manager runs the feeds of this node: it starts, reconfigures and stops
