@@ -287,5 +287,8 @@ func nodeLogLevel() slog.Level {
 	if os.Getenv("DIRECTOR_TEST_LOG") != "" {
 		return slog.LevelDebug
 	}
-	return slog.LevelWarn
+	// Info, not Warn: a failed test prints its nodes' output, and what an
+	// exactly-once feed does about a rebalance (an aborted transaction,
+	// read again) is said at Info.
+	return slog.LevelInfo
 }
