@@ -178,33 +178,42 @@ func countRecords(t *testing.T, c *testCluster, topic string) int {
 	}
 }
 
-// An xdr feed whose output topic refuses one record as too large: the
-// record goes to the dead letters, counted as undeliverable, and the others
-// go out once. Exactly-once: the transaction with it aborts and the next
-// dead-letters it. At-least-once: the kafka sink sets it aside, and the
-// correlating stage dead-letters what its output set aside at once (it
-// holds the record only until its next delivery).
-func TestXDRRecordTooLarge(t *testing.T) {
-	for _, once := range []bool{true, false} {
-		t.Run(map[bool]string{true: "exactly-once", false: "at-least-once"}[once], func(t *testing.T) {
+// A feed whose output topic refuses one record as too large: the record
+// goes to the dead letters, counted as undeliverable, and the others go out
+// once. Exactly-once: the transaction with it aborts and the next
+// dead-letters it. At-least-once: the kafka sink sets it aside, and the feed
+// dead-letters it; an xdr feed's correlating stage does so right after the
+// delivery (it holds the record only until its next one).
+func TestRecordTooLarge(t *testing.T) {
+	for _, c := range []struct {
+		typ  string
+		once bool
+	}{{TypeKafka, true}, {TypeKafka, false}, {TypeXDR, true}, {TypeXDR, false}} {
+		t.Run(c.typ+"/"+map[bool]string{true: "exactly-once", false: "at-least-once"}[c.once], func(t *testing.T) {
 			t.Parallel()
-			xdrRecordTooLarge(t, once)
+			recordTooLarge(t, c.typ, c.once)
 		})
 	}
 }
 
-func xdrRecordTooLarge(t *testing.T, once bool) {
+func recordTooLarge(t *testing.T, typ string, once bool) {
 	c := startCluster(t, kfakeCluster, 1)
 	h := newHarness(t, c, func(cfg *Config) { cfg.CreateTopics = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	small := broker.TopicSpec{Name: "xdr.small", Partitions: 1, Configs: map[string]string{"max.message.bytes": "3000"}}
+	// An xdr record is small; a copy feed's batch of 3 KB copies (lz4) must
+	// fit but for the one too large.
+	limit := map[string]string{TypeXDR: "3000", TypeKafka: "3800"}[typ]
+	small := broker.TopicSpec{Name: "out.small", Partitions: 1, Configs: map[string]string{"max.message.bytes": limit}}
 	if err := broker.EnsureTopics(ctx, h.m.admin, []broker.TopicSpec{small}, true); err != nil {
 		t.Fatal(err)
 	}
-	h.apply(FeedSpec{Name: "big", Type: TypeXDR, Sources: []string{"NRF"}, Topic: small.Name, ExactlyOnce: once, Start: "earliest",
-		XDR: &XDRSpec{Timeout: "1s"}})
-	if once { // an at-least-once xdr feed is connected at its first delivery
+	spec := FeedSpec{Name: "big", Type: typ, Sources: []string{"NRF"}, Topic: small.Name, ExactlyOnce: once, Start: "earliest"}
+	if typ == TypeXDR {
+		spec.XDR = &XDRSpec{Timeout: "1s"}
+	}
+	h.apply(spec)
+	if once { // an at-least-once feed is connected at its first delivery
 		testkit.WaitFor(t, 20*time.Second, "the feed to read", func() bool { return h.status("big").State == StateConnected })
 	}
 	pcl := producer(t, c)
@@ -222,7 +231,10 @@ func xdrRecordTooLarge(t *testing.T, once bool) {
 			cp.Headers[1].Values = []string{"/nudm-ueau/v1/" + hex.EncodeToString(noise)}
 			req = nfcopy.AppendJSON(nil, &cp)
 		}
-		recs = append(recs, &kgo.Record{Topic: "NRF", Value: req}, &kgo.Record{Topic: "NRF", Value: fixture.Record(id, "NRF", nfcopy.ResponseEgress)})
+		recs = append(recs, &kgo.Record{Topic: "NRF", Value: req})
+		if typ == TypeXDR { // a copy feed passes only the requests: one record each
+			recs = append(recs, &kgo.Record{Topic: "NRF", Value: fixture.Record(id, "NRF", nfcopy.ResponseEgress)})
+		}
 	}
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
