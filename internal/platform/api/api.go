@@ -5,7 +5,8 @@
 //
 // Every write is validated by the owning domain package before it reaches the
 // store, so bad input changes nothing; after a committed configuration change
-// Config.OnChange tells the owner to rebuild its compiled snapshot.
+// Config.OnChange tells the owner to rebuild its compiled snapshot (Config.Live
+// to patch it, for rules, directories and lists).
 package api
 
 import (
@@ -84,6 +85,30 @@ type CallSearcher interface {
 	Search(ctx context.Context, q store.CallQuery) ([]store.CallRecord, error)
 }
 
+// LivePolicy is the owner of the live compiled call policies
+// (livepolicy.Manager), told of the changes it can apply without reading
+// the configuration back.
+type LivePolicy interface {
+	// Replacing is called during a bulk replacement of a policy's rules,
+	// with the rules as they will be stored (IDs set) while the store
+	// writes them, so that the policy is compiled meanwhile; it must only
+	// read rules. The function it returns is called once, when the store
+	// has committed the rules (true) or failed (false).
+	Replacing(policyID string, rules []callpolicy.Rule) (stored func(ok bool))
+	// RuleIndex returns the live snapshot's source hashes of a policy's
+	// rules (callpolicy.Snapshot.RuleIndex) and the configuration version
+	// it was built from; false makes a bulk replacement a whole one.
+	RuleIndex(policyID string) (index []callpolicy.HashID, version int64, ok bool)
+	// ChangingRules is Replacing for an incremental replacement: the
+	// rules removed and added (IDs set).
+	ChangingRules(policyID string, removed []int64, added []callpolicy.Rule) (stored func(ok bool))
+	// DirectoryChanged is told what was written of a directory's entries.
+	DirectoryChanged(id string, ch store.DirectoryChange)
+	// ListsChanged is told that the entries of a policy's lists (policy
+	// set) or of a shared list (shared set) were added or deleted.
+	ListsChanged(policy, shared string)
+}
+
 // Config is everything the API needs. Store is required; a nil Policies or
 // Feeds makes the endpoints that need them answer 503.
 type Config struct {
@@ -92,29 +117,12 @@ type Config struct {
 	Feeds    FeedRuntime
 	Calls    CallSearcher
 	// OnChange is called after every committed configuration change with
-	// ChangedPolicies or ChangedFeeds, so the owner rebuilds its snapshot.
+	// ChangedPolicies or ChangedFeeds, so the owner rebuilds its snapshot;
+	// with Live set, not for the changes Live is told of.
 	OnChange func(what string)
-	// RulesReplacing, if set, is called instead of OnChange during a bulk
-	// replacement of a policy's rules, with the rules as they will be
-	// stored (IDs set) while the store writes them, so the owner can
-	// compile that policy meanwhile, without reading it back; it must only
-	// read rules. The function it returns is called once, when the store
-	// has committed the rules (true) or failed (false).
-	RulesReplacing func(policyID string, rules []callpolicy.Rule) (stored func(ok bool))
-	// RuleIndex and RulesChanging, if both set, make a bulk replacement
-	// incremental: RuleIndex returns the live snapshot's source hashes of
-	// a policy's rules (callpolicy.Snapshot.RuleIndex) and the config
-	// version it was built from; RulesChanging is told the rules removed
-	// and added (ids set) while the store writes them, like RulesReplacing.
-	RuleIndex func(policyID string) (index []callpolicy.HashID, version int64, ok bool)
-	// DirectoryChanged, if set, is called instead of OnChange after a
-	// directory's entries were written, with what was written.
-	DirectoryChanged func(id string, ch store.DirectoryChange)
-	// ListsChanged, if set, is called instead of OnChange after the
-	// entries of a policy's lists (policy set) or of a shared list
-	// (shared set) were added or deleted.
-	ListsChanged  func(policy, shared string)
-	RulesChanging func(policyID string, removed []int64, added []callpolicy.Rule) (stored func(ok bool))
+	// Live, if set, keeps the compiled call policies up to date in place
+	// of OnChange for rules, directories and lists (livepolicy.Manager).
+	Live LivePolicy
 	// AdminToken, when set, is accepted as an admin bearer token.
 	AdminToken string
 	// Sessions finds the console's sign-in sessions (package signin); nil:
@@ -358,12 +366,12 @@ func (w *statusWriter) code() int {
 // listsChanged logs a committed change of list entries and tells the
 // owner of the configuration which lists changed.
 func (s *server) listsChanged(r *http.Request, action, id, policy, shared string) {
-	if s.cfg.ListsChanged == nil {
+	if s.cfg.Live == nil {
 		s.changed(r, ChangedPolicies, action, id)
 		return
 	}
 	s.logChange(r, ChangedPolicies, action, id)
-	s.cfg.ListsChanged(policy, shared)
+	s.cfg.Live.ListsChanged(policy, shared)
 }
 
 // changed logs a committed change and tells the owner of the configuration.

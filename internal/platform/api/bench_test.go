@@ -29,9 +29,9 @@ func BenchmarkReplaceRules100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	// The app's path: the policy is compiled while the store writes it
-	// (RulesReplacing), not reloaded through OnChange.
+	// (Config.Live's Replacing), not reloaded through OnChange.
 	e := newEnvWith(b, func(e *env, c *Config) {
-		c.RulesReplacing = func(policyID string, rules []callpolicy.Rule) func(bool) {
+		c.Live = replacingOnly{onChange: e.onChange, replacing: func(policyID string, rules []callpolicy.Rule) func(bool) {
 			done := make(chan *callpolicy.CompiledPolicy, 1)
 			go func() {
 				cp, err := callpolicy.CompilePolicy(&callpolicy.PolicyConfig{
@@ -46,7 +46,7 @@ func BenchmarkReplaceRules100k(b *testing.B) {
 					e.engine.Swap(e.engine.Snapshot().With(cp))
 				}
 			}
-		}
+		}}
 	})
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()

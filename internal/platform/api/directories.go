@@ -316,8 +316,8 @@ func (s *server) deleteDirectoryEntry(w http.ResponseWriter, r *http.Request) {
 // directory's entries were written.
 func (s *server) directoryWritten(id string, ch store.DirectoryChange) {
 	switch {
-	case s.cfg.DirectoryChanged != nil:
-		s.cfg.DirectoryChanged(id, ch)
+	case s.cfg.Live != nil:
+		s.cfg.Live.DirectoryChanged(id, ch)
 	case s.cfg.OnChange != nil:
 		s.cfg.OnChange(ChangedPolicies)
 	}

@@ -144,7 +144,7 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 
 // storeReplacement decodes and validates a bulk body of policy pid's rules
 // and has the store replace the policy's rules with them, telling
-// Config.RulesReplacing (hooked) if set. It returns the number of rules.
+// Config.Live (Replacing) if set. It returns the number of rules.
 func (s *server) storeReplacement(r *http.Request, pid string, body []byte) (n int, hooked bool, err error) {
 	if n, done, err := s.incrementalReplacement(r, pid, body); done {
 		return n, true, err
@@ -195,8 +195,8 @@ func (s *server) storeReplacement(r *http.Request, pid string, body []byte) (n i
 	}
 	var stored func(ok bool)
 	var idsSet func()
-	if hook := s.cfg.RulesReplacing; hook != nil {
-		idsSet = func() { stored = hook(pid, rules) }
+	if live := s.cfg.Live; live != nil {
+		idsSet = func() { stored = live.Replacing(pid, rules) }
 	}
 	err = s.store.ReplaceRules(r.Context(), pid, rules, idsSet)
 	if stored != nil {

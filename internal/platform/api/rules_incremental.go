@@ -33,15 +33,15 @@ const maxChangedShare = 10
 // incrementalReplacement replaces policy pid's rules with the array body by
 // writing and compiling only what changed: each element's bytes are hashed
 // and matched against the hashes of the rules the live snapshot holds
-// (Config.RuleIndex), and only the elements that match none are decoded.
+// (Config.Live's RuleIndex), and only the elements that match none are decoded.
 // done=false when it does not apply (no index, a configuration changed
 // since the snapshot, a body that is not a clean array, too many changes,
 // or a conflict while storing): the caller then replaces everything.
 func (s *server) incrementalReplacement(r *http.Request, pid string, body []byte) (n int, done bool, err error) {
-	if s.cfg.RuleIndex == nil || s.cfg.RulesChanging == nil {
+	if s.cfg.Live == nil {
 		return 0, false, nil
 	}
-	idx, ver, ok := s.cfg.RuleIndex(pid)
+	idx, ver, ok := s.cfg.Live.RuleIndex(pid)
 	if !ok {
 		return 0, false, nil
 	}
@@ -124,7 +124,7 @@ func (s *server) incrementalReplacement(r *http.Request, pid string, body []byte
 		return 0, true, err
 	}
 	var stored func(ok bool)
-	err = s.store.ChangeRules(r.Context(), pid, ver, removed, added, func() { stored = s.cfg.RulesChanging(pid, removed, added) })
+	err = s.store.ChangeRules(r.Context(), pid, ver, removed, added, func() { stored = s.cfg.Live.ChangingRules(pid, removed, added) })
 	if stored != nil {
 		stored(err == nil)
 	}

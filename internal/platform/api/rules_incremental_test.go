@@ -28,8 +28,7 @@ func incrementalEnv(t testing.TB) (*env, *livepolicy.Manager, *prometheus.Regist
 			t.Fatal(err)
 		}
 		e.live = live
-		c.RulesReplacing, c.RuleIndex, c.RulesChanging = live.Replacing, live.RuleIndex, live.ChangingRules
-		c.DirectoryChanged, c.ListsChanged = live.DirectoryChanged, live.ListsChanged
+		c.Live = live
 		c.OnChange = func(string) { live.Changed() }
 	})
 	ctx, cancel := context.WithCancel(context.Background())

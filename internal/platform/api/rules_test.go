@@ -211,7 +211,7 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// TestReplaceRulesCompiledWhileStored: with RulesReplacing set, a bulk
+// TestReplaceRulesCompiledWhileStored: with Config.Live set, a bulk
 // replacement hands the owner the rules with the ids the store gives them
 // before it writes them, reports the commit, and calls no OnChange; the
 // owner's compile from those rules decides with the stored rule ids.
@@ -224,7 +224,7 @@ func TestReplaceRulesCompiledWhileStored(t *testing.T) {
 	var mu sync.Mutex
 	var calls []*call
 	e := newEnvWith(t, func(e *env, c *Config) {
-		c.RulesReplacing = func(policyID string, rules []callpolicy.Rule) func(bool) {
+		c.Live = replacingOnly{onChange: e.onChange, replacing: func(policyID string, rules []callpolicy.Rule) func(bool) {
 			cl := &call{policy: policyID}
 			for _, r := range rules {
 				cl.ids = append(cl.ids, r.ID)
@@ -260,7 +260,7 @@ func TestReplaceRulesCompiledWhileStored(t *testing.T) {
 					e.engine.Swap(e.engine.Snapshot().With(res.cp))
 				}
 			}
-		}
+		}}
 	})
 	rules := make([]map[string]any, 300)
 	for i := range rules {
@@ -327,15 +327,15 @@ func (f failingReplace) ReplaceRules(ctx context.Context, policyID string, rules
 }
 
 // TestReplaceRulesFailedAfterHandover: when the store fails after handing
-// the rules to RulesReplacing, the owner hears stored(false), the client a
+// the rules to Config.Live (Replacing), the owner hears stored(false), the client a
 // 500, and nothing counts as a change.
 func TestReplaceRulesFailedAfterHandover(t *testing.T) {
 	var stored []bool
 	e := newEnvWith(t, func(e *env, c *Config) {
 		c.Store = failingReplace{c.Store}
-		c.RulesReplacing = func(string, []callpolicy.Rule) func(bool) {
+		c.Live = replacingOnly{onChange: e.onChange, replacing: func(string, []callpolicy.Rule) func(bool) {
 			return func(ok bool) { stored = append(stored, ok) }
-		}
+		}}
 	})
 	v := e.configVersion()
 	e.must(500, "PUT", "/api/v1/policies/default/rules", `[{"priority":1,"action":{"decision":"deny"}}]`)
@@ -364,3 +364,21 @@ func TestReplaceRulesOutcome(t *testing.T) {
 		t.Fatalf("after refused replacements: %d rules, err %v", len(got), err)
 	}
 }
+
+// replacingOnly is a Config.Live that compiles bulk replacements (the
+// replacing hook) and hands every other change to onChange, as the API does
+// without one: no incremental replacement.
+type replacingOnly struct {
+	replacing func(policyID string, rules []callpolicy.Rule) (stored func(ok bool))
+	onChange  func(what string)
+}
+
+func (r replacingOnly) Replacing(policyID string, rules []callpolicy.Rule) func(bool) {
+	return r.replacing(policyID, rules)
+}
+func (replacingOnly) RuleIndex(string) ([]callpolicy.HashID, int64, bool) { return nil, 0, false }
+func (replacingOnly) ChangingRules(string, []int64, []callpolicy.Rule) func(bool) {
+	panic("ChangingRules without a rule index")
+}
+func (r replacingOnly) DirectoryChanged(string, store.DirectoryChange) { r.onChange(ChangedPolicies) }
+func (r replacingOnly) ListsChanged(string, string)                    { r.onChange(ChangedPolicies) }
