@@ -88,7 +88,7 @@ type ownReader struct {
 	cl      *kgo.Client
 	mship   membership
 	resetMu sync.Mutex
-	resetTo map[tp]int64
+	resetTo map[tp]resetAt
 }
 
 func (m *Manager) newFeed(s runPlan) *feed {

@@ -175,7 +175,7 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 			}
 		}
 	}
-	reset := map[tp]int64{}
+	reset := map[tp]resetAt{}
 	defer func() {
 		if len(reset) > 0 {
 			f.resetMu.Lock()
@@ -205,9 +205,9 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 					at = f.startAt(k, committed, starts)
 				}
 			}
-			f.led.assign(k, at)
+			epoch := f.led.assign(k, at)
 			if slices.Contains(kept[t], p) {
-				reset[k] = at
+				reset[k] = resetAt{at, epoch}
 			}
 		}
 	}
@@ -219,16 +219,38 @@ func changed(prev, member string) bool { return prev != "" && member != prev }
 
 // repositionKept moves the reader to where assigned started the partitions
 // it kept across a new membership (their commits; the log start without
-// one). Called by the polling goroutine, between two polls.
+// one). Called by the polling goroutine, between two polls. A partition
+// revoked, lost or assigned again since (a later epoch) is left alone: the
+// offset assigned read is of an older assignment, and moving there would
+// have franz-go's next commit move the group's commit back.
 func (f *feed) repositionKept(cl *kgo.Client) {
+	if to := f.takeResets(); len(to) > 0 {
+		cl.SetOffsets(epochOffsets(to))
+	}
+}
+
+// takeResets returns, and forgets, where assigned started the partitions
+// kept across a new membership that are still owned in that epoch, and
+// whose start is known (else the cursor stays).
+func (f *feed) takeResets() map[tp]int64 {
 	f.resetMu.Lock()
 	reset := f.resetTo
 	f.resetTo = nil
 	f.resetMu.Unlock()
-	maps.DeleteFunc(reset, func(_ tp, at int64) bool { return at < 0 }) // no commit and no log start known: the cursor stays
-	if len(reset) > 0 {
-		cl.SetOffsets(epochOffsets(reset))
+	to := make(map[tp]int64, len(reset))
+	for k, r := range reset {
+		if r.at >= 0 && f.led.owns(k, r.epoch) {
+			to[k] = r.at
+		}
 	}
+	return to
+}
+
+// resetAt is where assigned started a kept partition, in the ledger epoch
+// it began.
+type resetAt struct {
+	at    int64
+	epoch uint64
 }
 
 // revoked (kgo.OnPartitionsRevoked) commits what was marked, through the

@@ -216,3 +216,26 @@ func TestLedgerCurrentMarks(t *testing.T) {
 		t.Fatal("a record handed in the new epoch was not kept")
 	}
 }
+
+// A partition kept across a new membership is moved to where assigned
+// started it only while it is still owned in that epoch: lost and assigned
+// again before the reader got to it, its old start (the commit as of the
+// rejoin) would move the reader back, and franz-go's next commit with it.
+func TestTakeResetsOnlyOfTheirEpoch(t *testing.T) {
+	f := &feed{led: newLedger()}
+	p0, p1, p2 := tp{"SCP", 0}, tp{"SCP", 1}, tp{"SCP", 2}
+	f.resetTo = map[tp]resetAt{
+		p0: {160, f.led.assign(p0, 160)},
+		p1: {171, f.led.assign(p1, 171)},
+		p2: {-1, f.led.assign(p2, -1)}, // no commit, no log start: the cursor stays
+	}
+	f.led.lose(p1)
+	f.led.assign(p1, 2048) // another node committed 2048 meanwhile
+	got := f.takeResets()
+	if want := map[tp]int64{p0: 160}; !maps.Equal(got, want) {
+		t.Fatalf("resets %v, want %v", got, want)
+	}
+	if again := f.takeResets(); len(again) != 0 {
+		t.Fatalf("taken twice: %v", again)
+	}
+}
