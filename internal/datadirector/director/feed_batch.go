@@ -28,8 +28,7 @@ type pollBatch struct {
 	dlq         []*kgo.Record
 	redelivered uint64
 
-	cl     *kgo.Client  // the feed's own reader that polled it, which commits its marks; or
-	mem    *tapMember   // the tap membership that handed it, which commits them
+	mem    *tapMember   // the tap membership that handed it, which commits it (nil: the feed's own reader)
 	shared *decodedPoll // the poll its copies point into (feed.take)
 }
 

@@ -3,12 +3,15 @@ package director
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // runSolo reads the feed's sources with its own consumer group until ctx
@@ -16,21 +19,22 @@ import (
 // error state.
 func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 	f.mship.session = f.m.cfg.SessionTimeout
-	cl, err := f.m.cfg.Client.NewClient(readerOpts(pooled,
+	commits := []kgo.Opt{kgo.DisableAutoCommit()} // commitOwn, from the ledger
+	if !f.ledgerCommits() {
+		commits = []kgo.Opt{kgo.AutoCommitMarks(), kgo.AutoCommitInterval(time.Second), kgo.AutoCommitCallback(f.mship.committed)}
+	}
+	cl, err := f.m.cfg.Client.NewClient(readerOpts(pooled, append(commits,
 		kgo.ConsumerGroup(f.group),
 		kgo.ConsumeTopics(f.spec.Sources...),
 		// Deleted-by-retention offsets restart at the log start; the
 		// gap is counted as lost, never silently skipped to the end.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.AutoCommitMarks(),
-		kgo.AutoCommitInterval(time.Second),
-		kgo.AutoCommitCallback(f.mship.committed),
 		kgo.SessionTimeout(f.m.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(heartbeat(f.m.cfg.SessionTimeout)),
 		kgo.OnPartitionsAssigned(f.assigned),
 		kgo.OnPartitionsRevoked(f.revoked),
 		kgo.OnPartitionsLost(f.partitionsLost),
-	)...)
+	)...)...)
 	if err != nil {
 		f.setErr(err)
 		f.setState(StateError)
@@ -40,12 +44,18 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 	f.cl = cl
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := cl.CommitMarkedOffsets(cctx); err != nil {
+		if err := f.commitOwn(cctx, cl); err != nil {
 			f.log.Warn("feed: final commit", "err", err)
 		}
 		cancel()
 		cl.Close()
 	}()
+	if f.ledgerCommits() {
+		cctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); f.commitEvery(cctx, cl, time.Second) }()
+		defer func() { stop(); <-done }() // before the final commit
+	}
 
 	polls := newPollPool()
 	var lastFetchErr, lastUnproven time.Time
@@ -90,7 +100,6 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 			p.free <- b
 			continue
 		}
-		b.cl = cl
 		p.work <- b // never blocks: at most pipelineDepth batches exist
 	}
 	// ctx ended: the sender stops with the batch in hand; nothing after it
@@ -108,6 +117,97 @@ func (f *feed) takePoll(ctx context.Context, polls pollPool, fs kgo.Fetches, b *
 	took := f.take(ctx, dp, b)
 	dp.unref() // the reader's reference: b holds its own if it took
 	return took
+}
+
+// ledgerCommits reports whether the feed's own reader commits what its
+// ledger confirmed (commitOwn): copy and call-record feeds. xdr feeds mark
+// the low water of their open transactions for franz-go's commits instead.
+func (f *feed) ledgerCommits() bool { return f.xdrStage() == nil }
+
+// commitEvery commits what the ledger confirmed every d until ctx ends.
+func (f *feed) commitEvery(ctx context.Context, cl *kgo.Client, d time.Duration) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	var lastErr time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := f.commitOwn(ctx, cl); err != nil && ctx.Err() == nil && time.Since(lastErr) > 10*time.Second {
+			lastErr = time.Now() // one line per burst
+			f.log.Info("feed: commit not accepted; what it carried is committed later, or by the partitions' new owner", "err", err)
+		}
+	}
+}
+
+// errCommitMembership refuses a commit that franz-go would send for a
+// membership other than the one whose assignment the ledger holds.
+var errCommitMembership = errors.New("the group membership changed since the offsets were taken")
+
+// commitOwn commits, through the feed's group member, what the ledger
+// confirmed of the partitions it holds (xdr feeds: franz-go's marks). The
+// commit carries the member and generation whose assignment the reader
+// took, and nothing else: franz-go holds a commit while the client joins
+// the group again (after a pause past the session timeout, say), and would
+// then send it as the new member, which the broker accepts, with offsets
+// of the old assignment that another node may have committed past since.
+// The offsets are those of partitions still owned in the epoch they were
+// taken in.
+func (f *feed) commitOwn(ctx context.Context, cl *kgo.Client) error {
+	if !f.ledgerCommits() {
+		return cl.CommitMarkedOffsets(ctx)
+	}
+	f.commitMu.Lock()
+	defer f.commitMu.Unlock()
+	member, gen := cl.GroupMetadata()
+	if !f.mship.holds(member) {
+		return nil // not joined, or refused, or joined again and its assignment not taken yet
+	}
+	offs := f.led.pending()
+	if len(offs) == 0 {
+		return nil
+	}
+	m := map[string]map[int32]kgo.EpochOffset{}
+	for k, c := range offs {
+		if m[k.topic] == nil {
+			m[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		m[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: c.at}
+	}
+	check := kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		if req.MemberID != member || req.Generation != gen {
+			return errCommitMembership
+		}
+		return nil
+	})
+	var reqErr, partErr error
+	cl.CommitOffsetsSync(check, m, func(cl *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		f.mship.committed(cl, req, resp, err)
+		if err != nil {
+			reqErr = err
+			return
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					delete(offs, tp{rt.Topic, rp.Partition})
+					if partErr == nil {
+						partErr = fmt.Errorf("%s/%d: %w", rt.Topic, rp.Partition, err)
+					}
+				}
+			}
+		}
+	})
+	if reqErr != nil {
+		return fmt.Errorf("commit: %w", reqErr)
+	}
+	f.led.committedUpTo(offs)
+	if partErr != nil {
+		return fmt.Errorf("commit: %w", partErr)
+	}
+	return nil
 }
 
 // readerOpts are the fetch options of every reader of copies (a tap, a
@@ -160,7 +260,7 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 	member, _ := cl.GroupMetadata()
 	defer f.mship.took(member) // once the ledger holds the new assignment
 	var kept map[string][]int32
-	if changed(f.mship.member(), member) {
+	if f.mship.renewed(member) {
 		kept = f.led.owned()
 		eachPart(parts, func(k tp) {
 			kept[k.topic] = slices.DeleteFunc(kept[k.topic], func(p int32) bool { return p == k.partition })
@@ -213,10 +313,6 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 	}
 }
 
-// changed reports whether the client joined again as a new member since it
-// took the assignment of prev ("" before any).
-func changed(prev, member string) bool { return prev != "" && member != prev }
-
 // repositionKept moves the reader to where assigned started the partitions
 // it kept across a new membership (their commits; the log start without
 // one). Called by the polling goroutine, between two polls. A partition
@@ -262,7 +358,7 @@ type resetAt struct {
 // membership's, and it commits nothing of them, as for lost partitions
 // (tap.revoked); nor does a member not proven since a pause.
 func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
-	if member, _ := cl.GroupMetadata(); changed(f.mship.member(), member) {
+	if member, _ := cl.GroupMetadata(); f.mship.renewed(member) {
 		f.log.Warn("feed: revoked as a new group member; committing nothing of the old membership", "partitions", len(parts))
 		f.partitionsLost(ctx, cl, parts)
 		return
@@ -278,7 +374,7 @@ func (f *feed) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]i
 		}
 	}
 	f.m.upstreamRebalance(f.spec.Name, false)
-	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+	if err := f.commitOwn(ctx, cl); err != nil {
 		f.log.Warn("feed: commit on revoke", "err", err)
 	}
 	f.forgetParts(parts, false)

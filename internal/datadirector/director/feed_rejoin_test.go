@@ -2,6 +2,7 @@ package director
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,4 +94,71 @@ func TestFeedRejoinedAsNewMemberStartsFromCommits(t *testing.T) {
 	}
 	d, total := r.counts()
 	t.Logf("%d copies, %d delivered, %d duplicates", d, total, total-d)
+}
+
+// TestOwnCommitsOnlyAsTheAssignedMember: a copy feed reading on its own
+// commits what its ledger confirmed only as the group member whose
+// assignment the ledger holds. While franz-go is joined as another member
+// whose assignment the feed has not taken yet (what follows a pause past
+// the session timeout), or as a member the coordinator refused, nothing is
+// committed — the commit would carry the old assignment's offsets into the
+// new generation — though copies flow; once an assignment is taken, commits
+// resume, as that member.
+func TestOwnCommitsOnlyAsTheAssignedMember(t *testing.T) {
+	c := startCluster(t, kfakeCluster, 1)
+	r := newReceiver(t)
+	// A long session: the reader holds a poll once its membership is
+	// unproven for a third of it, which the member switched below is.
+	h := newHarness(t, c, func(cfg *Config) { cfg.SessionTimeout = 30 * time.Second; cfg.SoloReads = true })
+	h.run(FeedSpec{Name: "s", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr})
+	group := h.m.cfg.GroupPrefix + "s"
+	var commits atomic.Int64
+	var members sync.Map // member ids the commits carried
+	c.kfake.ControlKey(int16(kmsg.OffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.kfake.KeepControl()
+		if req := kreq.(*kmsg.OffsetCommitRequest); req.Group == group {
+			commits.Add(1)
+			members.Store(req.MemberID, true)
+		}
+		return nil, nil, false
+	})
+	pcl := producer(t, c)
+	produce(t, pcl, "a", 0, 500, 0)
+	testkit.WaitFor(t, 20*time.Second, "copies delivered and committed", func() bool {
+		return len(r.missing("a", 500)) == 0 && commits.Load() > 0
+	})
+	h.m.mu.Lock()
+	f := h.m.feeds["s"]
+	h.m.mu.Unlock()
+	member := f.mship.member()
+	f.mship.took("another-member")      // as if franz-go had joined again, its assignment not taken yet
+	time.Sleep(1500 * time.Millisecond) // a commit in flight lands
+	before := commits.Load()
+	produce(t, pcl, "b", 0, 500, 0) // confirmed in the ledger, pending
+	testkit.WaitFor(t, 20*time.Second, "copies delivered meanwhile", func() bool { return len(r.missing("b", 500)) == 0 })
+	time.Sleep(2500 * time.Millisecond) // two commit intervals
+	if n := commits.Load() - before; n != 0 {
+		t.Fatalf("%d commits while the assignment held is another member's", n)
+	}
+	f.mship.took(member)
+	testkit.WaitFor(t, 10*time.Second, "commits resumed", func() bool { return commits.Load() > before })
+	// The same member id, refused by the coordinator since (librdkafka's
+	// mock reuses member ids): nothing of it is committed either.
+	f.mship.refused.Store(true)
+	time.Sleep(1500 * time.Millisecond)
+	before = commits.Load()
+	produce(t, pcl, "c", 0, 500, 0)
+	testkit.WaitFor(t, 20*time.Second, "copies delivered meanwhile", func() bool { return len(r.missing("c", 500)) == 0 })
+	time.Sleep(2500 * time.Millisecond)
+	if n := commits.Load() - before; n != 0 {
+		t.Fatalf("%d commits as a member the coordinator refused", n)
+	}
+	f.mship.took(member)
+	testkit.WaitFor(t, 10*time.Second, "commits resumed", func() bool { return commits.Load() > before })
+	members.Range(func(k, _ any) bool {
+		if k.(string) != member {
+			t.Errorf("a commit carried member %q, want %q", k, member)
+		}
+		return true
+	})
 }

@@ -2,7 +2,6 @@ package director
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -264,6 +263,12 @@ func newOutputReader(t *testing.T, c *testCluster, topic string) *outputReader {
 
 func newOutputReaderIso(t *testing.T, c *testCluster, topic string, iso kgo.IsolationLevel) *outputReader {
 	t.Helper()
+	return newOutputReaderBy(t, c, topic, iso, func(r *kgo.Record) string { return string(r.Key) })
+}
+
+// newOutputReaderBy is newOutputReaderIso counting records by key(r).
+func newOutputReaderBy(t *testing.T, c *testCluster, topic string, iso kgo.IsolationLevel, key func(*kgo.Record) string) *outputReader {
+	t.Helper()
 	// Never reset once reading (see runTransactional): kfake answers a
 	// leader election's epoch check so that a consumer resets to its reset
 	// offset, and would count the log twice.
@@ -279,7 +284,7 @@ func newOutputReaderIso(t *testing.T, c *testCluster, topic string, iso kgo.Isol
 		for ctx.Err() == nil {
 			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
 				o.mu <- struct{}{}
-				o.seen[string(bytes.Clone(r.Key))]++
+				o.seen[key(r)]++
 				<-o.mu
 			})
 		}

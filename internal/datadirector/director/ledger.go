@@ -1,10 +1,6 @@
 package director
 
-import (
-	"sync"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-)
+import "sync"
 
 // A ledger is the one owner of a feed's per-partition offsets on this node:
 // what its reader holds, what it handed the feed, what the sink confirmed,
@@ -33,7 +29,6 @@ import (
 //	assign(k, start)      owned, epoch+1, next = start, done = committed = unset
 //	hand(k, first, next)  if owned: reports a gap when first > next; next = next
 //	confirm(k, e, last)   high = max(high, last); if owned in epoch e: done = max(done, last+1)
-//	currentMarks(rs, es)  rs less the records of partitions no longer owned in the epoch es gives
 //	pending()             done of the owned partitions where done > committed
 //	committedUpTo(offs)   committed = offs[k], for partitions still owned in the same epoch
 //	current(offs)         offs less the partitions no longer owned in the epoch they were taken in
@@ -44,11 +39,12 @@ import (
 //	reset()               a new incarnation of the feed: forgets all but high
 //
 // Who commits: copy feeds on a tap commit pending() through the tap, which
-// first proves its own group membership (tap.fencedCommit); feeds reading
-// on their own commit through their consumer group's member (franz-go marks,
-// which carry the generation, and only of records still owned in the epoch
-// they were handed in: currentMarks). Either way nothing commits a lost
-// partition.
+// first proves its own group membership (tap.fencedCommit); copy feeds
+// reading on their own commit pending() through their consumer group's
+// member, with the member and generation whose assignment the ledger holds
+// (feed.commitOwn). Either way nothing commits a lost partition. (xdr feeds
+// commit the low water of their open transactions through franz-go's
+// marks.)
 type ledger struct {
 	mu    sync.Mutex
 	parts map[tp]*partState
@@ -143,26 +139,6 @@ func (l *ledger) confirm(k tp, epoch uint64, last, at int64) {
 	if s.owned && s.epoch == epoch && last+1 > s.done {
 		s.done, s.doneAt = last+1, at
 	}
-}
-
-// currentMarks keeps, in place, the records of rs whose partition is still
-// owned in the epoch es gives for each (es[i] for rs[i]), and returns them:
-// what a feed's own reader may mark for commit. A batch still in the
-// pipeline when its partition was lost and assigned back (a new epoch)
-// must not be marked: franz-go compares a mark with the commit it resumed
-// from by leader epoch first, and against a commit written without an
-// epoch (Prepare's and the site's positions) any older record looks newer,
-// which would move the group's commit back to it.
-func (l *ledger) currentMarks(rs []*kgo.Record, es []uint64) []*kgo.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := rs[:0]
-	for i, r := range rs {
-		if s := l.parts[tp{r.Topic, r.Partition}]; s != nil && s.owned && s.epoch == es[i] {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // progress is, for each partition owned whose start is known, where the

@@ -2,10 +2,7 @@ package director
 
 import (
 	"maps"
-	"slices"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Every transition of the ledger's contract (ledger.go), as steps on two
@@ -185,35 +182,6 @@ func TestOutsideEmittedSpans(t *testing.T) {
 		if got := outside(tc.at, spans); got != tc.want {
 			t.Errorf("outside(%d) = %d, want %d", tc.at, got, tc.want)
 		}
-	}
-}
-
-// A feed's own reader marks for commit only the records of partitions it
-// still owns in the epoch they were handed in: a batch from before a loss
-// (or a revoke) and the partition's assignment back is not marked, while
-// one handed in the new epoch is.
-func TestLedgerCurrentMarks(t *testing.T) {
-	l := newLedger()
-	p0, p1 := tp{"SCP", 0}, tp{"SCP", 1}
-	e0, e1 := l.assign(p0, 0), l.assign(p1, 0)
-	old := []*kgo.Record{{Topic: "SCP", Partition: 0, Offset: 159}, {Topic: "SCP", Partition: 1, Offset: 477}}
-	oldEpochs := []uint64{e0, e1}
-	if got := l.currentMarks(slices.Clone(old), oldEpochs); len(got) != 2 {
-		t.Fatalf("owned in their epoch: %d of 2 marks kept", len(got))
-	}
-	l.lose(p0)
-	e0b := l.assign(p0, 1588) // back, after another node committed 1588
-	got := l.currentMarks(slices.Clone(old), oldEpochs)
-	if len(got) != 1 || got[0].Partition != 1 {
-		t.Fatalf("after SCP/0 was lost and assigned back: kept %v, want only SCP/1's", got)
-	}
-	l.revoke(p1)
-	if got := l.currentMarks(slices.Clone(old), oldEpochs); len(got) != 0 {
-		t.Fatalf("after SCP/1 was revoked too: kept %v", got)
-	}
-	fresh := []*kgo.Record{{Topic: "SCP", Partition: 0, Offset: 1600}}
-	if got := l.currentMarks(fresh, []uint64{e0b}); len(got) != 1 {
-		t.Fatal("a record handed in the new epoch was not kept")
 	}
 }
 

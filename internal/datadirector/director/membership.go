@@ -29,6 +29,12 @@ type membership struct {
 	proven   atomic.Int64 // unix ns
 	session  time.Duration
 	assigned atomic.Pointer[string] // the member id of the last assignment taken (feed.assigned)
+	// refused is set when the coordinator refused the member whose
+	// assignment was taken (prove), until a new assignment is taken: that
+	// membership is over even if the next has the same member id
+	// (librdkafka's mock names a member by its address, which the next
+	// member can be given).
+	refused atomic.Bool
 }
 
 // note records a proof: an accepted heartbeat or commit, an assignment.
@@ -38,7 +44,23 @@ func (ms *membership) note() { ms.proven.Store(time.Now().UnixNano()) }
 // whose positions the reader now holds.
 func (ms *membership) took(member string) {
 	ms.assigned.Store(&member)
+	ms.refused.Store(false)
 	ms.note()
+}
+
+// holds reports whether member is the one whose assignment was last taken,
+// and the coordinator has not refused it since: what the reader holds is
+// that member's to commit.
+func (ms *membership) holds(member string) bool {
+	return member != "" && member == ms.member() && !ms.refused.Load()
+}
+
+// renewed reports whether member, assigned partitions now, is a new
+// membership after one whose assignment was taken: another member id, or
+// the same after the coordinator refused it.
+func (ms *membership) renewed(member string) bool {
+	prev := ms.member()
+	return prev != "" && (member != prev || ms.refused.Load())
 }
 
 // member is the member id of the last assignment taken; "" before one.
@@ -77,6 +99,7 @@ func (ms *membership) prove(ctx context.Context, cl *kgo.Client, group string) e
 		return err
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil && !errors.Is(err, kerr.RebalanceInProgress) {
+		ms.refused.Store(true)
 		return fmt.Errorf("%w: %w", errNotMember, err)
 	}
 	ms.note()

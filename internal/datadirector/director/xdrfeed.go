@@ -531,10 +531,9 @@ func (f *feed) markCommit(b *pollBatch) {
 	switch xs := f.xdrStage(); {
 	case xs != nil:
 		xs.advance(b.marks, b.epochs) // committed at its low water (markLowWater)
-	case b.mem != nil:
-		// confirmed in the ledger: the tap commits it
 	default:
-		b.cl.MarkCommitRecords(f.led.currentMarks(b.marks, b.epochs)...)
+		// confirmed in the ledger: the tap commits it, or the feed's own
+		// reader (commitOwn)
 	}
 }
 
