@@ -44,7 +44,7 @@ func TestBrokerDownMidStream(t *testing.T) {
 			m := r.missing("b", n)
 			return len(m) == 0, fmt.Sprintf("%d missing", len(m))
 		})
-		time.Sleep(2 * tapCommitInterval)
+		time.Sleep(2 * commitInterval)
 		if back := watch.finish(); len(back) > 0 {
 			t.Errorf("committed offsets moved backwards %d times: %v", len(back), back)
 		}

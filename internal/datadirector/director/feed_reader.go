@@ -53,7 +53,12 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 	if f.ledgerCommits() {
 		cctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); f.commitEvery(cctx, cl, time.Second) }()
+		go func() {
+			defer close(done)
+			commitEvery(cctx, func(ctx context.Context) error { return f.commitOwn(ctx, cl) }, func(err error) {
+				f.log.Info("feed: commit not accepted; what it carried is committed later, or by the partitions' new owner", "err", err)
+			})
+		}()
 		defer func() { stop(); <-done }() // before the final commit
 	}
 
@@ -123,24 +128,6 @@ func (f *feed) takePoll(ctx context.Context, polls pollPool, fs kgo.Fetches, b *
 // ledger confirmed (commitOwn): copy and call-record feeds. xdr feeds mark
 // the low water of their open transactions for franz-go's commits instead.
 func (f *feed) ledgerCommits() bool { return f.xdrStage() == nil }
-
-// commitEvery commits what the ledger confirmed every d until ctx ends.
-func (f *feed) commitEvery(ctx context.Context, cl *kgo.Client, d time.Duration) {
-	tick := time.NewTicker(d)
-	defer tick.Stop()
-	var lastErr time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if err := f.commitOwn(ctx, cl); err != nil && ctx.Err() == nil && time.Since(lastErr) > 10*time.Second {
-			lastErr = time.Now() // one line per burst
-			f.log.Info("feed: commit not accepted; what it carried is committed later, or by the partitions' new owner", "err", err)
-		}
-	}
-}
 
 // errCommitMembership refuses a commit that franz-go would send for a
 // membership other than the one whose assignment the ledger holds.

@@ -62,7 +62,7 @@ func zombieCommitsNothing(t *testing.T, solo bool) {
 		a.signal(syscall.SIGSTOP)
 		paused := time.Now()
 		waitHeld(t, []*nodeProc{bn}, "steady", 6, 3*session)
-		time.Sleep(2 * tapCommitInterval) // the new owner commits past where the paused node was
+		time.Sleep(2 * commitInterval) // the new owner commits past where the paused node was
 		t.Logf("paused %v; resuming", time.Since(paused).Round(100*time.Millisecond))
 		a.signal(syscall.SIGCONT)
 
@@ -82,7 +82,7 @@ func zombieCommitsNothing(t *testing.T, solo bool) {
 		resumed := time.Now()
 		waitHeld(t, []*nodeProc{a, bn}, "steady", 6, settle)
 		t.Logf("the group settled %v after the resumed node's copies were delivered", time.Since(resumed).Round(100*time.Millisecond))
-		time.Sleep(2 * tapCommitInterval)
+		time.Sleep(2 * commitInterval)
 		if back := watch.finish(); len(back) > 0 {
 			t.Errorf("committed offsets moved backwards %d times: %v", len(back), back)
 		}

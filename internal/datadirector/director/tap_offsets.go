@@ -160,13 +160,20 @@ func (t *tap) partitionsLost(_ context.Context, _ *kgo.Client, parts map[string]
 	}
 }
 
-// tapCommitInterval is how often a tap commits its members' offsets, as a
-// feed's own reader does (kgo.AutoCommitInterval).
-const tapCommitInterval = time.Second
+// commitInterval is how often a tap commits its members' offsets, and a
+// feed's own reader its own (commitOwn).
+const commitInterval = time.Second
 
 func (t *tap) commitLoop(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	tick := time.NewTicker(tapCommitInterval)
+	commitEvery(ctx, func(ctx context.Context) error { return t.fencedCommit(ctx, t.snapshot()) },
+		func(err error) { t.log.Warn("feed tap: commit", "err", err) })
+}
+
+// commitEvery calls commit every commitInterval until ctx ends, and failed
+// with its errors, one per burst (at most one in 10 s).
+func commitEvery(ctx context.Context, commit func(context.Context) error, failed func(error)) {
+	tick := time.NewTicker(commitInterval)
 	defer tick.Stop()
 	var lastErr time.Time
 	for {
@@ -175,9 +182,9 @@ func (t *tap) commitLoop(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-tick.C:
 		}
-		if err := t.fencedCommit(ctx, t.snapshot()); err != nil && time.Since(lastErr) > 10*time.Second {
+		if err := commit(ctx); err != nil && ctx.Err() == nil && time.Since(lastErr) > 10*time.Second {
 			lastErr = time.Now()
-			t.log.Warn("feed tap: commit", "err", err)
+			failed(err)
 		}
 	}
 }

@@ -84,7 +84,7 @@ const (
 	holdStall          = "stall"
 	holdRebalance      = "rebalance"
 	upstreamCheck      = 500 * time.Millisecond
-	upstreamStallAfter = 2*tapCommitInterval + 500*time.Millisecond
+	upstreamStallAfter = 2*commitInterval + 500*time.Millisecond
 )
 
 // watchUpstream holds the correlator's clock while the first stage's
