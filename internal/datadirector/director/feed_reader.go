@@ -304,8 +304,9 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 // it kept across a new membership (their commits; the log start without
 // one). Called by the polling goroutine, between two polls. A partition
 // revoked, lost or assigned again since (a later epoch) is left alone: the
-// offset assigned read is of an older assignment, and moving there would
-// have franz-go's next commit move the group's commit back.
+// offset assigned read is of an older assignment, behind what the other
+// node committed since (an xdr feed, which commits franz-go's marks, would
+// have moved the group's commit back with it).
 func (f *feed) repositionKept(cl *kgo.Client) {
 	if to := f.takeResets(); len(to) > 0 {
 		cl.SetOffsets(epochOffsets(to))
