@@ -114,6 +114,16 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		fs := cl.PollRecords(pctx, t.m.cfg.MaxBatch)
 		pcancel()
 		f.fetchErrors(fs, &lastFetchErr)
+		if ctx.Err() == nil && !fs.Empty() && t.stale() && !t.proveNow(ctx) {
+			// After a pause the tap's partitions may be another node's
+			// now: the poll is read again once the tap is proven a member
+			// (if it is not, its group's callbacks change the partitions
+			// and end this read).
+			unreadPoll(cl, fs)
+			p.free <- b
+			sleepCtx(ctx, heartbeat(t.m.cfg.SessionTimeout))
+			continue
+		}
 		if ctx.Err() != nil || !f.takePoll(ctx, polls, fs, b) {
 			p.free <- b
 			continue
@@ -122,4 +132,25 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		p.work <- b // never blocks: b came from free
 	}
 	return false
+}
+
+// proveNow proves the tap's membership (prove) for a detached member's read;
+// false when it cannot.
+func (t *tap) proveNow(ctx context.Context) bool {
+	cl := t.client()
+	return cl != nil && t.prove(ctx, cl) == nil
+}
+
+// unreadPoll moves a direct reader back to the first record of each
+// partition of fs, so that its next polls fetch them again.
+func unreadPoll(cl *kgo.Client, fs kgo.Fetches) {
+	to := map[tp]int64{}
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) > 0 {
+			to[tp{p.Topic, p.Partition}] = p.Records[0].Offset
+		}
+	})
+	if len(to) > 0 {
+		cl.SetOffsets(epochOffsets(to))
+	}
 }
