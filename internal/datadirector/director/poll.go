@@ -1,6 +1,7 @@
 package director
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync/atomic"
@@ -151,15 +152,7 @@ func (f *feed) take(ctx context.Context, dp *decodedPoll, b *pollBatch) bool {
 		}
 		j := 0
 		if next >= 0 {
-			j, _ = slices.BinarySearchFunc(recs, next, func(r *kgo.Record, o int64) int {
-				switch {
-				case r.Offset < o:
-					return -1
-				case r.Offset > o:
-					return 1
-				}
-				return 0
-			})
+			j, _ = slices.BinarySearchFunc(recs, next, func(r *kgo.Record, o int64) int { return cmp.Compare(r.Offset, o) })
 		}
 		if j == len(recs) {
 			continue // handed already: a poll fetched before the reader moved on

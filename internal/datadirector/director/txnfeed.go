@@ -130,6 +130,15 @@ func (e *txnErrs[K]) failed(err error) {
 	}
 }
 
+// produce produces r in sess's transaction, keeping its error.
+func (e *txnErrs[K]) produce(ctx context.Context, sess *kgo.GroupTransactSession, r *kgo.Record) {
+	sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		if err != nil {
+			e.failed(err)
+		}
+	})
+}
+
 // refused notes that the produce of the record of key k, n bytes, failed.
 func (e *txnErrs[K]) refused(k K, n int, err error) {
 	if broker.IsTooLarge(err) {
@@ -284,11 +293,7 @@ func (t *txnPoll) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	}
 	for _, d := range b.dlq {
 		truncateDeadLetter(d)
-		t.sess.Produce(ctx, d, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.errs.failed(err)
-			}
-		})
+		t.errs.produce(ctx, t.sess, d)
 	}
 	// Every produce's outcome first, to choose between committing the
 	// poll's offsets with the transaction and aborting both.

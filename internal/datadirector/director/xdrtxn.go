@@ -205,11 +205,11 @@ func (t *xdrTxn) run(ctx context.Context, fs kgo.Fetches) (bool, error) {
 	}
 	for _, d := range b.dlq {
 		truncateDeadLetter(d)
-		t.produce(ctx, d)
+		t.errs.produce(ctx, t.sess, d)
 	}
 	cpTopic := CheckpointTopic(f.spec.Name)
 	for _, p := range t.cps {
-		t.produce(ctx, &kgo.Record{Topic: cpTopic, Key: checkpointKey(p.k), Value: p.cp.appendTo(nil)})
+		t.errs.produce(ctx, t.sess, &kgo.Record{Topic: cpTopic, Key: checkpointKey(p.k), Value: p.cp.appendTo(nil)})
 	}
 	committed, err := t.errs.end(ctx, t.sess, kgo.PreTxnCommitFnContext(ctx, t.rewriteCommit))
 	if committed && err == nil {
@@ -352,12 +352,4 @@ func (t *xdrTxn) reset() {
 		}
 	}
 	cl.SetOffsets(at)
-}
-
-func (t *xdrTxn) produce(ctx context.Context, r *kgo.Record) {
-	t.sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
-		if err != nil {
-			t.errs.failed(err)
-		}
-	})
 }
