@@ -55,7 +55,7 @@ func BenchmarkDirectorPath(b *testing.B) {
 	go func() { _ = m.Run(rctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	spec := director.FeedSpec{Name: "bench", Type: director.TypeSynthetic, Sources: []string{"SCP", "NRF", "SEPP"},
-		Endpoint: p.Addr(), Start: "earliest", TLS: &director.TLSSpec{Enabled: true, CAFile: cert, ServerName: "localhost"}}
+		SyntheticSpec: director.SyntheticSpec{Endpoint: p.Addr()}, Start: "earliest", TLS: &director.TLSSpec{Enabled: true, CAFile: cert, ServerName: "localhost"}}
 	if err := m.Prepare(ctx, &spec); err != nil {
 		b.Fatal(err)
 	}

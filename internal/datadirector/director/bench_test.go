@@ -87,7 +87,7 @@ func benchFeed(b *testing.B, solo bool) {
 	sink := &countSink{}
 	m, _ := runManager(b, Config{Client: br.ClientConfig(), Topics: testTopics[:3], SoloReads: solo,
 		NewSink: func(*FeedSpec) (Sink, error) { return sink, nil }})
-	spec := FeedSpec{Name: "bench", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "127.0.0.1:9", Start: "earliest"}
+	spec := FeedSpec{Name: "bench", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: "127.0.0.1:9"}, Start: "earliest"}
 	if err := m.Prepare(ctx, &spec); err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func BenchmarkFeedLatency(b *testing.B) {
 	sink := &countSink{}
 	m, _ := runManager(b, Config{Client: br.ClientConfig(), Topics: testTopics[:3],
 		NewSink: func(*FeedSpec) (Sink, error) { return sink, nil }})
-	spec := FeedSpec{Name: "lat", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "127.0.0.1:9"}
+	spec := FeedSpec{Name: "lat", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: "127.0.0.1:9"}}
 	if err := m.Prepare(ctx, &spec); err != nil {
 		b.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func BenchmarkXDRFeedKafka(b *testing.B) {
 			ctx := context.Background()
 			m, _ := nfsimBacklog(b, true)
 			spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF", "SEPP"}, Start: "earliest",
-				Topic: "xdr.out", ExactlyOnce: once, XDR: &XDRSpec{Timeout: "500ms"}}
+				KafkaSpec: KafkaSpec{Topic: "xdr.out"}, ExactlyOnce: once, XDR: &XDRSpec{Timeout: "500ms"}}
 			if err := m.Prepare(ctx, &spec); err != nil {
 				b.Fatal(err)
 			}

@@ -21,7 +21,7 @@ import (
 func TestBrokerDownMidStream(t *testing.T) {
 	onEachCluster(t, 3, func(t *testing.T, c *testCluster) {
 		r := newReceiver(t)
-		spec := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
+		spec := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}}
 		session := func(cfg *Config) { cfg.SessionTimeout = c.session }
 		na, nb := newHarness(t, c, session), newHarness(t, c, session)
 		na.apply(spec)

@@ -208,7 +208,7 @@ func recordTooLarge(t *testing.T, typ string, once bool) {
 	if err := broker.EnsureTopics(ctx, h.m.admin, []broker.TopicSpec{small}, true); err != nil {
 		t.Fatal(err)
 	}
-	spec := FeedSpec{Name: "big", Type: typ, Sources: []string{"NRF"}, Topic: small.Name, ExactlyOnce: once, Start: "earliest"}
+	spec := FeedSpec{Name: "big", Type: typ, Sources: []string{"NRF"}, KafkaSpec: KafkaSpec{Topic: small.Name}, ExactlyOnce: once, Start: "earliest"}
 	if typ == TypeXDR {
 		spec.XDR = &XDRSpec{Timeout: "1s"}
 	}

@@ -275,12 +275,14 @@ func (f *feed) run(ctx context.Context) {
 	}
 	for attempt := 0; ; attempt++ {
 		s, err := f.m.cfg.NewSink(&f.spec.FeedSpec)
-		if err == nil {
-			s, err = f.wrapSink(ctx, s)
+		if err == nil && f.spec.Type == TypeXDR {
+			if err = f.startXDRStage(ctx, s); err != nil {
+				s.Close()
+			}
 		}
 		if err == nil {
 			f.sink = s
-			if c, ok := s.(Connecter); ok {
+			if c, ok := s.(Connecter); ok && f.xdrStage() == nil {
 				go f.connectEarly(ctx, c)
 			}
 			break
@@ -293,6 +295,9 @@ func (f *feed) run(ctx context.Context) {
 		}
 	}
 	defer f.sink.Close()
+	if xs := f.xdrStage(); xs != nil {
+		defer xs.Close() // before the sink it delivers to
+	}
 
 	// Decompressed batches come from a pool and go back once their copies
 	// are delivered (pollBatch.release): otherwise they are most of the
@@ -356,7 +361,7 @@ func (f *feed) startPipeline(ctx context.Context) *pipeline {
 	}
 	go func() {
 		defer close(p.sent)
-		if ps, ok := f.sink.(PipelinedSink); ok {
+		if ps, ok := f.sink.(PipelinedSink); ok && f.xdrStage() == nil {
 			f.deliverPipelined(ctx, ps, p.work, p.free)
 		} else {
 			for b := range p.work {

@@ -157,7 +157,7 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 // its confirmation in the ledger (what a tap commits) and, for a feed's
 // own reader, the marks for its commit.
 func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
-	if rs, ok := f.sink.(RejectingSink); ok {
+	if rs, ok := f.sink.(RejectingSink); ok && f.xdrStage() == nil { // a stage dead-letters its own
 		cs, reasons := rs.Rejected()
 		for i, c := range cs {
 			b.dlq = f.undeliverable(b.dlq, c, reasons[i])
@@ -179,7 +179,7 @@ func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
 
 func (f *feed) send(ctx context.Context, b *pollBatch) bool {
 	batch := b.batch
-	xs, _ := f.sink.(*xdrStage)
+	xs := f.xdrStage() // correlates the copies and delivers records to the sink
 	for attempt := 0; ; attempt++ {
 		var err error
 		if xs != nil {

@@ -26,7 +26,7 @@ func TestFeedRejoinedAsNewMemberStartsFromCommits(t *testing.T) {
 	c := startCluster(t, kfakeCluster, 1)
 	r := newReceiver(t)
 	h := newHarness(t, c, func(cfg *Config) { cfg.SessionTimeout = c.session; cfg.SoloReads = true })
-	h.run(FeedSpec{Name: "s", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr})
+	h.run(FeedSpec{Name: "s", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}})
 	group := h.m.cfg.GroupPrefix + "s"
 
 	pcl := producer(t, c)
@@ -110,7 +110,7 @@ func TestOwnCommitsOnlyAsTheAssignedMember(t *testing.T) {
 	// A long session: the reader holds a poll once its membership is
 	// unproven for a third of it, which the member switched below is.
 	h := newHarness(t, c, func(cfg *Config) { cfg.SessionTimeout = 30 * time.Second; cfg.SoloReads = true })
-	h.run(FeedSpec{Name: "s", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr})
+	h.run(FeedSpec{Name: "s", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}})
 	group := h.m.cfg.GroupPrefix + "s"
 	var commits atomic.Int64
 	var members sync.Map // member ids the commits carried

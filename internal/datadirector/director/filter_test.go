@@ -66,7 +66,7 @@ func TestFeedFilters(t *testing.T) {
 	for _, c := range cases {
 		r := newReceiver(t)
 		rcvs[c.name] = r
-		specs = append(specs, FeedSpec{Name: c.name, Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr, Filter: c.filter})
+		specs = append(specs, FeedSpec{Name: c.name, Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}, Filter: c.filter})
 	}
 	h.apply(specs...)
 	filterCorpus(t, producer(t, b), n)
@@ -108,7 +108,7 @@ func TestFilterRefusedWithPosition(t *testing.T) {
 		{TypeXDR, `result == 3 +`, "line 1, column"},
 		{TypeXDR, `nf_type == "SCP"`, "filter"}, // a copy field, not a record field: nf_types is
 	} {
-		spec := FeedSpec{Name: "bad", Type: c.typ, Sources: []string{"SCP"}, Endpoint: "127.0.0.1:9", Topic: "probe.out", Filter: c.filter}
+		spec := FeedSpec{Name: "bad", Type: c.typ, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: "127.0.0.1:9"}, KafkaSpec: KafkaSpec{Topic: "probe.out"}, Filter: c.filter}
 		err := h.m.Validate(&spec)
 		var fe *FieldError
 		if !errors.As(err, &fe) || fe.Field != "filter" || !strings.Contains(fe.Error(), c.want) {
@@ -129,24 +129,24 @@ func TestValidateXDRAndFile(t *testing.T) {
 		spec  FeedSpec
 		field string // "" = valid
 	}{
-		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "XDR"}, ""},
-		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, URL: "http://127.0.0.1:1/x"}, ""},
+		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, KafkaSpec: KafkaSpec{Topic: "XDR"}}, ""},
+		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, HTTP2Spec: HTTP2Spec{URL: "http://127.0.0.1:1/x"}}, ""},
 		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, File: &FileSpec{Dir: dir}}, ""},
 		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}}, "topic"},
-		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "XDR", URL: "http://a:1/"}, "topic"},
-		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "NRF"}, "topic"},
-		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, URL: "ftp://a/"}, "url"},
-		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "XDR", XDR: &XDRSpec{Timeout: "soon"}}, "xdr.timeout"},
-		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "XDR", XDR: &XDRSpec{Timeout: "1s", Linger: "2s"}}, "xdr.linger"},
-		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "XDR", XDR: &XDRSpec{MaxPending: -1}}, "xdr.max_pending"},
+		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, HTTP2Spec: HTTP2Spec{URL: "http://a:1/"}, KafkaSpec: KafkaSpec{Topic: "XDR"}}, "topic"},
+		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, KafkaSpec: KafkaSpec{Topic: "NRF"}}, "topic"},
+		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, HTTP2Spec: HTTP2Spec{URL: "ftp://a/"}}, "url"},
+		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, KafkaSpec: KafkaSpec{Topic: "XDR"}, XDR: &XDRSpec{Timeout: "soon"}}, "xdr.timeout"},
+		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, KafkaSpec: KafkaSpec{Topic: "XDR"}, XDR: &XDRSpec{Timeout: "1s", Linger: "2s"}}, "xdr.linger"},
+		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, KafkaSpec: KafkaSpec{Topic: "XDR"}, XDR: &XDRSpec{MaxPending: -1}}, "xdr.max_pending"},
 		{FeedSpec{Name: "x", Type: TypeXDR, Sources: []string{"SCP"}, File: &FileSpec{Dir: dir, Format: "pcap"}}, "file.format"},
 		{FeedSpec{Name: "x", Type: TypeFile, Sources: []string{"SCP"}, File: &FileSpec{Dir: dir, Format: "pcap"}}, ""},
 		{FeedSpec{Name: "x", Type: TypeFile, Sources: []string{"SCP"}}, "file"},
 		{FeedSpec{Name: "x", Type: TypeFile, Sources: []string{"SCP"}, File: &FileSpec{Dir: dir, Format: "csv"}}, "file.format"},
 		{FeedSpec{Name: "x", Type: TypeFile, Sources: []string{"SCP"}, File: &FileSpec{Dir: ""}}, "file.dir"},
 		{FeedSpec{Name: "x", Type: TypeFile, Sources: []string{"SCP"}, File: &FileSpec{Dir: dir, Keep: -1}}, "file.keep"},
-		{FeedSpec{Name: "x", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "a:1", XDR: &XDRSpec{}}, "xdr"},
-		{FeedSpec{Name: "x", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "a:1", File: &FileSpec{Dir: dir}}, "file"},
+		{FeedSpec{Name: "x", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: "a:1"}, XDR: &XDRSpec{}}, "xdr"},
+		{FeedSpec{Name: "x", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: "a:1"}, File: &FileSpec{Dir: dir}}, "file"},
 	} {
 		err := h.m.Validate(&c.spec)
 		var fe *FieldError
@@ -189,7 +189,7 @@ func sourceIDs(t *testing.T, cc broker.ClientConfig, want int64) (map[string]int
 func TestXDRFeedWithNfsim(t *testing.T) {
 	b := startBroker(t, broker.Config{})
 	h := newHarness(t, b)
-	h.apply(FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF"}, Topic: "probe.out",
+	h.apply(FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF"}, KafkaSpec: KafkaSpec{Topic: "probe.out"},
 		XDR: &XDRSpec{Timeout: "2s", Linger: "100ms"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

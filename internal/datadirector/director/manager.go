@@ -521,7 +521,7 @@ func rekeyTopicSpec(spec *FeedSpec) (broker.TopicSpec, error) {
 // key), so each transaction lands in one partition.
 func rekeyStage1(s *runPlan) runPlan {
 	return runPlan{FeedSpec: FeedSpec{Name: rekeyStage1Name(s.Name), Type: TypeKafka, Sources: s.Sources, Directions: s.Directions,
-		Enabled: s.Enabled, Start: s.Start, Topic: RekeyTopic(s.Name), Created: s.Created},
+		Enabled: s.Enabled, Start: s.Start, KafkaSpec: KafkaSpec{Topic: RekeyTopic(s.Name)}, Created: s.Created},
 		stage: stageRekey, standby: s.standby, fromCreation: s.fromCreation}
 }
 

@@ -123,8 +123,8 @@ func TestFeedsDeliverExactlyN(t *testing.T) {
 	// Copies from before the feeds exist are not delivered (start latest).
 	produce(t, pcl, "old", 0, 30, 0)
 	h.apply(
-		FeedSpec{Name: "probe-a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr},
-		FeedSpec{Name: "to-kafka", Type: TypeKafka, Sources: []string{"SCP", "NRF"}, Topic: "probe.out"},
+		FeedSpec{Name: "probe-a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}},
+		FeedSpec{Name: "to-kafka", Type: TypeKafka, Sources: []string{"SCP", "NRF"}, KafkaSpec: KafkaSpec{Topic: "probe.out"}},
 	)
 	const n = 3000
 	produce(t, pcl, "c", 0, n, 0)
@@ -170,7 +170,7 @@ func TestReceiverOutageLosesNothing(t *testing.T) {
 	rcv := newReceiver(t)
 	h := newHarness(t, b)
 	pcl := producer(t, b)
-	h.apply(FeedSpec{Name: "probe-a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr})
+	h.apply(FeedSpec{Name: "probe-a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}})
 	const n = 3000
 	done := make(chan struct{})
 	go func() { defer close(done); produce(t, pcl, "c", 0, n, 20*time.Millisecond) }() // ~1.2 s
@@ -196,7 +196,7 @@ func TestReceiverOutageLosesNothing(t *testing.T) {
 func TestManagerRestartLosesNothing(t *testing.T) {
 	b := startBroker(t, broker.Config{})
 	rcv := newReceiver(t)
-	spec := FeedSpec{Name: "probe-a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr}
+	spec := FeedSpec{Name: "probe-a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}}
 	h1 := newHarness(t, b)
 	pcl := producer(t, b)
 	h1.apply(spec)
@@ -227,9 +227,9 @@ func TestBadRecordGoesToDLQ(t *testing.T) {
 	rcv, rcvB, rcvC := newReceiver(t), newReceiver(t), newReceiver(t)
 	h := newHarness(t, b)
 	pcl := producer(t, b)
-	h.apply(FeedSpec{Name: "probe-a", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: rcv.addr},
-		FeedSpec{Name: "probe-b", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: rcvB.addr},
-		FeedSpec{Name: "probe-c", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcvC.addr})
+	h.apply(FeedSpec{Name: "probe-a", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}},
+		FeedSpec{Name: "probe-b", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: rcvB.addr}},
+		FeedSpec{Name: "probe-c", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcvC.addr}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	recs := []*kgo.Record{
@@ -280,7 +280,7 @@ func TestDirectionFilter(t *testing.T) {
 	rcv := newReceiver(t)
 	h := newHarness(t, b)
 	pcl := producer(t, b)
-	h.apply(FeedSpec{Name: "resp", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: rcv.addr,
+	h.apply(FeedSpec{Name: "resp", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr},
 		Directions: []string{"RESPONSE_EGRESS"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -306,7 +306,7 @@ func TestPrepareThenProduce(t *testing.T) {
 	h := newHarness(t, b)
 	pcl := producer(t, b)
 	produce(t, pcl, "before", 0, 50, 0)
-	spec := FeedSpec{Name: "late", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr}
+	spec := FeedSpec{Name: "late", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := h.m.Prepare(ctx, &spec); err != nil {
@@ -324,7 +324,7 @@ func TestPrepareThenProduce(t *testing.T) {
 	}
 	// earliest: everything retained.
 	rcv2 := newReceiver(t)
-	spec2 := FeedSpec{Name: "all", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv2.addr, Start: "earliest"}
+	spec2 := FeedSpec{Name: "all", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv2.addr}, Start: "earliest"}
 	if err := h.m.Prepare(ctx, &spec2); err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestTakenOverFeedStartsFromCreation(t *testing.T) {
 	created := time.Now()
 	time.Sleep(20 * time.Millisecond)
 	produce(t, pcl, "after", 0, 120, 0)
-	spec := FeedSpec{Name: "peers", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr, Created: &created}
+	spec := FeedSpec{Name: "peers", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}, Created: &created}
 	if err := h.m.ApplyPlans(context.Background(), []Plan{{Spec: spec, FromCreation: true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestLostToRetentionCounted(t *testing.T) {
 	rcv := newReceiver(t)
 	h := newHarness(t, b)
 	pcl := producer(t, b)
-	spec := FeedSpec{Name: "slow", Type: TypeSynthetic, Sources: []string{"NRF"}, Endpoint: rcv.addr, Start: "earliest"}
+	spec := FeedSpec{Name: "slow", Type: TypeSynthetic, Sources: []string{"NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}, Start: "earliest"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := h.m.Prepare(ctx, &spec); err != nil {
@@ -393,8 +393,8 @@ func TestApplyReconciles(t *testing.T) {
 	b := startBroker(t, broker.Config{})
 	rcv := newReceiver(t)
 	h := newHarness(t, b)
-	a := FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: rcv.addr}
-	c := FeedSpec{Name: "c", Type: TypeKafka, Sources: []string{"SCP"}, Topic: "probe.out"}
+	a := FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}}
+	c := FeedSpec{Name: "c", Type: TypeKafka, Sources: []string{"SCP"}, KafkaSpec: KafkaSpec{Topic: "probe.out"}}
 	h.apply(a, c)
 	off := false
 	a2 := a
@@ -431,7 +431,7 @@ func TestApplyDuringDelivery(t *testing.T) {
 	rcv := newReceiver(t)
 	h := newHarness(t, b)
 	pcl := producer(t, b)
-	spec := FeedSpec{Name: "busy", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr}
+	spec := FeedSpec{Name: "busy", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}}
 	h.apply(spec)
 	const n = 2000
 	done := make(chan struct{})
@@ -460,7 +460,7 @@ func TestStandbyThenDisabled(t *testing.T) {
 	b := startBroker(t, broker.Config{})
 	h := newHarness(t, b)
 	off := false
-	spec := FeedSpec{Name: "lake", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "127.0.0.1:9", Enabled: &off}
+	spec := FeedSpec{Name: "lake", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: "127.0.0.1:9"}, Enabled: &off}
 	if err := h.m.ApplyPlans(context.Background(), []Plan{{Spec: spec, Standby: true}}); err != nil {
 		t.Fatal(err)
 	}

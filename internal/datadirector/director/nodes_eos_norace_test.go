@@ -129,7 +129,7 @@ func kcatKeys(t *testing.T, kcat string, c *testCluster, topic string) (unique, 
 // returns the configuration of a node named "a" that runs it.
 func eosNode(t *testing.T, c *testCluster) nodeConfig {
 	t.Helper()
-	spec := FeedSpec{Name: "eos", Type: TypeKafka, Sources: []string{"SCP", "NRF"}, Topic: "probe.out", ExactlyOnce: true, Start: "earliest"}
+	spec := FeedSpec{Name: "eos", Type: TypeKafka, Sources: []string{"SCP", "NRF"}, KafkaSpec: KafkaSpec{Topic: "probe.out"}, ExactlyOnce: true, Start: "earliest"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := newHarness(t, c).m.Prepare(ctx, &spec); err != nil {

@@ -39,7 +39,7 @@ func TestNodesExactlyOnceXDR(t *testing.T) {
 				brokers = 3
 			}
 			c := startCluster(t, kfakeCluster, brokers)
-			spec := FeedSpec{Name: "eosx", Type: TypeXDR, Sources: []string{"NRF"}, Topic: "xdr.out", ExactlyOnce: true,
+			spec := FeedSpec{Name: "eosx", Type: TypeXDR, Sources: []string{"NRF"}, KafkaSpec: KafkaSpec{Topic: "xdr.out"}, ExactlyOnce: true,
 				Start: "earliest", XDR: &XDRSpec{Timeout: "2s"}}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -40,7 +40,7 @@ func TestNodesZombieCommitsNothing(t *testing.T) {
 func zombieCommitsNothing(t *testing.T, solo bool) {
 	onEachCluster(t, 1, func(t *testing.T, c *testCluster) {
 		r := newReceiver(t)
-		spec := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
+		spec := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}}
 		h := newHarness(t, c) // positions the feed's group, as the API does
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

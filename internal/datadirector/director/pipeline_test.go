@@ -166,7 +166,7 @@ func TestPipelinedFeedLosesNothing(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	h := &harness{t: t, b: b, m: m}
 	pcl := producer(t, b)
-	h.apply(FeedSpec{Name: "pipe", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rcv.addr})
+	h.apply(FeedSpec{Name: "pipe", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rcv.addr}})
 	const n = 5000
 	fin := make(chan struct{})
 	go func() { defer close(fin); produce(t, pcl, "c", 0, n, 20*time.Millisecond) }()

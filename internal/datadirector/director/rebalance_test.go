@@ -22,7 +22,7 @@ func TestFeedChangesLeaveOtherNodesCalm(t *testing.T) {
 func feedChangesLeaveOtherNodesCalm(t *testing.T, b *testCluster) {
 	pcl := producer(t, b)
 	r := newReceiver(t)
-	steady := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
+	steady := FeedSpec{Name: "steady", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}}
 	session := func(cfg *Config) { cfg.SessionTimeout = b.session }
 	na, nb := newHarness(t, b, session), newHarness(t, b, session)
 	na.apply(steady)
@@ -41,8 +41,8 @@ func feedChangesLeaveOtherNodesCalm(t *testing.T, b *testCluster) {
 		case <-produced:
 		default:
 			extra := []FeedSpec{
-				{Name: fmt.Sprintf("same-%d", i), Type: TypeSynthetic, Sources: []string{"NRF", "SCP"}, Endpoint: other.addr},
-				{Name: fmt.Sprintf("nrf-%d", i), Type: TypeSynthetic, Sources: []string{"NRF"}, Endpoint: other.addr},
+				{Name: fmt.Sprintf("same-%d", i), Type: TypeSynthetic, Sources: []string{"NRF", "SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: other.addr}},
+				{Name: fmt.Sprintf("nrf-%d", i), Type: TypeSynthetic, Sources: []string{"NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: other.addr}},
 			}
 			nb.apply(append([]FeedSpec{steady}, extra...)...)
 			time.Sleep(300 * time.Millisecond)

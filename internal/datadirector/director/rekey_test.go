@@ -25,7 +25,7 @@ import (
 // so every transaction becomes exactly one complete record.
 func TestXDRRekeyAcrossNodes(t *testing.T) {
 	b := startBroker(t, broker.Config{})
-	spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF"}, Topic: "probe.out",
+	spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF"}, KafkaSpec: KafkaSpec{Topic: "probe.out"},
 		XDR: &XDRSpec{Timeout: "10s", Linger: "300ms", Rekey: true}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -143,8 +143,8 @@ func TestRekeyTopicSettings(t *testing.T) {
 	go func() { _ = m.Run(mctx); close(done) }()
 	defer func() { mcancel(); <-done }()
 	specs := []FeedSpec{
-		{Name: "tx-default", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "probe.out", XDR: &XDRSpec{Rekey: true}},
-		{Name: "tx-tuned", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "probe.out",
+		{Name: "tx-default", Type: TypeXDR, Sources: []string{"SCP"}, KafkaSpec: KafkaSpec{Topic: "probe.out"}, XDR: &XDRSpec{Rekey: true}},
+		{Name: "tx-tuned", Type: TypeXDR, Sources: []string{"SCP"}, KafkaSpec: KafkaSpec{Topic: "probe.out"},
 			XDR: &XDRSpec{Rekey: true, RekeyPartitions: 3, RekeyRetention: "20m", RekeySegmentBytes: 8 << 20}},
 	}
 	for i := range specs {
@@ -185,7 +185,7 @@ func TestRekeyTopicSettings(t *testing.T) {
 				topic, got["retention.ms"], got["segment.bytes"], got["cleanup.policy"], tc.retention, tc.seg)
 		}
 	}
-	bad := FeedSpec{Name: "tx-bad", Type: TypeXDR, Sources: []string{"SCP"}, Topic: "probe.out", XDR: &XDRSpec{Rekey: true, RekeyRetention: "5s"}}
+	bad := FeedSpec{Name: "tx-bad", Type: TypeXDR, Sources: []string{"SCP"}, KafkaSpec: KafkaSpec{Topic: "probe.out"}, XDR: &XDRSpec{Rekey: true, RekeyRetention: "5s"}}
 	if err := m.Validate(&bad); err == nil || !strings.Contains(err.Error(), "rekey_retention") {
 		t.Errorf("a 5s re-key retention: %v", err)
 	}

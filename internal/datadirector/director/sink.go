@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
+	"github.com/signalbox/signalbox/internal/datadirector/sink/sinkspec"
 	"github.com/signalbox/signalbox/internal/datadirector/sink/synthetic"
 )
 
@@ -78,17 +79,5 @@ type Connecter interface {
 	Connect(ctx context.Context) error
 }
 
-// SinkStatus is optionally implemented by sinks to report their connection.
-type SinkStatus interface {
-	Connected() bool
-	Retries() uint64
-	LastError() string
-}
-
 // FieldError is a feed validation error naming the offending field.
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+type FieldError = sinkspec.FieldError

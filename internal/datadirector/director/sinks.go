@@ -2,106 +2,131 @@ package director
 
 import (
 	"fmt"
-	"net/netip"
-	"strings"
-	"time"
+	"log/slog"
 
-	"github.com/signalbox/signalbox/internal/datadirector/broker"
 	"github.com/signalbox/signalbox/internal/datadirector/sink/filesink"
 	"github.com/signalbox/signalbox/internal/datadirector/sink/http2sink"
 	"github.com/signalbox/signalbox/internal/datadirector/sink/kafkasink"
+	"github.com/signalbox/signalbox/internal/datadirector/sink/sinkspec"
 	"github.com/signalbox/signalbox/internal/datadirector/sink/synthetic"
 )
 
-func parseAddrPort(s string) (netip.AddrPort, error) {
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil {
-		return ap, fmt.Errorf("%q: want ip:port", s)
-	}
-	return ap, nil
+// A sinkKind is what the director knows of one sink package: how to check a
+// feed spec's part for it and how to build the sink from it. The package
+// declares its part of the JSON (a Spec, which FeedSpec embeds or holds),
+// checks it (Validate) and turns it into its Config; a new sink is such a
+// package and a row here.
+type sinkKind struct {
+	// validate checks the spec's part for the sink; records is for an xdr
+	// feed's output (transaction records carried as copies).
+	validate func(m *Manager, spec *FeedSpec, records bool) error
+	build    func(m *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error)
 }
 
-// defaultSink builds the sink a spec names.
+// sinkKinds is every sink, by the feed type that writes to it. An xdr feed
+// is a correlating stage in front of one of them (recordOutput).
+var sinkKinds = map[string]sinkKind{
+	TypeSynthetic: {
+		validate: func(_ *Manager, spec *FeedSpec, _ bool) error { return spec.SyntheticSpec.Validate() },
+		build: func(_ *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error) {
+			tc, err := spec.TLS.Config("tls")
+			if err != nil {
+				return nil, err
+			}
+			cfg, err := spec.SyntheticSpec.Config(tc, log)
+			if err != nil {
+				return nil, err
+			}
+			return synthetic.New(cfg)
+		},
+	},
+	TypeHTTP2: {
+		validate: func(_ *Manager, spec *FeedSpec, _ bool) error { return spec.HTTP2Spec.Validate() },
+		build: func(_ *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error) {
+			tc, err := spec.TLS.Config("tls")
+			if err != nil {
+				return nil, err
+			}
+			return http2sink.New(spec.HTTP2Spec.Config(tc, log))
+		},
+	},
+	TypeKafka: {
+		validate: func(m *Manager, spec *FeedSpec, _ bool) error { return spec.KafkaSpec.Validate(m.ownTopic) },
+		build: func(m *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error) {
+			cfg, err := spec.KafkaSpec.Config(m.cfg.Client, m.cfg.CreateTopics, log)
+			if err != nil {
+				return nil, err
+			}
+			return kafkasink.New(cfg)
+		},
+	},
+	TypeFile: {
+		validate: func(_ *Manager, spec *FeedSpec, records bool) error {
+			if spec.File == nil {
+				return &FieldError{Field: "file", Msg: `required for a file feed: {"dir":...,"format":"pcap|jsonl"}`}
+			}
+			if err := sinkspec.Within("file", spec.File.Validate(records)); err != nil {
+				return err
+			}
+			_, err := spec.ParseMappings() // a pcap's NF addresses, as a synthetic feed's
+			return err
+		},
+		build: func(m *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error) {
+			format := filesink.FormatPCAP // copies; records are JSON
+			if spec.Type == TypeXDR || m.isCallsFeed(spec) {
+				format = filesink.FormatJSONL
+			}
+			cfg := spec.File.Config(spec.Name, format, log)
+			var err error
+			if cfg.Mappings, err = spec.ParseMappings(); err != nil {
+				return nil, err
+			}
+			return filesink.New(cfg)
+		},
+	},
+}
+
+// recordOutput is the sink an xdr feed writes its records to: the one of
+// topic, url and file its spec sets ("" unless exactly one).
+func recordOutput(spec *FeedSpec) string {
+	var out string
+	n := 0
+	for kind, set := range map[string]bool{TypeKafka: spec.Topic != "", TypeHTTP2: spec.URL != "", TypeFile: spec.File != nil} {
+		if set {
+			out = kind
+			n++
+		}
+	}
+	if n != 1 {
+		return ""
+	}
+	return out
+}
+
+// sinkKindOf is the sink a spec writes to: its type's, or an xdr feed's
+// record output.
+func sinkKindOf(spec *FeedSpec) (sinkKind, bool) {
+	t := spec.Type
+	if t == TypeXDR {
+		t = recordOutput(spec)
+	}
+	k, ok := sinkKinds[t]
+	return k, ok
+}
+
+// defaultSink builds the sink a spec names (an xdr feed's: its record
+// output, whose records travel as copies whose Raw is the record's JSON and
+// whose correlation id is the key).
 func (m *Manager) defaultSink(spec *FeedSpec) (Sink, error) {
-	log := m.log.With("feed", spec.Name)
-	tc, err := tlsConfig(spec.TLS, "tls")
-	if err != nil {
-		return nil, err
+	k, ok := sinkKindOf(spec)
+	if !ok {
+		return nil, fmt.Errorf("feed %q: no sink for type %q", spec.Name, spec.Type)
 	}
-	switch spec.Type {
-	case TypeSynthetic:
-		maps := make([]synthetic.Mapping, 0, len(spec.Mappings))
-		for _, mp := range spec.Mappings {
-			ap, err := parseAddrPort(mp.Addr)
-			if err != nil {
-				return nil, err
-			}
-			maps = append(maps, synthetic.Mapping{NFFQDN: mp.NFFQDN, NFInstanceID: mp.NFInstanceID, Addr: ap})
-		}
-		cfg := synthetic.Config{Endpoint: spec.Endpoint, TLS: tc, Mappings: maps, Logger: log}
-		if p := spec.Packets; p != nil {
-			cfg.MSS, cfg.MaxFlows, cfg.KeepPorts, cfg.NoHandshake = p.MSS, p.MaxFlows, p.KeepPorts, p.NoHandshake
-		}
-		return synthetic.New(cfg)
-	case TypeKafka:
-		cc := m.cfg.Client
-		if k := spec.Kafka; k != nil {
-			ktc, err := tlsConfig(k.TLS, "kafka.tls")
-			if err != nil {
-				return nil, err
-			}
-			cc = broker.ClientConfig{Brokers: k.Brokers, SASLMechanism: k.SASLMechanism,
-				Username: k.Username, Password: k.Password, TLS: ktc}
-		}
-		return kafkasink.New(kafkasink.Config{Client: cc, Topic: spec.Topic, Logger: log, CreateTopic: m.cfg.CreateTopics})
-	case TypeHTTP2:
-		if !strings.HasPrefix(spec.URL, "https:") {
-			tc = nil // the sink refuses TLS settings on an h2c URL
-		}
-		return http2sink.New(http2sink.Config{URL: spec.URL, TLS: tc, FireAndForget: spec.FireAndForget, Logger: log})
-	case TypeFile, TypeXDR:
-		return m.fileOrRecordSink(spec)
-	}
-	return nil, fmt.Errorf("feed %q: unknown type %q", spec.Name, spec.Type)
+	return k.build(m, spec, m.log.With("feed", spec.Name))
 }
 
-// fileFormat is the spec's format with its default: pcap for copies, jsonl
-// for transaction and call records.
-func (m *Manager) fileFormat(spec *FeedSpec) string {
-	if spec.File.Format != "" {
-		return spec.File.Format
-	}
-	if spec.Type == TypeXDR || m.isCallsFeed(spec) {
-		return filesink.FormatJSONL
-	}
-	return filesink.FormatPCAP
-}
-
-// fileSink builds the file target of a file or xdr feed.
-func (m *Manager) fileSink(spec *FeedSpec) (Sink, error) {
-	fs := spec.File
-	return filesink.New(filesink.Config{
-		Dir: fs.Dir, Prefix: spec.Name, Format: m.fileFormat(spec),
-		RotateBytes: fs.RotateBytes, RotateInterval: time.Duration(fs.RotateSeconds) * time.Second, Keep: fs.Keep,
-		Logger: m.log.With("feed", spec.Name),
-	})
-}
-
-// fileOrRecordSink builds a file feed's files, or an xdr feed's record
-// output (records travel as copies whose Raw is the record's JSON and whose
-// correlation id is the key).
-func (m *Manager) fileOrRecordSink(spec *FeedSpec) (Sink, error) {
-	switch {
-	case spec.Type == TypeFile || spec.File != nil:
-		return m.fileSink(spec)
-	case spec.Topic != "":
-		s := *spec
-		s.Type = TypeKafka
-		return m.defaultSink(&s)
-	case spec.URL != "":
-		s := *spec
-		s.Type = TypeHTTP2
-		return m.defaultSink(&s)
-	}
-	return nil, fmt.Errorf("feed %q: no output", spec.Name)
+// ownTopic reports whether topic, on the director's own Kafka, is one the
+// director reads or dead-letters to: a feed into it would loop.
+func (m *Manager) ownTopic(topic string) bool {
+	return m.sources[topic] || topic == m.cfg.DLQTopic || (topic == m.cfg.CallsTopic && topic != "")
 }

@@ -1,11 +1,15 @@
 package director
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +18,7 @@ import (
 	"github.com/signalbox/signalbox/internal/datadirector/broker"
 	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/fixture"
 )
 
 // TestDefaultSinks runs feeds with the real http2 and synthetic sinks.
@@ -71,8 +76,8 @@ func TestDefaultSinks(t *testing.T) {
 	go func() { _ = m.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	specs := []FeedSpec{
-		{Name: "h2", Type: TypeHTTP2, Sources: []string{"SCP", "NRF"}, URL: srv.URL + "/copies"},
-		{Name: "pcap", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: ln.Addr().String()},
+		{Name: "h2", Type: TypeHTTP2, Sources: []string{"SCP", "NRF"}, HTTP2Spec: HTTP2Spec{URL: srv.URL + "/copies"}},
+		{Name: "pcap", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: ln.Addr().String()}},
 	}
 	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
 	defer acancel()
@@ -101,4 +106,48 @@ func TestDefaultSinks(t *testing.T) {
 		st, _ := m.Status("h2")
 		return st.Delivered == n && st.State == StateConnected
 	})
+}
+
+// TestFileFeedPcapUsesMappings: a file feed's pcap names the NFs by the
+// feed's mappings, as a synthetic feed's stream does, when the copies carry
+// no addresses (the mappings were once accepted and ignored).
+func TestFileFeedPcapUsesMappings(t *testing.T) {
+	m := offlineManager(t)
+	dir := t.TempDir()
+	spec := FeedSpec{Name: "export", Type: TypeFile, Sources: []string{"SCP"}, File: &FileSpec{Dir: dir},
+		SyntheticSpec: SyntheticSpec{Mappings: []AddrMapping{{NFFQDN: "scp1.5gc.mnc030.mcc234.3gppnetwork.org", Addr: "192.0.2.77:8080"}}}}
+	if err := m.Validate(&spec); err != nil {
+		t.Fatal(err)
+	}
+	bad := spec
+	bad.Mappings = []AddrMapping{{NFFQDN: "scp1", Addr: "scp1:80"}}
+	var fe *FieldError
+	if err := m.Validate(&bad); !errors.As(err, &fe) || fe.Field != "mappings[0].addr" {
+		t.Fatalf("a file feed's bad mapping: %v, want a FieldError for mappings[0].addr", err)
+	}
+	s, err := m.defaultSink(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c nfcopy.Copy
+	if err := nfcopy.Decode(fixture.Record("m-1", "SCP", nfcopy.RequestIngress), &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(context.Background(), []*nfcopy.Copy{&c}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "export*.pcap"))
+	if len(files) != 1 {
+		t.Fatalf("pcap files: %v, want one", files)
+	}
+	pcap, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(pcap, []byte{192, 0, 2, 77}) {
+		t.Fatalf("the pcap (%d bytes) has no packet of the mapped address 192.0.2.77", len(pcap))
+	}
 }

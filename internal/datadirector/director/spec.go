@@ -5,7 +5,15 @@
 // offsets in consumer groups of their own; xdr feeds read on their own.
 package director
 
-import "time"
+import (
+	"time"
+
+	"github.com/signalbox/signalbox/internal/datadirector/sink/filesink"
+	"github.com/signalbox/signalbox/internal/datadirector/sink/http2sink"
+	"github.com/signalbox/signalbox/internal/datadirector/sink/kafkasink"
+	"github.com/signalbox/signalbox/internal/datadirector/sink/sinkspec"
+	"github.com/signalbox/signalbox/internal/datadirector/sink/synthetic"
+)
 
 // Feed types.
 const (
@@ -44,25 +52,19 @@ type FeedSpec struct {
 	// partition order.
 	Sequencing string `json:"sequencing,omitempty"`
 
-	// synthetic
-	Endpoint string        `json:"endpoint,omitempty"` // host:port
-	Mappings []AddrMapping `json:"mappings,omitempty"` // nf-fqdn / nf-instance-id -> ip:port
-	Packets  *PacketSpec   `json:"packets,omitempty"`  // how copies become packets; nil = the defaults
+	// Each sink's part of the spec, declared (and checked) by its package;
+	// their fields sit at the top level of the JSON.
+	SyntheticSpec // synthetic: endpoint, mappings (also a pcap file feed's), packets
+	HTTP2Spec     // http2 (and xdr records to a URL): url, fire_and_forget
+	KafkaSpec     // kafka (and xdr records to a topic): topic, kafka
 
-	// http2
-	URL           string `json:"url,omitempty"`
-	FireAndForget bool   `json:"fire_and_forget,omitempty"`
-
-	// kafka
-	Topic string       `json:"topic,omitempty"`
-	Kafka *KafkaTarget `json:"kafka,omitempty"` // nil = the director's own Kafka
 	// ExactlyOnce produces each poll's copies in a Kafka transaction with
 	// the poll's offsets (txnfeed.go): consumers reading with
-	// isolation.level=read_committed see every copy once. Kafka feeds to
-	// the director's own Kafka only.
+	// isolation.level=read_committed see every copy once. Kafka feeds (and
+	// xdr feeds to a topic) to the director's own Kafka only.
 	ExactlyOnce bool `json:"exactly_once,omitempty"`
 
-	TLS *TLSSpec `json:"tls,omitempty"`
+	TLS *TLSSpec `json:"tls,omitempty"` // the synthetic or http2 connection's
 
 	// xdr: correlation options; the records go to topic, url or file.
 	XDR *XDRSpec `json:"xdr,omitempty"`
@@ -70,40 +72,17 @@ type FeedSpec struct {
 	File *FileSpec `json:"file,omitempty"`
 }
 
-// AddrMapping maps an NF (by fqdn or instance id) to an L3/L4 address used in
-// synthetic packets when the copy carries none.
-type AddrMapping struct {
-	NFFQDN       string `json:"nf_fqdn,omitempty"`
-	NFInstanceID string `json:"nf_instance_id,omitempty"`
-	Addr         string `json:"addr"` // ip:port
-}
-
-// PacketSpec tunes a synthetic feed's packets (synthetic.EncoderOptions).
-type PacketSpec struct {
-	MSS         int  `json:"mss,omitempty"`          // largest TCP payload per packet; 0 = 1460
-	MaxFlows    int  `json:"max_flows,omitempty"`    // flows open at once; 0 = 100000
-	KeepPorts   bool `json:"keep_ports,omitempty"`   // server ports as copied, even those Wireshark does not decode as HTTP
-	NoHandshake bool `json:"no_handshake,omitempty"` // no SYN/SYN-ACK/ACK opening a flow, no FIN closing it
-}
-
-// KafkaTarget is an external Kafka cluster a kafka feed produces to.
-type KafkaTarget struct {
-	Brokers       []string `json:"brokers"`
-	SASLMechanism string   `json:"sasl_mechanism,omitempty"` // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
-	Username      string   `json:"username,omitempty"`
-	Password      string   `json:"password,omitempty"`
-	TLS           *TLSSpec `json:"tls,omitempty"`
-}
-
-// TLSSpec is client-side TLS for a feed's connection.
-type TLSSpec struct {
-	Enabled            bool   `json:"enabled"`
-	CAFile             string `json:"ca_file,omitempty"`
-	ServerName         string `json:"server_name,omitempty"`
-	CertFile           string `json:"cert_file,omitempty"`
-	KeyFile            string `json:"key_file,omitempty"`
-	InsecureSkipVerify bool   `json:"insecure_skip_verify,omitempty"`
-}
+// The sinks' parts of a FeedSpec, as their packages declare them.
+type (
+	SyntheticSpec = synthetic.Spec
+	AddrMapping   = synthetic.AddrMapping
+	PacketSpec    = synthetic.PacketSpec
+	HTTP2Spec     = http2sink.Spec
+	KafkaSpec     = kafkasink.Spec
+	KafkaTarget   = kafkasink.Target
+	FileSpec      = filesink.Spec
+	TLSSpec       = sinkspec.TLS
+)
 
 // XDRSpec tunes an xdr feed's correlator; zero values take xdr's defaults.
 type XDRSpec struct {
@@ -124,13 +103,4 @@ type XDRSpec struct {
 	RekeyPartitions   int    `json:"rekey_partitions,omitempty"`
 	RekeyRetention    string `json:"rekey_retention,omitempty"`
 	RekeySegmentBytes int64  `json:"rekey_segment_bytes,omitempty"`
-}
-
-// FileSpec is a file target: rotated files in Dir, written atomically.
-type FileSpec struct {
-	Dir           string `json:"dir"`
-	Format        string `json:"format,omitempty"`         // pcap (file feeds' default) or jsonl (xdr feeds: jsonl only)
-	RotateBytes   int64  `json:"rotate_bytes,omitempty"`   // default 100 MiB
-	RotateSeconds int    `json:"rotate_seconds,omitempty"` // default 300
-	Keep          int    `json:"keep,omitempty"`           // finished files kept; default 100
 }

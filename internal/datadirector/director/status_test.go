@@ -15,7 +15,7 @@ import (
 // the console test).
 func TestFeedStatusConcurrent(t *testing.T) {
 	m := offlineManager(t)
-	f := m.newFeed(runPlan{FeedSpec: FeedSpec{Name: "probe-1", Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: "10.0.0.1:5000"}})
+	f := m.newFeed(runPlan{FeedSpec: FeedSpec{Name: "probe-1", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: "10.0.0.1:5000"}}})
 	sent := time.Now().Add(-2 * time.Millisecond).UnixNano()
 	batch := []*nfcopy.Copy{{Timestamp: sent, Raw: []byte("x")}, {Timestamp: sent, Raw: []byte("y")}}
 	f.countDelivered(batch)

@@ -25,7 +25,7 @@ func TestTapUnprovenPollsReadAgain(t *testing.T) {
 	c := startCluster(t, kfakeCluster, 1)
 	r := newReceiver(t)
 	h := newHarness(t, c, func(cfg *Config) { cfg.SessionTimeout = c.session })
-	h.run(FeedSpec{Name: "f", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr})
+	h.run(FeedSpec{Name: "f", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}})
 	tapGroup := h.m.cfg.GroupPrefix + "tap.NRF+SCP"
 
 	var refuse atomic.Bool
@@ -69,8 +69,8 @@ func TestTapDetachedMemberWaitsForProof(t *testing.T) {
 	})
 	fast, slow := newReceiver(t), newReceiver(t)
 	h.apply(
-		FeedSpec{Name: "fast", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: fast.addr},
-		FeedSpec{Name: "slow", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: slow.addr},
+		FeedSpec{Name: "fast", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: fast.addr}},
+		FeedSpec{Name: "slow", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: slow.addr}},
 	)
 	tapGroup := h.m.cfg.GroupPrefix + "tap.NRF+SCP"
 	var refuse atomic.Bool

@@ -41,12 +41,12 @@ func TestTapFeedsShareOneReader(t *testing.T) {
 		if i == 1 {
 			sources = []string{"NRF", "SCP"} // the same set
 		}
-		specs = append(specs, FeedSpec{Name: fmt.Sprintf("probe-%d", i), Type: TypeSynthetic, Sources: sources, Endpoint: r.addr})
+		specs = append(specs, FeedSpec{Name: fmt.Sprintf("probe-%d", i), Type: TypeSynthetic, Sources: sources, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}})
 	}
 	// Only responses: the copies below are all requests.
 	none := newReceiver(t)
 	specs = append(specs, FeedSpec{Name: "responses", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"},
-		Endpoint: none.addr, Directions: []string{"RESPONSE_EGRESS"}})
+		SyntheticSpec: SyntheticSpec{Endpoint: none.addr}, Directions: []string{"RESPONSE_EGRESS"}})
 	h.apply(specs...)
 	const n = 3000
 	produce(t, pcl, "c", 0, n, 0)
@@ -124,8 +124,8 @@ func TestTapDropsStalledFeedAndRejoins(t *testing.T) {
 	pcl := producer(t, b)
 	fast, slow := newReceiver(t), newReceiver(t)
 	h.apply(
-		FeedSpec{Name: "fast", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: fast.addr},
-		FeedSpec{Name: "slow", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: slow.addr},
+		FeedSpec{Name: "fast", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: fast.addr}},
+		FeedSpec{Name: "slow", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: slow.addr}},
 	)
 	slow.stop()
 	const n = 2000
@@ -173,8 +173,8 @@ func TestTapSpreadsPartitionsAcrossNodes(t *testing.T) {
 	pcl := producer(t, b)
 	ra, rb := newReceiver(t), newReceiver(t)
 	specs := []FeedSpec{
-		{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: ra.addr},
-		{Name: "b", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: rb.addr},
+		{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: ra.addr}},
+		{Name: "b", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: rb.addr}},
 	}
 	n1 := newHarness(t, b)
 	n1.apply(specs...)
@@ -218,9 +218,9 @@ func TestTapDetachedFeedKeepsToItsNode(t *testing.T) {
 	r1, r2 := newReceiver(t), newReceiver(t)
 	cfg := func(c *Config) { c.TapStall, c.RejoinAfter = 300*time.Millisecond, time.Hour }
 	n1 := newHarness(t, b, cfg)
-	n1.apply(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r1.addr})
+	n1.apply(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r1.addr}})
 	n2 := newHarness(t, b, cfg)
-	n2.run(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r2.addr})
+	n2.run(FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r2.addr}})
 	waitTapsSplit(t, []*harness{n1, n2}, 6)
 	produce(t, pcl, "w", 0, 300, 0)
 	testkit.WaitFor(t, 20*time.Second, "both nodes to deliver", func() bool {
@@ -271,7 +271,7 @@ func TestTapDetachedFeedFollowsItsPartitions(t *testing.T) {
 	rs := []*receiver{newReceiver(t), newReceiver(t), newReceiver(t)}
 	cfg := func(c *Config) { c.TapStall, c.RejoinAfter = 300*time.Millisecond, time.Hour }
 	spec := func(r *receiver) FeedSpec {
-		return FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: r.addr}
+		return FeedSpec{Name: "a", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}}
 	}
 	nodes := []*harness{newHarness(t, b, cfg), newHarness(t, b, cfg)}
 	nodes[0].apply(spec(rs[0]))
@@ -432,7 +432,7 @@ func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
 	for i := range 4 {
 		r := newRawReceiver(t)
 		rcvs = append(rcvs, r)
-		s := FeedSpec{Name: fmt.Sprintf("probe-%d", i), Type: TypeSynthetic, Sources: []string{"SCP"}, Endpoint: r.addr}
+		s := FeedSpec{Name: fmt.Sprintf("probe-%d", i), Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: r.addr}}
 		if i == 3 {
 			s.Mappings = mapped
 		}
@@ -607,13 +607,13 @@ func TestTapFeedWithoutGroup(t *testing.T) {
 	h := newHarness(t, b)
 	pcl := producer(t, b)
 	known, unknown := newReceiver(t), newReceiver(t)
-	h.apply(FeedSpec{Name: "known", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: known.addr})
+	h.apply(FeedSpec{Name: "known", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: known.addr}})
 	const n = 500
 	produce(t, pcl, "c", 0, n, 0)
 	testkit.WaitFor(t, 20*time.Second, "the known feed's copies", func() bool { return len(known.missing("c", n)) == 0 })
 	// Applied without Prepare: no group exists for it.
-	h.run(FeedSpec{Name: "known", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: known.addr},
-		FeedSpec{Name: "ungrouped", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, Endpoint: unknown.addr})
+	h.run(FeedSpec{Name: "known", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: known.addr}},
+		FeedSpec{Name: "ungrouped", Type: TypeSynthetic, Sources: []string{"SCP", "NRF"}, SyntheticSpec: SyntheticSpec{Endpoint: unknown.addr}})
 	// Rounds of copies until the new member, started at the end of the
 	// log whenever the tap took it in, has a whole round; the known feed
 	// gets every round.

@@ -1,17 +1,12 @@
 package director
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
 
-	"github.com/signalbox/signalbox/internal/datadirector/broker"
 	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
 	"github.com/signalbox/signalbox/internal/datadirector/sink/filesink"
 )
@@ -98,209 +93,41 @@ func (m *Manager) validate(spec *FeedSpec, correlating bool) error {
 	if spec.Sequencing != "" && spec.Sequencing != SequencingTransaction {
 		return &FieldError{Field: "sequencing", Msg: fmt.Sprintf("%q: want transaction, or leave it out", spec.Sequencing)}
 	}
-	if err := m.validateOutputs(spec); err != nil {
+	if err := m.validateOutput(spec); err != nil {
 		return err
 	}
-	switch spec.Type {
-	case TypeSynthetic:
-		if err := hostPort(spec.Endpoint); err != nil {
-			return &FieldError{Field: "endpoint", Msg: err.Error()}
-		}
-		for i, mp := range spec.Mappings {
-			f := "mappings[" + strconv.Itoa(i) + "]"
-			if mp.NFFQDN == "" && mp.NFInstanceID == "" {
-				return &FieldError{Field: f, Msg: "needs nf_fqdn or nf_instance_id"}
-			}
-			if _, err := parseAddrPort(mp.Addr); err != nil {
-				return &FieldError{Field: f + ".addr", Msg: err.Error()}
-			}
-		}
-		if p := spec.Packets; p != nil {
-			if p.MSS != 0 && (p.MSS < 536 || p.MSS > 65495) {
-				return &FieldError{Field: "packets.mss", Msg: fmt.Sprintf("%d: want 536 to 65495 bytes (0: 1460)", p.MSS)}
-			}
-			if p.MaxFlows != 0 && (p.MaxFlows < 4 || p.MaxFlows > 1<<20) {
-				return &FieldError{Field: "packets.max_flows", Msg: fmt.Sprintf("%d: want 4 to 1048576 (0: 100000)", p.MaxFlows)}
-			}
-		}
-	case TypeHTTP2:
-		u, err := url.Parse(spec.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return &FieldError{Field: "url", Msg: fmt.Sprintf("%q: want an http:// or https:// URL", spec.URL)}
-		}
-	case TypeKafka:
-		if spec.Topic == "" {
-			return &FieldError{Field: "topic", Msg: "required for a kafka feed"}
-		}
-		if err := broker.ValidateTopicName(spec.Topic); err != nil {
-			return &FieldError{Field: "topic", Msg: err.Error()}
-		}
-		if spec.Kafka == nil && (m.sources[spec.Topic] || spec.Topic == m.cfg.DLQTopic || (spec.Topic == m.cfg.CallsTopic && spec.Topic != "")) {
-			return &FieldError{Field: "topic", Msg: fmt.Sprintf("%q is a director topic; feeding it would loop", spec.Topic)}
-		}
-		if k := spec.Kafka; k != nil {
-			if len(k.Brokers) == 0 {
-				return &FieldError{Field: "kafka.brokers", Msg: "at least one host:port is required"}
-			}
-			for i, b := range k.Brokers {
-				if err := hostPort(b); err != nil {
-					return &FieldError{Field: "kafka.brokers[" + strconv.Itoa(i) + "]", Msg: err.Error()}
-				}
-			}
-			switch k.SASLMechanism {
-			case "":
-			case broker.MechPlain, broker.MechScramSHA256, broker.MechScramSHA512:
-				if k.Username == "" {
-					return &FieldError{Field: "kafka.username", Msg: "required with sasl_mechanism"}
-				}
-			default:
-				return &FieldError{Field: "kafka.sasl_mechanism", Msg: fmt.Sprintf("%q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", k.SASLMechanism)}
-			}
-			if _, err := tlsConfig(k.TLS, "kafka.tls"); err != nil {
-				return err
-			}
-		}
-	}
-	if _, err := tlsConfig(spec.TLS, "tls"); err != nil {
-		return err
-	}
-	return nil
+	_, err := spec.TLS.Config("tls")
+	return err
 }
 
-func hostPort(s string) error {
-	h, p, err := net.SplitHostPort(s)
-	if err != nil || h == "" {
-		return fmt.Errorf("%q: want host:port", s)
-	}
-	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q: port must be 1-65535", s)
-	}
-	return nil
-}
-
-// tlsConfig builds the client TLS config of a spec, naming the field of any
-// file that cannot be read or parsed. nil or disabled gives nil.
-func tlsConfig(t *TLSSpec, field string) (*tls.Config, error) {
-	if t == nil || !t.Enabled {
-		return nil, nil
-	}
-	c := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // operator's explicit choice
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, &FieldError{Field: field + ".ca_file", Msg: err.Error()}
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, &FieldError{Field: field + ".ca_file", Msg: fmt.Sprintf("%s: no PEM certificate found", t.CAFile)}
-		}
-		c.RootCAs = pool
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		f := field + ".key_file"
-		if t.CertFile == "" {
-			f = field + ".cert_file"
-		}
-		return nil, &FieldError{Field: f, Msg: "cert_file and key_file go together"}
-	}
-	if t.CertFile != "" {
-		if _, err := os.Stat(t.CertFile); err != nil {
-			return nil, &FieldError{Field: field + ".cert_file", Msg: err.Error()}
-		}
-		if _, err := os.Stat(t.KeyFile); err != nil {
-			return nil, &FieldError{Field: field + ".key_file", Msg: err.Error()}
-		}
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, &FieldError{Field: field + ".cert_file", Msg: err.Error()}
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
-}
-
-// validateOutputs checks the filter, and the outputs of the xdr and file
-// feed types.
-func (m *Manager) validateOutputs(spec *FeedSpec) error {
+// validateOutput checks the filter and what the feed writes to: its sink's
+// part of the spec (sinkKinds), and an xdr feed's correlation and its one
+// record output.
+func (m *Manager) validateOutput(spec *FeedSpec) error {
 	if _, _, _, err := compileFilter(spec, m.isCallsFeed(spec)); err != nil {
 		return err
 	}
-	switch spec.Type {
-	case TypeFile:
-		if spec.File == nil {
-			return &FieldError{Field: "file", Msg: `required for a file feed: {"dir":...,"format":"pcap|jsonl"}`}
-		}
-		if err := validateFile(spec.File, false); err != nil {
-			return err
-		}
-	case TypeXDR:
-		outs := 0
-		for _, set := range []bool{spec.Topic != "", spec.URL != "", spec.File != nil} {
-			if set {
-				outs++
-			}
-		}
-		if outs != 1 {
-			return &FieldError{Field: "topic", Msg: "an xdr feed needs exactly one output: topic, url or file"}
-		}
-		if spec.File != nil {
-			if err := validateFile(spec.File, true); err != nil {
-				return err
-			}
-		}
-		if spec.Topic != "" {
-			if err := broker.ValidateTopicName(spec.Topic); err != nil {
-				return &FieldError{Field: "topic", Msg: err.Error()}
-			}
-			if spec.Kafka == nil && (m.sources[spec.Topic] || spec.Topic == m.cfg.DLQTopic || (spec.Topic == m.cfg.CallsTopic && spec.Topic != "")) {
-				return &FieldError{Field: "topic", Msg: fmt.Sprintf("%q is a director topic; feeding it would loop", spec.Topic)}
-			}
-		}
-		if spec.URL != "" {
-			u, err := url.Parse(spec.URL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return &FieldError{Field: "url", Msg: fmt.Sprintf("%q: want an http:// or https:// URL", spec.URL)}
-			}
-		}
-		if _, err := xdrConfig(spec); err != nil {
-			return err
-		}
-		if _, err := rekeyTopicSpec(spec); err != nil {
-			return err
-		}
-	default:
-		if spec.File != nil {
-			return &FieldError{Field: "file", Msg: "only file and xdr feeds write files"}
-		}
+	if spec.File != nil && spec.Type != TypeFile && spec.Type != TypeXDR {
+		return &FieldError{Field: "file", Msg: "only file and xdr feeds write files"}
 	}
 	if spec.XDR != nil && spec.Type != TypeXDR {
 		return &FieldError{Field: "xdr", Msg: "only for xdr feeds"}
 	}
-	return nil
-}
-
-func validateFile(fs *FileSpec, records bool) error {
-	if fs.Dir == "" {
-		return &FieldError{Field: "file.dir", Msg: "required"}
+	k, ok := sinkKindOf(spec)
+	if !ok { // the type is known: an xdr feed without exactly one output
+		return &FieldError{Field: "topic", Msg: "an xdr feed needs exactly one output: topic, url or file"}
 	}
-	switch fs.Format {
-	case "", filesink.FormatPCAP, filesink.FormatJSONL:
-	default:
-		return &FieldError{Field: "file.format", Msg: fmt.Sprintf("%q: want pcap or jsonl", fs.Format)}
+	if err := k.validate(m, spec, spec.Type == TypeXDR); err != nil {
+		return err
 	}
-	if records && fs.Format == filesink.FormatPCAP {
-		return &FieldError{Field: "file.format", Msg: "transaction records are written as jsonl"}
+	if spec.Type != TypeXDR {
+		return nil
 	}
-	if fs.RotateBytes < 0 {
-		return &FieldError{Field: "file.rotate_bytes", Msg: "must not be negative"}
+	if _, err := xdrConfig(spec); err != nil {
+		return err
 	}
-	if fs.RotateSeconds < 0 {
-		return &FieldError{Field: "file.rotate_seconds", Msg: "must not be negative"}
-	}
-	if fs.Keep < 0 {
-		return &FieldError{Field: "file.keep", Msg: "must not be negative"}
-	}
-	return nil
+	_, err := rekeyTopicSpec(spec)
+	return err
 }
 
 // isCallsFeed reports whether spec reads the call records' topic.

@@ -25,7 +25,7 @@ import (
 // up in the re-key stage). It returns the duplicates and the records
 // lacking an NF's copies.
 func xdrHandover(t *testing.T, b *testCluster, disrupt func(t *testing.T, nodes []*nodeProc, nc nodeConfig)) (dups, short int) {
-	spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF"}, Topic: "probe.out",
+	spec := FeedSpec{Name: "tx", Type: TypeXDR, Sources: []string{"SCP", "NRF"}, KafkaSpec: KafkaSpec{Topic: "probe.out"},
 		XDR: &XDRSpec{Timeout: "5s", Linger: "300ms", Rekey: true}}
 	h := newHarness(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

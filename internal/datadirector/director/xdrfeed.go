@@ -115,18 +115,22 @@ type readPos struct {
 	marked      int64 // the last offset marked for commit
 }
 
-// xdrStage is an xdr feed's correlating stage: copies in, transaction records out to
-// the feed's output sink (inner). It takes copies as a Sink does, so the feed
-// hands them over the same way.
+// xdrStage is an xdr feed's correlating stage, between its reader and its
+// sink: a batch's copies in (sendFrom, from the feed's sender), transaction
+// records out to the feed's sink (output), also when they time out
+// (expireLoop). Its marks are committed at the low water of the
+// transactions still open (advance, markLowWater). An exactly-once xdr feed
+// uses it as its correlator only, with a Kafka transaction as its output
+// (xdrtxn.go).
 type xdrStage struct {
 	f       *feed
 	x       *xdr.Correlator
 	reg     *trackingRegisterer
-	inner   Sink
+	output  Sink // the feed's sink; nil for an exactly-once feed
 	tick    time.Duration
 	timeout time.Duration // the correlator's
 
-	mu     sync.Mutex     // one delivery to inner at a time
+	mu     sync.Mutex     // one delivery to output at a time
 	srcIdx map[tp]uint32  // the correlator's source number of each partition (under mu)
 	read   map[tp]readPos // under mu
 	xdrScratch
@@ -157,16 +161,12 @@ type xdrScratch struct {
 	spans    map[uint32][][2]int64 // markLowWater
 }
 
-// wrapSink puts a correlator in front of an xdr feed's output; other feeds'
-// sinks are returned as they are. On error inner is closed.
-func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
-	if f.spec.Type != TypeXDR {
-		return inner, nil
-	}
-	xs, err := f.newXDRStage(inner, false)
+// startXDRStage starts an xdr feed's correlating stage in front of its
+// sink, output.
+func (f *feed) startXDRStage(ctx context.Context, output Sink) error {
+	xs, err := f.newXDRStage(output, false)
 	if err != nil {
-		inner.Close()
-		return nil, err
+		return err
 	}
 	if f.spec.stage == stageCorrelate {
 		xs.wm = newWatermarks(2*f.m.cfg.SessionTimeout+xs.timeout, f.m.m.replayed.WithLabelValues(f.spec.Name))
@@ -176,13 +176,13 @@ func (f *feed) wrapSink(ctx context.Context, inner Sink) (Sink, error) {
 	}
 	f.xsp.Store(xs)
 	go xs.expireLoop(ctx)
-	return xs, nil
+	return nil
 }
 
-// newXDRStage makes the feed's correlator stage in front of inner, with its
+// newXDRStage makes the feed's correlator stage in front of output, with its
 // metrics registered; track keeps every copy's offset (xdr.Config's
 // TrackOffsets), for an exactly-once feed's checkpoints.
-func (f *feed) newXDRStage(inner Sink, track bool) (*xdrStage, error) {
+func (f *feed) newXDRStage(output Sink, track bool) (*xdrStage, error) {
 	cfg, err := xdrConfig(&f.spec.FeedSpec)
 	if err != nil {
 		return nil, err
@@ -192,7 +192,7 @@ func (f *feed) newXDRStage(inner Sink, track bool) (*xdrStage, error) {
 	}
 	cfg.TrackOffsets = track
 	cfg.MaskGPSI = f.m.cfg.MaskNumbers
-	xs := &xdrStage{f: f, inner: inner, timeout: cfg.Timeout,
+	xs := &xdrStage{f: f, output: output, timeout: cfg.Timeout,
 		tick:   min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
 		srcIdx: map[tp]uint32{}, read: map[tp]readPos{},
 		xdrScratch: xdrScratch{owned: map[tp]bool{}, low: map[uint32]int64{}, spans: map[uint32][][2]int64{}},
@@ -211,22 +211,12 @@ func (f *feed) newXDRStage(inner Sink, track bool) (*xdrStage, error) {
 	return xs, nil
 }
 
-// Send adds the copies to the correlator and delivers the records they
-// complete. It fails only when ctx ends (the copies are then read again).
-func (s *xdrStage) Send(ctx context.Context, batch []*nfcopy.Copy) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.recs = s.recs[:0]
-	for _, c := range batch {
-		s.recs = s.x.Add(c, s.recs)
-	}
-	return s.deliver(ctx)
-}
-
-// sendFrom is Send for a polled batch: each copy is added with its
-// partition, so that the transactions of a partition given up can be
-// dropped (dropParts), and copies of a partition given up since the poll
-// (its epoch over) are left to its new owner.
+// sendFrom adds a polled batch's copies to the correlator and delivers the
+// records they complete; it fails only when ctx ends (the copies are then
+// read again). Each copy is added with its partition, so that the
+// transactions of a partition given up can be dropped (dropParts), and
+// copies of a partition given up since the poll (its epoch over) are left
+// to its new owner.
 func (s *xdrStage) sendFrom(ctx context.Context, b *pollBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,7 +250,7 @@ func (s *xdrStage) deliver(ctx context.Context) error {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		err := s.inner.Send(ctx, s.out)
+		err := s.output.Send(ctx, s.out)
 		if err == nil {
 			break
 		}
@@ -280,7 +270,7 @@ func (s *xdrStage) deliver(ctx context.Context) error {
 // from an HTTP/2 consumer: RejectingSink) to the dead-letter topic, now,
 // while s.out still holds them; they count as undeliverable. s.mu is held.
 func (s *xdrStage) deadLetterRejected(ctx context.Context) {
-	rs, ok := s.inner.(RejectingSink)
+	rs, ok := s.output.(RejectingSink)
 	if !ok {
 		return
 	}
@@ -509,20 +499,18 @@ func (s *xdrStage) dropParts(parts map[string][]int32) {
 }
 
 // Close stops the timer (pending transactions are not flushed: their copies
-// are uncommitted and read again by the next run), closes the output and
-// unregisters the correlator's series.
-func (s *xdrStage) Close() error {
+// are uncommitted and read again by the next run) and unregisters the
+// correlator's series; the feed closes its sink after it.
+func (s *xdrStage) Close() {
 	close(s.stop)
 	<-s.done
 	if s.upDone != nil {
 		<-s.upDone
 		s.unwatch()
 	}
-	err := s.inner.Close()
 	if s.reg != nil {
 		s.reg.unregisterAll()
 	}
-	return err
 }
 
 // markCommit marks a processed poll's records for commit: at once for copy
