@@ -1,6 +1,7 @@
 package director
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 
@@ -20,7 +21,9 @@ type sinkKind struct {
 	// validate checks the spec's part for the sink; records is for an xdr
 	// feed's output (transaction records carried as copies).
 	validate func(m *Manager, spec *FeedSpec, records bool) error
-	build    func(m *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error)
+	// build makes the sink; tc is the spec's TLS (nil: none), for the
+	// sinks that connect with it.
+	build func(m *Manager, spec *FeedSpec, tc *tls.Config, log *slog.Logger) (Sink, error)
 }
 
 // sinkKinds is every sink, by the feed type that writes to it. An xdr feed
@@ -28,11 +31,7 @@ type sinkKind struct {
 var sinkKinds = map[string]sinkKind{
 	TypeSynthetic: {
 		validate: func(_ *Manager, spec *FeedSpec, _ bool) error { return spec.SyntheticSpec.Validate() },
-		build: func(_ *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error) {
-			tc, err := spec.TLS.Config("tls")
-			if err != nil {
-				return nil, err
-			}
+		build: func(_ *Manager, spec *FeedSpec, tc *tls.Config, log *slog.Logger) (Sink, error) {
 			cfg, err := spec.SyntheticSpec.Config(tc, log)
 			if err != nil {
 				return nil, err
@@ -42,17 +41,13 @@ var sinkKinds = map[string]sinkKind{
 	},
 	TypeHTTP2: {
 		validate: func(_ *Manager, spec *FeedSpec, _ bool) error { return spec.HTTP2Spec.Validate() },
-		build: func(_ *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error) {
-			tc, err := spec.TLS.Config("tls")
-			if err != nil {
-				return nil, err
-			}
+		build: func(_ *Manager, spec *FeedSpec, tc *tls.Config, log *slog.Logger) (Sink, error) {
 			return http2sink.New(spec.HTTP2Spec.Config(tc, log))
 		},
 	},
 	TypeKafka: {
 		validate: func(m *Manager, spec *FeedSpec, _ bool) error { return spec.KafkaSpec.Validate(m.ownTopic) },
-		build: func(m *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error) {
+		build: func(m *Manager, spec *FeedSpec, _ *tls.Config, log *slog.Logger) (Sink, error) {
 			cfg, err := spec.KafkaSpec.Config(m.cfg.Client, m.cfg.CreateTopics, log)
 			if err != nil {
 				return nil, err
@@ -71,7 +66,7 @@ var sinkKinds = map[string]sinkKind{
 			_, err := spec.ParseMappings() // a pcap's NF addresses, as a synthetic feed's
 			return err
 		},
-		build: func(m *Manager, spec *FeedSpec, log *slog.Logger) (Sink, error) {
+		build: func(m *Manager, spec *FeedSpec, _ *tls.Config, log *slog.Logger) (Sink, error) {
 			format := filesink.FormatPCAP // copies; records are JSON
 			if spec.Type == TypeXDR || m.isCallsFeed(spec) {
 				format = filesink.FormatJSONL
@@ -122,7 +117,11 @@ func (m *Manager) defaultSink(spec *FeedSpec) (Sink, error) {
 	if !ok {
 		return nil, fmt.Errorf("feed %q: no sink for type %q", spec.Name, spec.Type)
 	}
-	return k.build(m, spec, m.log.With("feed", spec.Name))
+	tc, err := spec.TLS.Config("tls")
+	if err != nil {
+		return nil, err
+	}
+	return k.build(m, spec, tc, m.log.With("feed", spec.Name))
 }
 
 // ownTopic reports whether topic, on the director's own Kafka, is one the

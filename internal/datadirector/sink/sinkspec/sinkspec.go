@@ -25,6 +25,19 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
+// FieldOf is the field err names: "" for nil, "?" for an error that names
+// none (or names one without saying what is wrong with it).
+func FieldOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Msg == "" {
+		return "?"
+	}
+	return fe.Field
+}
+
 // Errorf is a FieldError for field with a formatted message.
 func Errorf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}

@@ -9,19 +9,6 @@ import (
 	"github.com/signalbox/signalbox/internal/testkit/pki"
 )
 
-// fieldOf is err's field, "" for nil; a non-FieldError fails the test.
-func fieldOf(t *testing.T, err error) string {
-	t.Helper()
-	if err == nil {
-		return ""
-	}
-	var fe *FieldError
-	if !errors.As(err, &fe) || fe.Msg == "" {
-		t.Fatalf("err = %v, want a *FieldError with a message", err)
-	}
-	return fe.Field
-}
-
 func TestTLSConfigNamesTheFile(t *testing.T) {
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.pem")
@@ -48,7 +35,7 @@ func TestTLSConfigNamesTheFile(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := tt.tls.Config("tls")
-			if got := fieldOf(t, err); got != tt.field {
+			if got := FieldOf(err); got != tt.field {
 				t.Fatalf("field = %q (%v), want %q", got, err, tt.field)
 			}
 			if tt.name == "valid" && (c == nil || c.RootCAs == nil || len(c.Certificates) != 1 || c.ServerName != "probe") {
@@ -82,10 +69,10 @@ func TestAddressChecks(t *testing.T) {
 			t.Errorf("HTTPURL(%q) accepted", s)
 		}
 	}
-	if got := fieldOf(t, Within("file", &FieldError{Field: "dir", Msg: "required"})); got != "file.dir" {
+	if got := FieldOf(Within("file", &FieldError{Field: "dir", Msg: "required"})); got != "file.dir" {
 		t.Errorf("Within = %q, want file.dir", got)
 	}
-	if plain := errors.New("x"); Within("file", plain) != plain {
-		t.Error("Within changed an error that names no field")
+	if plain := errors.New("x"); Within("file", plain) != plain || FieldOf(plain) != "?" {
+		t.Error("Within changed an error that names no field, or FieldOf found a field in it")
 	}
 }
