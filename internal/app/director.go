@@ -146,7 +146,7 @@ func startDirector(ctx context.Context, s *Server) (*directorParts, error) {
 		MaskNumbers:    cfg.MaskNumbers,
 		Node:           s.node,
 		CreateTopics:   cfg.KafkaBrokers == "" || cfg.KafkaCreateTopics,
-		SoloReads:      cfg.FeedSoloReads,
+		Sharing:        director.Sharing{SoloReads: cfg.FeedSoloReads},
 		SessionTimeout: cfg.KafkaSessionTimeout,
 		Registerer:     s.reg,
 		Logger:         s.log,

@@ -85,7 +85,7 @@ func benchFeed(b *testing.B, solo bool) {
 		b.Fatal(err)
 	}
 	sink := &countSink{}
-	m, _ := runManager(b, Config{Client: br.ClientConfig(), Topics: testTopics[:3], SoloReads: solo,
+	m, _ := runManager(b, Config{Client: br.ClientConfig(), Topics: testTopics[:3], Sharing: Sharing{SoloReads: solo},
 		NewSink: func(*FeedSpec) (Sink, error) { return sink, nil }})
 	spec := FeedSpec{Name: "bench", Type: TypeSynthetic, Sources: []string{"SCP"}, SyntheticSpec: SyntheticSpec{Endpoint: "127.0.0.1:9"}, Start: "earliest"}
 	if err := m.Prepare(ctx, &spec); err != nil {

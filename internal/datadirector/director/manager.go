@@ -50,6 +50,24 @@ type Config struct {
 	// http2 or kafka from the spec).
 	NewSink func(spec *FeedSpec) (Sink, error)
 
+	// Sharing is how copy feeds share their sources' taps.
+	Sharing
+
+	// SessionTimeout is how long the group keeps a node's partitions when
+	// it stops heartbeating (paused, cut off, killed) before it gives them
+	// to the others; default 45s, Kafka's. A tap's commits into its feeds'
+	// groups must land within half of it after proving its membership.
+	SessionTimeout time.Duration
+
+	MaxBatch    int           // records per poll and per Send; default 2000
+	LagInterval time.Duration // how often lag is refreshed; default 5s
+	BackoffMin  time.Duration // first retry delay after a failed Send; default 100ms
+	BackoffMax  time.Duration // retry delay cap; default 10s
+}
+
+// Sharing is how the copy feeds of the same sources share one reader, their
+// tap (tap.go).
+type Sharing struct {
 	// SoloReads gives every feed its own consumer: no tap is shared by
 	// the copy feeds of the same sources (serve -feed-solo-reads).
 	SoloReads bool
@@ -62,17 +80,6 @@ type Config struct {
 	// 10,000).
 	RejoinAfter time.Duration
 	RejoinLag   int
-
-	// SessionTimeout is how long the group keeps a node's partitions when
-	// it stops heartbeating (paused, cut off, killed) before it gives them
-	// to the others; default 45s, Kafka's. A tap's commits into its feeds'
-	// groups must land within half of it after proving its membership.
-	SessionTimeout time.Duration
-
-	MaxBatch    int           // records per poll and per Send; default 2000
-	LagInterval time.Duration // how often lag is refreshed; default 5s
-	BackoffMin  time.Duration // first retry delay after a failed Send; default 100ms
-	BackoffMax  time.Duration // retry delay cap; default 10s
 }
 
 // Feed states.

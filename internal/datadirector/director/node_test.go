@@ -65,7 +65,7 @@ func runNode(c string) int {
 	nc.Kafka.Logger = log
 	m, err := NewManager(Config{
 		Client: nc.Kafka, Topics: testTopics[:3], Registerer: prometheus.NewRegistry(), Node: nc.Node,
-		Logger: log, SessionTimeout: nc.SessionTimeout, CreateTopics: true, SoloReads: nc.Solo,
+		Logger: log, SessionTimeout: nc.SessionTimeout, CreateTopics: true, Sharing: Sharing{SoloReads: nc.Solo},
 		BackoffMin: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
 		NewSink: func(spec *FeedSpec) (Sink, error) {
 			if spec.Type == TypeSynthetic {
