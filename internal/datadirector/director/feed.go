@@ -89,8 +89,9 @@ type ownReader struct {
 	mship   membership
 	resetMu sync.Mutex
 	resetTo map[tp]resetAt
-	// commitMu: one commit from the ledger at a time (commitOwn), so that
-	// they land in order.
+	// commitMu: one commit from the ledger at a time (commitOwn, and the
+	// tap's for the feed, tapMember.commitOffsets), so that they land in
+	// order.
 	commitMu sync.Mutex
 }
 

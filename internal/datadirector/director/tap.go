@@ -42,6 +42,13 @@ import (
 // reader, which would make the group rebalance on every node: the reader
 // moves the partitions it holds back to where that feed is (rewind), between
 // two polls.
+//
+// The tap's state (tapState) is owned by one goroutine, its state loop
+// (tap.loop): the reader, its commit loop, franz-go's group callbacks, the
+// member feeds and their catch-up readers read and change it by handing the
+// loop a function (tap.do). The loop runs nothing but those functions, which
+// never wait on the network or on the Kafka client, so a group callback
+// waiting on the loop cannot hold up the client that called it.
 type tap struct {
 	m       *Manager
 	key     string
@@ -49,7 +56,20 @@ type tap struct {
 	group   string
 	log     *slog.Logger
 
-	mu      sync.Mutex
+	ops  chan tapOp    // the state loop's work (do)
+	quit chan struct{} // closed when the tap ends: the state loop stops
+	kick chan struct{} // wakes a reader with no attached member
+
+	polls pollPool // the reader's
+
+	sharedEncodings atomic.Int64 // copies whose encoding several sinks shared
+	proven          atomic.Int64 // when the reader's group membership was last proven (unix ns)
+}
+
+// tapState is what the tap knows of its members and partitions. Only the
+// tap's state loop touches it (and a tapMember's detached, leaving and
+// evicted); its methods are the tap's transitions, each run whole.
+type tapState struct {
 	members []*tapMember
 	joined  time.Time          // last join, to let a burst of joins settle before the first start
 	restart context.CancelFunc // ends the running reader (the last leave)
@@ -60,29 +80,73 @@ type tap struct {
 	member  string             // the group member id the partitions were assigned to
 	rewind  bool               // a member joined or was attached: position it before the next poll
 	wake    context.CancelFunc // ends the reader's poll in progress
-	kick    chan struct{}      // wakes a reader with no attached member
+	kick    chan<- struct{}    // the tap's: wakes a reader with no attached member
+}
 
-	polls pollPool
+// tapOp is a function for the state loop, and where it says it has run.
+type tapOp struct {
+	fn   func(*tapState)
+	done chan struct{}
+}
 
-	sharedEncodings atomic.Int64 // copies whose encoding several sinks shared
-	proven          atomic.Int64 // when the reader's group membership was last proven (unix ns)
+// tapDone recycles do's completion channels (buffered, one slot).
+var tapDone = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
+
+// newTap makes the tap of a source set and starts its state loop; its
+// reader is started by run.
+func (m *Manager) newTap(key string, sources []string) *tap {
+	t := &tap{
+		m: m, key: key, sources: sources, group: m.cfg.GroupPrefix + "tap." + strings.Join(sources, "+"),
+		log:   m.log.With("tap", key),
+		polls: newPollPool(),
+		ops:   make(chan tapOp), quit: make(chan struct{}), kick: make(chan struct{}, 1),
+	}
+	go t.loop(&tapState{joined: time.Now(), parts: map[tp]bool{}, partsCh: make(chan struct{}), pos: map[tp]int64{}, kick: t.kick})
+	return t
+}
+
+// loop runs the functions handed to do, one at a time, until the tap ends.
+func (t *tap) loop(s *tapState) {
+	for {
+		select {
+		case op := <-t.ops:
+			op.fn(s)
+			op.done <- struct{}{}
+		case <-t.quit:
+			return
+		}
+	}
+}
+
+// do runs fn on the tap's state loop and returns once it has run; false
+// (fn not run) when the tap has ended.
+func (t *tap) do(fn func(s *tapState)) bool {
+	done := tapDone.Get().(chan struct{})
+	defer tapDone.Put(done)
+	select {
+	case t.ops <- tapOp{fn, done}:
+		<-done
+		return true
+	case <-t.quit:
+		return false
+	}
 }
 
 // tapSettle is how long a tap waits after a feed joins before it (re)starts
 // its reader: feeds start one after another.
 const tapSettle = 50 * time.Millisecond
 
-// tapMember is one feed on a tap. Its offsets are its feed's ledger.
+// tapMember is one feed on a tap. Its offsets are its feed's ledger; its
+// commits are the feed's (feed.commitMu).
 type tapMember struct {
 	t        *tap
 	f        *feed
 	p        *pipeline
-	detached bool          // under t.mu: dropped for stalling, catching up on its own
-	leaving  bool          // under t.mu: the feed stops; handed nothing more
-	evicted  chan struct{} // under t.mu: closed when the tap detaches the member (a new one on attach)
+	detached bool          // the state loop's: dropped for stalling, catching up on its own
+	leaving  bool          // the state loop's: the feed stops; handed nothing more
+	evicted  chan struct{} // the state loop's: closed when the tap detaches the member (a new one on attach)
 	gone     chan struct{} // closed when the member is off the tap (it left)
 	handMu   sync.Mutex    // held while the tap hands the member a batch
-	commitMu sync.Mutex    // one commit at a time, so they land in order
 }
 
 func tapKey(sources []string) []string {
@@ -99,35 +163,29 @@ func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
 	defer m.tmu.Unlock()
 	t := m.taps[key]
 	if t == nil {
-		t = &tap{
-			m: m, key: key, sources: sources, group: m.cfg.GroupPrefix + "tap." + strings.Join(sources, "+"),
-			log:   m.log.With("tap", key),
-			polls: newPollPool(),
-			parts: map[tp]bool{}, partsCh: make(chan struct{}), pos: map[tp]int64{},
-			kick: make(chan struct{}, 1), joined: time.Now(),
-		}
+		t = m.newTap(key, sources)
 		m.taps[key] = t
 		m.m.declareTap(key)
 		go t.run()
 	}
 	mem := &tapMember{t: t, f: f, p: p, evicted: make(chan struct{}), gone: make(chan struct{})}
-	t.mu.Lock()
-	t.members = append(t.members, mem)
-	t.joined = time.Now() // before the reader's first start: lets a burst of joins settle
-	t.poke()
-	t.mu.Unlock()
+	t.do(func(s *tapState) {
+		s.members = append(s.members, mem)
+		s.joined = time.Now() // before the reader's first start: lets a burst of joins settle
+		s.poke()
+	})
 	return mem
 }
 
 // poke has the running reader position its members before its next poll,
-// ending the poll in progress; t.mu is held.
-func (t *tap) poke() {
-	t.rewind = true
-	if t.wake != nil {
-		t.wake()
+// ending the poll in progress.
+func (s *tapState) poke() {
+	s.rewind = true
+	if s.wake != nil {
+		s.wake()
 	}
 	select {
-	case t.kick <- struct{}{}:
+	case s.kick <- struct{}{}:
 	default:
 	}
 }
@@ -135,27 +193,29 @@ func (t *tap) poke() {
 // attach puts a detached member back on the tap's pace; the reader
 // positions it, as for a join.
 func (t *tap) attach(mem *tapMember) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	mem.detached = false
-	mem.evicted = make(chan struct{})
-	t.poke()
+	t.do(func(s *tapState) { s.attach(mem) })
 }
 
-// evictedCh is the channel closed when mem is next detached.
+// attach puts mem back on the tap's pace, with a new evicted channel.
+func (s *tapState) attach(mem *tapMember) {
+	mem.detached = false
+	mem.evicted = make(chan struct{})
+	s.poke()
+}
+
+// evictedCh is the channel closed when mem is next detached (nil once the
+// tap has ended).
 func (t *tap) evictedCh(mem *tapMember) <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return mem.evicted
+	var ch chan struct{}
+	t.do(func(*tapState) { ch = mem.evicted })
+	return ch
 }
 
 // quiesce has the tap hand mem nothing more and returns once a hand-off in
 // progress has ended; mem stays a member (its partitions and commits go on)
 // until leave.
 func (t *tap) quiesce(mem *tapMember) {
-	t.mu.Lock()
-	mem.leaving = true
-	t.mu.Unlock()
+	t.do(func(*tapState) { mem.leaving = true })
 	mem.handMu.Lock()
 	mem.handMu.Unlock()
 }
@@ -163,21 +223,21 @@ func (t *tap) quiesce(mem *tapMember) {
 // leave takes mem off the tap; the reader stops with the last member.
 func (t *tap) leave(mem *tapMember) {
 	t.quiesce(mem)
-	t.mu.Lock()
-	t.remove(mem)
-	if len(t.members) == 0 && t.restart != nil {
-		t.restart()
-	}
-	t.mu.Unlock()
+	t.do(func(s *tapState) {
+		s.remove(mem)
+		if len(s.members) == 0 && s.restart != nil {
+			s.restart()
+		}
+	})
 }
 
-// remove takes mem out of t.members and closes gone, once; t.mu is held.
-func (t *tap) remove(mem *tapMember) bool {
-	i := slices.Index(t.members, mem)
+// remove takes mem out of the members and closes gone, once.
+func (s *tapState) remove(mem *tapMember) bool {
+	i := slices.Index(s.members, mem)
 	if i < 0 {
 		return false
 	}
-	t.members = slices.Delete(t.members, i, i+1)
+	s.members = slices.Delete(s.members, i, i+1)
 	close(mem.gone)
 	return true
 }
@@ -185,24 +245,15 @@ func (t *tap) remove(mem *tapMember) bool {
 // snapshot is every member, attached or detached: both commit and both
 // forget revoked partitions.
 func (t *tap) snapshot() []*tapMember {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Clone(t.members)
-}
-
-// anyAttached reports whether the tap hands batches to any member.
-func (t *tap) anyAttached() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.ContainsFunc(t.members, func(mem *tapMember) bool { return !mem.detached && !mem.leaving })
+	var out []*tapMember
+	t.do(func(s *tapState) { out = slices.Clone(s.members) })
+	return out
 }
 
 // attached is the members the tap hands batches to.
-func (t *tap) attached() []*tapMember {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+func (s *tapState) attached() []*tapMember {
 	var out []*tapMember
-	for _, mem := range t.members {
+	for _, mem := range s.members {
 		if !mem.detached && !mem.leaving {
 			out = append(out, mem)
 		}
@@ -210,33 +261,49 @@ func (t *tap) attached() []*tapMember {
 	return out
 }
 
+// attached is the members the tap hands batches to.
+func (t *tap) attached() []*tapMember {
+	var out []*tapMember
+	t.do(func(s *tapState) { out = s.attached() })
+	return out
+}
+
 // client is the running reader's client, nil when there is none.
 func (t *tap) client() *kgo.Client {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.cl
+	var cl *kgo.Client
+	t.do(func(s *tapState) { cl = s.cl })
+	return cl
 }
 
 // assignment is the partitions the tap holds now, and a channel closed when
-// that changes.
+// that changes (nil once the tap has ended).
 func (t *tap) assignment() (map[tp]bool, <-chan struct{}) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return maps.Clone(t.parts), t.partsCh
+	var parts map[tp]bool
+	var ch chan struct{}
+	t.do(func(s *tapState) { parts, ch = maps.Clone(s.parts), s.partsCh })
+	return parts, ch
 }
 
-// addParts notes partitions assigned to the tap and tells the detached
-// members' readers.
+// addParts (kgo.OnPartitionsAssigned) notes partitions assigned to the tap
+// and tells the detached members' readers.
 func (t *tap) addParts(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
 	t.m.m.tapRebalances.WithLabelValues(t.key).Inc()
-	mems := t.snapshot()
-	for _, mem := range mems {
+	for _, mem := range t.snapshot() {
 		t.m.upstreamRebalance(mem.f.spec.Name, true)
 	}
 	member, _ := cl.GroupMetadata()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.member != "" && member != t.member && len(t.parts) > 0 {
+	var kept int
+	t.do(func(s *tapState) { kept = s.assigned(member, parts) })
+	if kept > 0 {
+		t.log.Warn("feed tap: rejoined as a new group member; positioning its partitions again", "partitions", kept)
+	}
+}
+
+// assigned notes parts assigned to member and returns how many partitions
+// it held already under another member id, now positioned again.
+func (s *tapState) assigned(member string, parts map[string][]int32) int {
+	kept := 0
+	if s.member != "" && member != s.member && len(s.parts) > 0 {
 		// A new member id with partitions kept: the old member was
 		// dropped by the group (a join answered UNKNOWN_MEMBER_ID, and
 		// franz-go joined again as a new member without calling
@@ -244,54 +311,54 @@ func (t *tap) addParts(_ context.Context, cl *kgo.Client, parts map[string][]int
 		// them meanwhile. What the members confirmed of them is from the
 		// old membership: forget it, and position them again from their
 		// groups' commits before the next poll.
-		t.log.Warn("feed tap: rejoined as a new group member; positioning its partitions again", "partitions", len(t.parts))
-		for k := range t.parts {
-			for _, mem := range mems {
+		kept = len(s.parts)
+		for k := range s.parts {
+			for _, mem := range s.members {
 				mem.f.led.lose(k)
 			}
 		}
-		t.poke()
+		s.poke()
 	}
-	t.member = member
+	s.member = member
 	for topic, ps := range parts {
 		for _, p := range ps {
-			t.parts[tp{topic, p}] = true
+			s.parts[tp{topic, p}] = true
 		}
 	}
-	t.partsChanged()
+	s.partsChanged()
+	return kept
 }
 
 // dropParts forgets partitions the tap gave up or lost and tells the
 // detached members' readers.
 func (t *tap) dropParts(parts map[string][]int32) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	eachPart(parts, func(k tp) {
-		delete(t.parts, k)
-		delete(t.pos, k)
+	t.do(func(s *tapState) {
+		eachPart(parts, func(k tp) {
+			delete(s.parts, k)
+			delete(s.pos, k)
+		})
+		s.partsChanged()
 	})
-	t.partsChanged()
 }
 
-// clearParts drops every partition: the reader stopped.
-func (t *tap) clearParts() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	clear(t.pos)
-	if len(t.parts) > 0 {
-		clear(t.parts)
-		t.partsChanged()
+// clear drops every partition: the reader stopped.
+func (s *tapState) clear() {
+	clear(s.pos)
+	if len(s.parts) > 0 {
+		clear(s.parts)
+		s.partsChanged()
 	}
 }
 
-// partsChanged wakes the readers waiting on partsCh; t.mu is held.
-func (t *tap) partsChanged() {
-	close(t.partsCh)
-	t.partsCh = make(chan struct{})
+// partsChanged wakes the readers waiting on partsCh.
+func (s *tapState) partsChanged() {
+	close(s.partsCh)
+	s.partsCh = make(chan struct{})
 }
 
 // run reads for the members until none is left.
 func (t *tap) run() {
+	defer close(t.quit) // last: the commit loop stops first
 	cctx, stopCommits := context.WithCancel(context.Background())
 	commits := make(chan struct{})
 	go t.commitLoop(cctx, commits)
@@ -300,32 +367,29 @@ func (t *tap) run() {
 		<-commits
 	}()
 	for {
-		t.m.tmu.Lock()
-		t.mu.Lock()
-		if len(t.members) == 0 || t.m.base.Err() != nil {
-			t.mu.Unlock()
+		t.m.tmu.Lock() // a feed joining now finds this tap, or none
+		var left bool
+		var settle time.Duration
+		t.do(func(s *tapState) { left, settle = len(s.members) == 0, tapSettle-time.Since(s.joined) })
+		if left || t.m.base.Err() != nil {
 			if t.m.taps[t.key] == t {
 				delete(t.m.taps, t.key)
 			}
 			t.m.tmu.Unlock()
 			return
 		}
-		if d := tapSettle - time.Since(t.joined); d > 0 {
-			t.mu.Unlock()
+		if settle > 0 {
 			t.m.tmu.Unlock()
-			time.Sleep(d)
+			time.Sleep(settle)
 			continue
 		}
 		ctx, cancel := context.WithCancel(t.m.base)
-		t.restart = cancel
-		t.mu.Unlock()
+		t.do(func(s *tapState) { s.restart = cancel })
 		t.m.tmu.Unlock()
 
 		t.consume(ctx)
 		cancel()
-		t.mu.Lock()
-		t.restart = nil
-		t.mu.Unlock()
+		t.do(func(s *tapState) { s.restart = nil })
 	}
 }
 
@@ -352,15 +416,11 @@ func (t *tap) consume(ctx context.Context) {
 		sleepCtx(ctx, t.m.cfg.BackoffMax)
 		return
 	}
-	t.mu.Lock()
-	t.cl, t.rewind = cl, false // the first assignment positions every member (adjust)
-	t.mu.Unlock()
+	t.do(func(s *tapState) { s.cl, s.rewind = cl, false }) // the first assignment positions every member (adjust)
 	defer func() {
-		t.mu.Lock()
-		t.cl = nil
-		t.mu.Unlock()
+		t.do(func(s *tapState) { s.cl = nil })
 		cl.Close() // revokes what it holds: members commit and forget it
-		t.clearParts()
+		t.do((*tapState).clear)
 	}()
 	stall := time.NewTimer(time.Hour)
 	defer stall.Stop()
@@ -371,29 +431,32 @@ func (t *tap) consume(ctx context.Context) {
 			if err := t.rewindReader(ctx, cl); err != nil {
 				t.log.Warn("feed tap: position joining feeds", "err", err)
 				sleepCtx(ctx, time.Second)
-				t.mu.Lock()
-				t.rewind = true
-				t.mu.Unlock()
+				t.do(func(s *tapState) { s.rewind = true })
 				continue
 			}
 		}
-		if !t.anyAttached() {
+		pctx, wake := context.WithCancel(ctx)
+		var reading bool
+		t.do(func(s *tapState) {
+			if reading = len(s.attached()) > 0; reading {
+				s.wake = wake // a join or an attach ends the poll
+			}
+		})
+		if !reading {
 			// Every member is catching up on its own: hold the partitions
 			// for them without reading, until one is attached.
+			wake()
 			select {
 			case <-ctx.Done():
 			case <-t.kick:
 			}
 			continue
 		}
-		pctx, wake := context.WithCancel(ctx)
-		t.mu.Lock()
-		t.wake = wake
-		t.mu.Unlock()
 		fs := cl.PollRecords(pctx, t.m.cfg.MaxBatch)
-		t.mu.Lock()
-		t.wake = nil
-		t.mu.Unlock()
+		t.do(func(s *tapState) {
+			s.wake = nil
+			s.polled(fs)
+		})
 		wake()
 		if ctx.Err() != nil {
 			return
@@ -410,7 +473,7 @@ func (t *tap) consume(ctx context.Context) {
 				t.log.Warn("feed tap: fetch", "topic", topic, "partition", p, "err", err)
 			}
 		})
-		if sb := t.decode(fs); sb != nil {
+		if sb := t.polls.decode(fs, false); sb != nil {
 			// After a pause (a stopped process, a long GC, a cut-off
 			// network) the poll may be of partitions the group has given
 			// away meanwhile, fetched before the pause: hand it out only
@@ -441,10 +504,8 @@ func (t *tap) consume(ctx context.Context) {
 
 // takeRewind reports (and clears) a pending rewind.
 func (t *tap) takeRewind() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.rewind
-	t.rewind = false
+	var r bool
+	t.do(func(s *tapState) { r, s.rewind = s.rewind, false })
 	return r
 }
 
@@ -475,18 +536,22 @@ func (t *tap) rewindReader(ctx context.Context, cl *kgo.Client) error {
 // holds and is past them (franz-go drops what it buffered of those and
 // fetches again), counting a rewind.
 func (t *tap) moveBack(cl *kgo.Client, to map[tp]int64) {
-	t.mu.Lock()
-	for k, at := range to {
-		if p, ok := t.pos[k]; ok && at >= p || !t.parts[k] {
-			delete(to, k)
-			continue
-		}
-		t.pos[k] = at
-	}
-	t.mu.Unlock()
+	t.do(func(s *tapState) { s.moveBack(to) })
 	if len(to) > 0 {
 		cl.SetOffsets(epochOffsets(to))
 		t.m.m.tapRewinds.WithLabelValues(t.key).Inc()
+	}
+}
+
+// moveBack keeps of to the partitions the reader holds and is past, and
+// notes that it continues there.
+func (s *tapState) moveBack(to map[tp]int64) {
+	for k, at := range to {
+		if p, ok := s.pos[k]; ok && at >= p || !s.parts[k] {
+			delete(to, k)
+			continue
+		}
+		s.pos[k] = at
 	}
 }
 
@@ -512,15 +577,11 @@ func (t *tap) unread(cl *kgo.Client, sb *decodedPoll) {
 	t.moveBack(cl, to)
 }
 
-// decode notes where the reader continues in the partitions it holds and
-// decodes the poll once; nil when it held no records.
-func (t *tap) decode(fs kgo.Fetches) *decodedPoll {
-	t.mu.Lock()
+// polled notes where the reader continues in the partitions it holds.
+func (s *tapState) polled(fs kgo.Fetches) {
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if k := (tp{p.Topic, p.Partition}); len(p.Records) > 0 && t.parts[k] {
-			t.pos[k] = p.Records[len(p.Records)-1].Offset + 1
+		if k := (tp{p.Topic, p.Partition}); len(p.Records) > 0 && s.parts[k] {
+			s.pos[k] = p.Records[len(p.Records)-1].Offset + 1
 		}
 	})
-	t.mu.Unlock()
-	return t.polls.decode(fs, false)
 }

@@ -98,23 +98,31 @@ func (sb *decodedPoll) share(mems []*tapMember) int {
 
 // evict detaches a member that took no batch for TapStall.
 func (t *tap) evict(mem *tapMember) {
-	t.mu.Lock()
-	if mem.detached || !slices.Contains(t.members, mem) {
-		t.mu.Unlock()
+	var evicted bool
+	t.do(func(s *tapState) { evicted = s.evict(mem) })
+	if !evicted {
 		return
 	}
-	mem.detached = true
-	close(mem.evicted)
-	t.mu.Unlock()
 	f := mem.f
 	f.m.m.tapDrops.WithLabelValues(f.spec.Name).Inc()
 	f.log.Warn("feed: took no copies for too long; off the shared reader, reading this node's partitions on its own until it catches up",
 		"waited", t.m.cfg.TapStall, "state", f.currentState())
 }
 
+// evict detaches mem, closing its evicted channel; false if it is detached
+// already or no longer a member.
+func (s *tapState) evict(mem *tapMember) bool {
+	if mem.detached || !slices.Contains(s.members, mem) {
+		return false
+	}
+	mem.detached = true
+	close(mem.evicted)
+	return true
+}
+
 // takes reports whether mem is still handed batches (it is not leaving).
 func (t *tap) takes(mem *tapMember) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return !mem.leaving && slices.Contains(t.members, mem)
+	var ok bool
+	t.do(func(s *tapState) { ok = !mem.leaving && slices.Contains(s.members, mem) })
+	return ok
 }

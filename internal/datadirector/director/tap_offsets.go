@@ -21,16 +21,16 @@ func (t *tap) adjust(ctx context.Context, offs map[string]map[int32]kgo.Offset) 
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for topic, ps := range offs {
-		for p := range ps {
-			if at, ok := low[tp{topic, p}]; ok {
-				ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
-				t.pos[tp{topic, p}] = at
+	t.do(func(s *tapState) {
+		for topic, ps := range offs {
+			for p := range ps {
+				if at, ok := low[tp{topic, p}]; ok {
+					ps[p] = kgo.NewOffset().At(at).WithEpoch(-1)
+					s.pos[tp{topic, p}] = at
+				}
 			}
 		}
-	}
+	})
 	return offs, nil
 }
 
@@ -64,13 +64,15 @@ func (t *tap) position(ctx context.Context, mems []*tapMember, offs map[string]m
 // while their commits were fetched, and starting one would make the ledger
 // own (and commit) a partition another node reads.
 func (mem *tapMember) start(offs map[string]map[int32]kgo.Offset, committed kadm.OffsetResponses, starts kadm.ListedOffsets, low map[tp]int64) {
-	t := mem.t
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	mem.t.do(func(s *tapState) { s.start(mem, offs, committed, starts, low) })
+}
+
+// start is tapMember.start on the tap's state loop.
+func (s *tapState) start(mem *tapMember, offs map[string]map[int32]kgo.Offset, committed kadm.OffsetResponses, starts kadm.ListedOffsets, low map[tp]int64) {
 	for topic, ps := range offs {
 		for p := range ps {
 			k := tp{topic, p}
-			if !t.parts[k] {
+			if !s.parts[k] {
 				continue
 			}
 			at, owned := mem.f.led.next(k)
@@ -281,15 +283,8 @@ func (t *tap) stale() bool {
 // prove proves the tap's membership by committing where it is in the
 // partitions it holds into its own group.
 func (t *tap) prove(ctx context.Context, cl *kgo.Client) error {
-	offs := map[string]map[int32]kgo.EpochOffset{}
-	t.mu.Lock()
-	for k, at := range t.pos {
-		if offs[k.topic] == nil {
-			offs[k.topic] = map[int32]kgo.EpochOffset{}
-		}
-		offs[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
-	}
-	t.mu.Unlock()
+	var offs map[string]map[int32]kgo.EpochOffset
+	t.do(func(s *tapState) { offs = epochOffsets(s.pos) })
 	if len(offs) == 0 {
 		return nil
 	}
@@ -302,8 +297,8 @@ func (mem *tapMember) commitOffsets(ctx context.Context, offs map[tp]pendingComm
 	if len(offs) == 0 {
 		return nil
 	}
-	mem.commitMu.Lock()
-	defer mem.commitMu.Unlock()
+	mem.f.commitMu.Lock() // one commit at a time, so they land in order
+	defer mem.f.commitMu.Unlock()
 	ko := kadm.Offsets{}
 	for k, c := range offs {
 		ko.Add(kadm.Offset{Topic: k.topic, Partition: k.partition, At: c.at, LeaderEpoch: -1})

@@ -349,9 +349,13 @@ func missingFromBoth(r1, r2 *receiver, prefix string, n int) []string {
 func TestTapLostPartitionsNotCommitted(t *testing.T) {
 	m := offlineManager(t)
 	f := m.newFeed(runPlan{FeedSpec: FeedSpec{Name: "x", Type: TypeSynthetic}})
-	tp0 := &tap{m: m, parts: map[tp]bool{{"SCP", 0}: true, {"SCP", 1}: true}, partsCh: make(chan struct{}), pos: map[tp]int64{}}
+	tp0 := m.newTap("SCP", []string{"SCP"})
+	t.Cleanup(func() { close(tp0.quit) })
 	mem := &tapMember{t: tp0, f: f}
-	tp0.members = []*tapMember{mem}
+	tp0.do(func(s *tapState) {
+		s.assigned("m1", map[string][]int32{"SCP": {0, 1}})
+		s.members = []*tapMember{mem}
+	})
 	e0, e1 := f.led.assign(tp{"SCP", 0}, 0), f.led.assign(tp{"SCP", 1}, 0)
 	f.led.confirm(tp{"SCP", 0}, e0, 9, 0)
 	f.led.confirm(tp{"SCP", 1}, e1, 4, 0)
@@ -364,8 +368,8 @@ func TestTapLostPartitionsNotCommitted(t *testing.T) {
 	if st := f.status(); st.LastError != "" {
 		t.Fatalf("a commit was tried: %s", st.LastError)
 	}
-	if tp0.parts[tp{"SCP", 1}] || !tp0.parts[tp{"SCP", 0}] {
-		t.Errorf("tap partitions after the loss: %v", tp0.parts)
+	if parts, _ := tp0.assignment(); parts[tp{"SCP", 1}] || !parts[tp{"SCP", 0}] {
+		t.Errorf("tap partitions after the loss: %v", parts)
 	}
 }
 
