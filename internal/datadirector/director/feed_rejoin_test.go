@@ -33,9 +33,9 @@ func TestFeedRejoinedAsNewMemberStartsFromCommits(t *testing.T) {
 	produce(t, pcl, "j", 0, 1000, 0)
 	testkit.WaitFor(t, 20*time.Second, "the first copies delivered", func() bool { return len(r.missing("j", 1000)) == 0 })
 	epochs := func() (lo uint64) {
-		h.m.lmu.Lock()
+		h.m.rmu.Lock()
 		led := h.m.ledgers["s"]
-		h.m.lmu.Unlock()
+		h.m.rmu.Unlock()
 		led.mu.Lock()
 		defer led.mu.Unlock()
 		lo = ^uint64(0)

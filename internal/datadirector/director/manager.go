@@ -162,9 +162,12 @@ type Manager struct {
 
 	mu    sync.Mutex
 	feeds map[string]*feed
-	// lmu guards ledgers and clocks; a lock of its own because Apply
-	// holds mu while it starts feeds, which take their ledgers.
-	lmu sync.Mutex
+	// rmu guards what the feeds' goroutines share across their
+	// incarnations: ledgers, clocks and taps. A lock of its own because
+	// Apply holds mu while it starts and stops feeds, which take their
+	// ledgers and join and leave their taps; never held while waiting on
+	// anything but a tap's state loop.
+	rmu sync.Mutex
 	// ledgers are the feeds' offsets on this node (ledger.go), by feed
 	// name: kept across a feed's incarnations, which share what was
 	// delivered, to count redeliveries.
@@ -173,9 +176,7 @@ type Manager struct {
 	// re-key stage, told of its group's rebalances (upstreamRebalance).
 	clocks map[string]map[*pausingClock]bool
 
-	// taps are the shared readers, by source set (tap.go). Its own lock:
-	// feed loops join and leave while Apply holds mu.
-	tmu  sync.Mutex
+	// taps are the shared readers, by source set (tap.go).
 	taps map[string]*tap
 
 	// storers is, by NF type, the xdr feed whose records of transactions
@@ -356,9 +357,9 @@ func (m *Manager) ApplyPlans(ctx context.Context, plans []Plan) error {
 		delete(m.feeds, name)
 		if !ok {
 			m.m.forget(name)
-			m.lmu.Lock()
+			m.rmu.Lock()
 			delete(m.ledgers, name)
-			m.lmu.Unlock()
+			m.rmu.Unlock()
 			// The group goes too, so a later feed of the same name
 			// starts fresh; best effort (Prepare repositions anyway).
 			if _, err := m.adm.DeleteGroups(ctx, f.group); err != nil {
@@ -440,8 +441,8 @@ func (m *Manager) stores(feed string, r *xdr.Record) bool {
 // ledger is the named feed's ledger, reset for a new incarnation of the
 // feed: all but what was delivered is forgotten.
 func (m *Manager) ledger(name string) *ledger {
-	m.lmu.Lock()
-	defer m.lmu.Unlock()
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
 	l := m.ledgers[name]
 	if l == nil {
 		l = newLedger()

@@ -100,14 +100,14 @@ func runNode(c string) int {
 func reportHeld(ctx context.Context, m *Manager) {
 	last := map[string]int{}
 	for sleepCtx(ctx, 50*time.Millisecond) {
-		m.lmu.Lock()
+		m.rmu.Lock()
 		for name, l := range m.ledgers {
 			if n := l.ownedCount(); n != last[name] {
 				last[name] = n
 				fmt.Printf("held %s %d\n", name, n)
 			}
 		}
-		m.lmu.Unlock()
+		m.rmu.Unlock()
 	}
 }
 

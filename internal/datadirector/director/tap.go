@@ -159,8 +159,8 @@ func tapKey(sources []string) []string {
 func (m *Manager) joinTap(f *feed, p *pipeline) *tapMember {
 	sources := tapKey(f.spec.Sources)
 	key := strings.Join(sources, ",")
-	m.tmu.Lock()
-	defer m.tmu.Unlock()
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
 	t := m.taps[key]
 	if t == nil {
 		t = m.newTap(key, sources)
@@ -367,7 +367,7 @@ func (t *tap) run() {
 		<-commits
 	}()
 	for {
-		t.m.tmu.Lock() // a feed joining now finds this tap, or none
+		t.m.rmu.Lock() // a feed joining now finds this tap, or none
 		var left bool
 		var settle time.Duration
 		t.do(func(s *tapState) { left, settle = len(s.members) == 0, tapSettle-time.Since(s.joined) })
@@ -375,17 +375,17 @@ func (t *tap) run() {
 			if t.m.taps[t.key] == t {
 				delete(t.m.taps, t.key)
 			}
-			t.m.tmu.Unlock()
+			t.m.rmu.Unlock()
 			return
 		}
 		if settle > 0 {
-			t.m.tmu.Unlock()
+			t.m.rmu.Unlock()
 			time.Sleep(settle)
 			continue
 		}
 		ctx, cancel := context.WithCancel(t.m.base)
 		t.do(func(s *tapState) { s.restart = cancel })
-		t.m.tmu.Unlock()
+		t.m.rmu.Unlock()
 
 		t.consume(ctx)
 		cancel()

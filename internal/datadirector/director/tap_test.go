@@ -62,9 +62,9 @@ func TestTapFeedsShareOneReader(t *testing.T) {
 	if d, _ := none.counts(); d != 0 {
 		t.Errorf("the responses-only feed delivered %d request copies", d)
 	}
-	h.m.tmu.Lock()
+	h.m.rmu.Lock()
 	taps := len(h.m.taps)
-	h.m.tmu.Unlock()
+	h.m.rmu.Unlock()
 	if taps != 1 {
 		t.Errorf("%d taps for four feeds of one source set, want 1", taps)
 	}
@@ -505,12 +505,12 @@ func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
 			t.Errorf("receiver %d: %d bytes differ from its own encoder's %d", i, len(got), len(w))
 		}
 	}
-	h.m.tmu.Lock()
+	h.m.rmu.Lock()
 	var shared int64
 	for _, tp := range h.m.taps {
 		shared += tp.sharedEncodings.Load()
 	}
-	h.m.tmu.Unlock()
+	h.m.rmu.Unlock()
 	if shared < scp {
 		t.Errorf("%d copies encoded once for several sinks, want at least %d", shared, scp)
 	}
@@ -574,24 +574,24 @@ func waitTapsSplit(t *testing.T, nodes []*harness, parts int) {
 	testkit.WaitFor(t, timeout, fmt.Sprintf("the taps to split the %d partitions", parts), func() bool {
 		seen := map[tp]int{}
 		for _, h := range nodes {
-			h.m.tmu.Lock()
+			h.m.rmu.Lock()
 			if len(h.m.taps) == 0 {
 				// A node's tap is made once its feed reads: until then
 				// the others' split is the old one.
-				h.m.tmu.Unlock()
+				h.m.rmu.Unlock()
 				return false
 			}
 			for _, tap := range h.m.taps {
 				held, _ := tap.assignment()
 				if len(held) == 0 {
-					h.m.tmu.Unlock()
+					h.m.rmu.Unlock()
 					return false
 				}
 				for k := range held {
 					seen[k]++
 				}
 			}
-			h.m.tmu.Unlock()
+			h.m.rmu.Unlock()
 		}
 		for _, c := range seen {
 			if c != 1 {

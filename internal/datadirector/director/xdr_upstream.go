@@ -170,9 +170,9 @@ const upstreamSettle = time.Second
 // feed named stage1 that its group is rebalancing (settled false: from its
 // revocation) or was just assigned partitions (settled true).
 func (m *Manager) upstreamRebalance(stage1 string, settled bool) {
-	m.lmu.Lock()
+	m.rmu.Lock()
 	clocks := slices.Collect(maps.Keys(m.clocks[stage1]))
-	m.lmu.Unlock()
+	m.rmu.Unlock()
 	for _, c := range clocks {
 		if !settled {
 			// A reader that stops after a revocation is never assigned
@@ -189,15 +189,15 @@ func (m *Manager) upstreamRebalance(stage1 string, settled bool) {
 // watchRebalances has the manager tell c of the rebalances of the re-key
 // stage named stage1, until the returned function is called.
 func (m *Manager) watchRebalances(stage1 string, c *pausingClock) func() {
-	m.lmu.Lock()
-	defer m.lmu.Unlock()
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
 	if m.clocks[stage1] == nil {
 		m.clocks[stage1] = map[*pausingClock]bool{}
 	}
 	m.clocks[stage1][c] = true
 	return func() {
-		m.lmu.Lock()
-		defer m.lmu.Unlock()
+		m.rmu.Lock()
+		defer m.rmu.Unlock()
 		delete(m.clocks[stage1], c)
 		c.release(holdRebalance)
 	}
