@@ -80,15 +80,13 @@ type feedState struct {
 	hist      *hdrhistogram.WindowedHistogram // µs
 }
 
-// ownReader is the feed's own reader: its client, its group membership
+// ownReader is the feed's own reader: its client and its group membership
 // (the member id of the last assignment taken, and when it was last
-// proven), and partitions it kept across a new membership, to move to
-// their commits before the next poll (feed.assigned).
+// proven). Partitions it kept across a new membership, to move to their
+// commits before the next poll, are its ledger's (ledger.keep).
 type ownReader struct {
-	cl      *kgo.Client
-	mship   membership
-	resetMu sync.Mutex
-	resetTo map[tp]resetAt
+	cl    *kgo.Client
+	mship membership
 	// commitMu: one commit from the ledger at a time (commitOwn, and the
 	// tap's for the feed, tapMember.commitOffsets), so that they land in
 	// order.

@@ -262,18 +262,6 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 			}
 		}
 	}
-	reset := map[tp]resetAt{}
-	defer func() {
-		if len(reset) > 0 {
-			f.resetMu.Lock()
-			if f.resetTo == nil {
-				f.resetTo = reset
-			} else {
-				maps.Copy(f.resetTo, reset)
-			}
-			f.resetMu.Unlock()
-		}
-	}()
 	committed, err := f.m.committed(ctx, f.group, parts)
 	if err != nil {
 		f.log.Warn("feed: fetch committed offsets", "err", err)
@@ -294,7 +282,7 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 			}
 			epoch := f.led.assign(k, at)
 			if slices.Contains(kept[t], p) {
-				reset[k] = resetAt{at, epoch}
+				f.led.keep(k, epoch) // the cursor moves to at before the next poll
 			}
 		}
 	}
@@ -308,33 +296,9 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 // node committed since (an xdr feed, which commits franz-go's marks, would
 // have moved the group's commit back with it).
 func (f *feed) repositionKept(cl *kgo.Client) {
-	if to := f.takeResets(); len(to) > 0 {
+	if to := f.led.takeRepositions(); len(to) > 0 {
 		cl.SetOffsets(epochOffsets(to))
 	}
-}
-
-// takeResets returns, and forgets, where assigned started the partitions
-// kept across a new membership that are still owned in that epoch, and
-// whose start is known (else the cursor stays).
-func (f *feed) takeResets() map[tp]int64 {
-	f.resetMu.Lock()
-	reset := f.resetTo
-	f.resetTo = nil
-	f.resetMu.Unlock()
-	to := make(map[tp]int64, len(reset))
-	for k, r := range reset {
-		if r.at >= 0 && f.led.owns(k, r.epoch) {
-			to[k] = r.at
-		}
-	}
-	return to
-}
-
-// resetAt is where assigned started a kept partition, in the ledger epoch
-// it began.
-type resetAt struct {
-	at    int64
-	epoch uint64
 }
 
 // revoked (kgo.OnPartitionsRevoked) commits what was marked, through the

@@ -27,6 +27,8 @@ import "sync"
 // Transitions (table-tested in ledger_test.go):
 //
 //	assign(k, start)      owned, epoch+1, next = start, done = committed = unset
+//	keep(k, e)            if owned in epoch e: reposition (kept across a new membership)
+//	takeRepositions()     start of the owned partitions to reposition; clears reposition
 //	hand(k, first, next)  if owned: reports a gap when first > next; next = next
 //	confirm(k, e, last)   high = max(high, last); if owned in epoch e: done = max(done, last+1)
 //	pending()             done of the owned partitions where done > committed
@@ -59,6 +61,9 @@ type partState struct {
 	high      int64 // -1: nothing ever delivered
 	doneAt    int64 // the timestamp (ns) of the record at done-1; 0: none
 	start     int64 // where this epoch started; -1: not known
+	// reposition: the partition was kept across a new membership; the
+	// reader moves its cursor to start before its next poll (takeRepositions).
+	reposition bool
 }
 
 func newLedger() *ledger { return &ledger{parts: map[tp]*partState{}} }
@@ -81,8 +86,41 @@ func (l *ledger) assign(k tp, start int64) uint64 {
 	s := l.part(k)
 	s.owned = true
 	s.epoch++
-	s.next, s.done, s.committed, s.start = start, -1, -1, start
+	s.next, s.done, s.committed, s.start, s.reposition = start, -1, -1, start, false
 	return s.epoch
+}
+
+// keep notes that k, started in epoch, was kept across a new membership:
+// the reader's cursor is to move to its start (takeRepositions), unless k
+// is revoked, lost or assigned again first.
+func (l *ledger) keep(k tp, epoch uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.parts[k]; s != nil && s.owned && s.epoch == epoch {
+		s.reposition = true
+	}
+}
+
+// takeRepositions returns, and forgets, the starts of the partitions kept
+// across a new membership (keep) that are still owned in that epoch and
+// whose start is known (else the cursor stays).
+func (l *ledger) takeRepositions() map[tp]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var to map[tp]int64
+	for k, s := range l.parts {
+		if !s.reposition {
+			continue
+		}
+		s.reposition = false
+		if s.owned && s.start >= 0 {
+			if to == nil {
+				to = map[tp]int64{}
+			}
+			to[k] = s.start
+		}
+	}
+	return to
 }
 
 // next is where k continues (-1: not known yet) and whether k is owned.
@@ -270,5 +308,5 @@ func (l *ledger) reset() {
 
 func (s *partState) forget() {
 	s.owned = false
-	s.next, s.done, s.committed, s.doneAt, s.start = -1, -1, -1, 0, -1
+	s.next, s.done, s.committed, s.doneAt, s.start, s.reposition = -1, -1, -1, 0, -1, false
 }

@@ -189,21 +189,23 @@ func TestOutsideEmittedSpans(t *testing.T) {
 // started it only while it is still owned in that epoch: lost and assigned
 // again before the reader got to it, its old start (the commit as of the
 // rejoin) would move the reader back, and franz-go's next commit with it.
-func TestTakeResetsOnlyOfTheirEpoch(t *testing.T) {
-	f := &feed{led: newLedger()}
-	p0, p1, p2 := tp{"SCP", 0}, tp{"SCP", 1}, tp{"SCP", 2}
-	f.resetTo = map[tp]resetAt{
-		p0: {160, f.led.assign(p0, 160)},
-		p1: {171, f.led.assign(p1, 171)},
-		p2: {-1, f.led.assign(p2, -1)}, // no commit, no log start: the cursor stays
-	}
-	f.led.lose(p1)
-	f.led.assign(p1, 2048) // another node committed 2048 meanwhile
-	got := f.takeResets()
+func TestRepositionsOnlyOfTheirEpoch(t *testing.T) {
+	l := newLedger()
+	p0, p1, p2, p3, p4 := tp{"SCP", 0}, tp{"SCP", 1}, tp{"SCP", 2}, tp{"SCP", 3}, tp{"SCP", 4}
+	l.keep(p0, l.assign(p0, 160))
+	l.keep(p1, l.assign(p1, 171))
+	l.keep(p2, l.assign(p2, -1)) // no commit, no log start: the cursor stays
+	e3 := l.assign(p3, 30)
+	l.assign(p4, 40) // assigned, not kept: no reposition
+	l.lose(p1)
+	l.assign(p1, 2048) // another node committed 2048 meanwhile
+	l.assign(p3, 300)
+	l.keep(p3, e3) // too late: p3 is in a later epoch
+	got := l.takeRepositions()
 	if want := map[tp]int64{p0: 160}; !maps.Equal(got, want) {
-		t.Fatalf("resets %v, want %v", got, want)
+		t.Fatalf("repositions %v, want %v", got, want)
 	}
-	if again := f.takeResets(); len(again) != 0 {
+	if again := l.takeRepositions(); len(again) != 0 {
 		t.Fatalf("taken twice: %v", again)
 	}
 }
