@@ -29,9 +29,9 @@ type feed struct {
 	dirs  [8]bool // by nfcopy.Direction; all true when the spec names none
 	// calls: the feed carries call records (its source is the calls
 	// topic), read on its own reader and decoded into callRec.
-	calls   bool
-	callRec callrecord.Record
-	seq     *sequencer // with Sequencing; used by the feed's decoding goroutine only
+	calls      bool
+	callRec    callrecord.Record
+	sequencing bool // Sequencing "transaction": take orders each batch (pollBatch.seq)
 
 	feedCounts
 	feedSeries
@@ -109,7 +109,7 @@ func (m *Manager) newFeed(s runPlan) *feed {
 		f.dirs[nfcopy.ParseDirection(d)] = true
 	}
 	if s.Sequencing == SequencingTransaction {
-		f.seq = new(sequencer)
+		f.sequencing = true
 	}
 	l := prometheus.Labels{"feed": s.Name}
 	mt := m.m

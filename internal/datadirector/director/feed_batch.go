@@ -30,6 +30,7 @@ type pollBatch struct {
 
 	mem    *tapMember   // the tap membership that handed it, which commits it (nil: the feed's own reader)
 	shared *decodedPoll // the poll its copies point into (feed.take)
+	seq    sequencer    // the feed's Sequencing, with this batch's own scratch
 }
 
 // copyFrom is the partition and offset a copy was read at.
@@ -54,10 +55,10 @@ func (b *pollBatch) mark(r *kgo.Record, epoch uint64) {
 
 // sequence applies the feed's Sequencing to a decoded batch.
 func (f *feed) sequence(b *pollBatch) {
-	if f.seq == nil || len(b.batch) < 2 {
+	if !f.sequencing || len(b.batch) < 2 {
 		return
 	}
-	if n := f.seq.sequence(b.batch); n > 0 {
+	if n := b.seq.sequence(b.batch); n > 0 {
 		f.reordered.Add(uint64(n))
 		f.m.m.reordered.WithLabelValues(f.spec.Name).Add(float64(n))
 	}

@@ -1,10 +1,6 @@
 package director
 
-import (
-	"sync"
-
-	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
-)
+import "github.com/signalbox/signalbox/internal/datadirector/nfcopy"
 
 // SequencingTransaction is the feed option that writes each transaction's
 // request before its response (the reference product's "message
@@ -16,9 +12,10 @@ const SequencingTransaction = "transaction"
 // copies of one transaction come from different partitions and can be
 // fetched response first. It keeps nothing across batches, so it adds no
 // latency and cannot hold a copy back from its commit: a response whose
-// request is in another poll is left where it is. Its maps are reused.
+// request is in another poll is left where it is. Its maps are reused:
+// each pipeline batch has its own (pollBatch.seq), so no two goroutines
+// share one.
 type sequencer struct {
-	mu    sync.Mutex     // a feed's tap hand-out and its own reader may both decode
 	keys  []uint64       // each copy's pair key, by index in the batch
 	reqAt map[uint64]int // pair key -> index of its first request in the batch
 	held  map[uint64][]*nfcopy.Copy
@@ -27,8 +24,6 @@ type sequencer struct {
 
 // sequence reorders batch in place and returns how many responses it moved.
 func (s *sequencer) sequence(batch []*nfcopy.Copy) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.reqAt == nil {
 		s.reqAt, s.held = make(map[uint64]int), make(map[uint64][]*nfcopy.Copy)
 	}
