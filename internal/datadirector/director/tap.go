@@ -213,7 +213,9 @@ func (t *tap) evictedCh(mem *tapMember) <-chan struct{} {
 
 // quiesce has the tap hand mem nothing more and returns once a hand-off in
 // progress has ended; mem stays a member (its partitions and commits go on)
-// until leave.
+// until leave. After it, no take of mem's may touch its feed's ledger,
+// which the feed's next incarnation shares: hence handMu, held from the
+// check that mem takes through its take and the batch's queueing.
 func (t *tap) quiesce(mem *tapMember) {
 	t.do(func(*tapState) { mem.leaving = true })
 	mem.handMu.Lock()

@@ -70,10 +70,11 @@ func xdrConfig(spec *FeedSpec) (xdr.Config, error) {
 }
 
 // trackingRegisterer remembers what it registered, so a stopping feed can
-// unregister its correlator's series and a restarted one register them again.
+// unregister its correlator's series and a restarted one register them
+// again. Only the goroutine that makes the correlator (which registers its
+// series in xdr.New) uses it, and it unregisters them when it stops.
 type trackingRegisterer struct {
 	reg prometheus.Registerer
-	mu  sync.Mutex
 	cs  []prometheus.Collector
 }
 
@@ -81,9 +82,7 @@ func (t *trackingRegisterer) Register(c prometheus.Collector) error {
 	if err := t.reg.Register(c); err != nil {
 		return err
 	}
-	t.mu.Lock()
 	t.cs = append(t.cs, c)
-	t.mu.Unlock()
 	return nil
 }
 
@@ -98,8 +97,6 @@ func (t *trackingRegisterer) MustRegister(cs ...prometheus.Collector) {
 func (t *trackingRegisterer) Unregister(c prometheus.Collector) bool { return t.reg.Unregister(c) }
 
 func (t *trackingRegisterer) unregisterAll() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	for _, c := range t.cs {
 		t.reg.Unregister(c)
 	}
