@@ -281,7 +281,7 @@ func (f *feed) run(ctx context.Context) {
 		}
 		if err == nil {
 			f.sink = s
-			if c, ok := s.(Connecter); ok && f.xdrStage() == nil {
+			if c, ok := s.(Connecter); ok {
 				go f.connectEarly(ctx, c)
 			}
 			break
