@@ -471,3 +471,23 @@ func feedStatus(t *testing.T, s *Server, name string) (feedState, string) {
 	_ = json.Unmarshal(b, &st)
 	return st.Status, string(b)
 }
+
+// TestXDRFeedToAnotherClusterChecked: an xdr feed producing its records to
+// another Kafka cluster has that cluster checked as a kafka feed's is, when
+// it is created (it was once accepted, and failed only when it started).
+func TestXDRFeedToAnotherClusterChecked(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t, t.TempDir(), true))
+	defer s.Shutdown()
+	for kafka, field := range map[string]string{
+		`{"brokers":[]}`:     `"kafka.brokers"`,
+		`{"brokers":["k1"]}`: `"kafka.brokers[0]"`,
+		`{"brokers":["k1:9093"],"sasl_mechanism":"PLAIN"}`: `"kafka.username"`,
+	} {
+		spec := `{"name":"xdr-out","type":"xdr","sources":["SCP"],"topic":"records","kafka":` + kafka + `}`
+		if code, b := apiDo(t, s, "POST", "/api/v1/feeds", spec); code != 400 || !strings.Contains(string(b), `"field":`+field) {
+			t.Errorf("%s: %d %s, want 400 naming %s", spec, code, b, field)
+		}
+	}
+	createFeed(t, s, `{"name":"xdr-out","type":"xdr","sources":["SCP"],"topic":"records","kafka":{"brokers":["127.0.0.1:1"]}}`)
+}
