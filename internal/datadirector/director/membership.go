@@ -26,8 +26,7 @@ import (
 // would carry past the fence, moving the group's commits backwards. The tap
 // proves itself with a fenced commit into its own group (tap.prove).
 type membership struct {
-	proven   atomic.Int64 // unix ns
-	session  time.Duration
+	lastProof
 	assigned atomic.Pointer[string] // the member id of the last assignment taken (feed.assigned)
 	// refused is set when the coordinator refused the member whose
 	// assignment was taken (prove), until a new assignment is taken: that
@@ -37,8 +36,24 @@ type membership struct {
 	refused atomic.Bool
 }
 
-// note records a proof: an accepted heartbeat or commit, an assignment.
-func (ms *membership) note() { ms.proven.Store(time.Now().UnixNano()) }
+// lastProof is when a group membership was last proven: an accepted
+// heartbeat or commit, an assignment (a feed's own reader), a fenced commit
+// (a tap). The feed's own reader and the tap both hold what they polled
+// after a pause until it is proven again.
+type lastProof struct {
+	at      atomic.Int64 // unix ns
+	session time.Duration
+}
+
+// note records a proof.
+func (p *lastProof) note() { p.at.Store(time.Now().UnixNano()) }
+
+// stale reports whether membership was last proven longer ago than a third
+// of the session timeout: the process may have been paused (or cut off)
+// long enough for the group to give its partitions away.
+func (p *lastProof) stale() bool {
+	return time.Since(time.Unix(0, p.at.Load())) > p.session/3
+}
 
 // took records an assignment taken as member: a proof, and the member
 // whose positions the reader now holds.
@@ -69,12 +84,6 @@ func (ms *membership) member() string {
 		return *a
 	}
 	return ""
-}
-
-// stale reports whether membership was last proven longer ago than a third
-// of the session timeout.
-func (ms *membership) stale() bool {
-	return time.Since(time.Unix(0, ms.proven.Load())) > ms.session/3
 }
 
 // prove sends the group's coordinator a heartbeat of the client's member

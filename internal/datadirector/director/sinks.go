@@ -84,18 +84,20 @@ var sinkKinds = map[string]sinkKind{
 // recordOutput is the sink an xdr feed writes its records to: the one of
 // topic, url and file its spec sets ("" unless exactly one).
 func recordOutput(spec *FeedSpec) string {
-	var out string
-	n := 0
-	for kind, set := range map[string]bool{TypeKafka: spec.Topic != "", TypeHTTP2: spec.URL != "", TypeFile: spec.File != nil} {
-		if set {
-			out = kind
-			n++
-		}
+	var outs []string
+	if spec.Topic != "" {
+		outs = append(outs, TypeKafka)
 	}
-	if n != 1 {
+	if spec.URL != "" {
+		outs = append(outs, TypeHTTP2)
+	}
+	if spec.File != nil {
+		outs = append(outs, TypeFile)
+	}
+	if len(outs) != 1 {
 		return ""
 	}
-	return out
+	return outs[0]
 }
 
 // sinkKindOf is the sink a spec writes to: its type's, or an xdr feed's

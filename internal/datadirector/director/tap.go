@@ -63,7 +63,7 @@ type tap struct {
 	polls pollPool // the reader's
 
 	sharedEncodings atomic.Int64 // copies whose encoding several sinks shared
-	proven          atomic.Int64 // when the reader's group membership was last proven (unix ns)
+	proof           lastProof    // when the reader's group membership was last proven (tap.fence)
 }
 
 // tapState is what the tap knows of its members and partitions. Only the
@@ -101,6 +101,7 @@ func (m *Manager) newTap(key string, sources []string) *tap {
 		polls: newPollPool(),
 		ops:   make(chan tapOp), quit: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
+	t.proof.session = m.cfg.SessionTimeout
 	go t.loop(&tapState{joined: time.Now(), parts: map[tp]bool{}, partsCh: make(chan struct{}), pos: map[tp]int64{}, kick: t.kick})
 	return t
 }
@@ -261,6 +262,11 @@ func (s *tapState) attached() []*tapMember {
 		}
 	}
 	return out
+}
+
+// anyAttached reports whether the tap hands batches to any member.
+func (s *tapState) anyAttached() bool {
+	return slices.ContainsFunc(s.members, func(mem *tapMember) bool { return !mem.detached && !mem.leaving })
 }
 
 // attached is the members the tap hands batches to.
@@ -440,7 +446,7 @@ func (t *tap) consume(ctx context.Context) {
 		pctx, wake := context.WithCancel(ctx)
 		var reading bool
 		t.do(func(s *tapState) {
-			if reading = len(s.attached()) > 0; reading {
+			if reading = s.anyAttached(); reading {
 				s.wake = wake // a join or an attach ends the poll
 			}
 		})
@@ -485,7 +491,7 @@ func (t *tap) consume(ctx context.Context) {
 			// if it still has this member (its coordinator was
 			// unreachable, or busy rebalancing), no callback repositions
 			// the reader.
-			if t.stale() {
+			if t.proof.stale() {
 				if err := t.prove(ctx, cl); err != nil {
 					if time.Since(lastUnproven) > 10*time.Second {
 						lastUnproven = time.Now()

@@ -114,7 +114,7 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		fs := cl.PollRecords(pctx, t.m.cfg.MaxBatch)
 		pcancel()
 		f.fetchErrors(fs, &lastFetchErr)
-		if ctx.Err() == nil && !fs.Empty() && t.stale() && !t.proveNow(ctx) {
+		if ctx.Err() == nil && !fs.Empty() && t.proof.stale() && !t.proveNow(ctx) {
 			// After a pause the tap's partitions may be another node's
 			// now: the poll is read again once the tap is proven a member
 			// (if it is not, its group's callbacks change the partitions

@@ -117,7 +117,7 @@ func (f *feed) startAt(k tp, committed kadm.OffsetResponses, starts kadm.ListedO
 // membership has not been proven for a third of a session timeout (see
 // below).
 func (t *tap) revoked(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
-	if t.stale() {
+	if t.proof.stale() {
 		// After a pause past the session timeout the group has dropped
 		// this member: the client joins again as a new member and
 		// franz-go revokes, from the new assignment's point of view,
@@ -269,15 +269,8 @@ func (t *tap) fence(ctx context.Context, cl *kgo.Client, offs map[string]map[int
 		t.m.m.fencedCommits.WithLabelValues(t.key).Inc()
 		return fmt.Errorf("%w: %w", errNotMember, ferr)
 	}
-	t.proven.Store(time.Now().UnixNano())
+	t.proof.note()
 	return nil
-}
-
-// stale reports whether the tap's membership was last proven longer ago
-// than a third of the session timeout: the process may have been paused
-// (or cut off) long enough for the group to give its partitions away.
-func (t *tap) stale() bool {
-	return time.Since(time.Unix(0, t.proven.Load())) > t.m.cfg.SessionTimeout/3
 }
 
 // prove proves the tap's membership by committing where it is in the

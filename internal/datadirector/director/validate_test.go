@@ -1,13 +1,13 @@
 package director
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/signalbox/signalbox/internal/datadirector/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/sink/sinkspec"
 )
 
 func TestValidateNamesFields(t *testing.T) {
@@ -86,19 +86,8 @@ func TestValidateNamesFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := m.Validate(&tt.spec)
-			if tt.field == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("err = %v, want *FieldError for %s", err, tt.field)
-			}
-			if fe.Field != tt.field || fe.Msg == "" {
-				t.Fatalf("field = %q (%s), want %q", fe.Field, fe.Msg, tt.field)
+			if err := m.Validate(&tt.spec); sinkspec.FieldOf(err) != tt.field {
+				t.Fatalf("err = %v, want a *FieldError for %q", err, tt.field)
 			}
 		})
 	}
