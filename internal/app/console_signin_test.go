@@ -10,6 +10,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/testkit/oidcop"
+	"github.com/signalbox/signalbox/internal/testkit/ports"
 )
 
 // TestConsoleSignInOIDC: signalbox serve (the binary) with sign-in through
@@ -24,21 +25,20 @@ func TestConsoleSignInOIDC(t *testing.T) {
 	t.Parallel()
 	testkit.Tool(t, chromiumPath)
 	dir := t.TempDir()
-	// Its own loopback address: the redirect URL names the port, which
-	// must still be free when serve listens.
+	// The redirect URL names serve's port: one reserved for it.
 	const host = "127.0.34.1"
-	httpAddr := freePortOn(t, host)
+	httpAddr := ports.Reserve(t, host)
 	base := "http://" + httpAddr
 	op := oidcop.Start(t, []oidcop.User{
 		{ID: "u-ada", Username: "ada", Password: "pw-ada", First: "Ada", Last: "Lovelace", Email: "ada@example.net", Groups: []string{"staff", "noc-admins"}},
 		{ID: "u-bob", Username: "bob", Password: "pw-bob", First: "Bob", Last: "Marley", Email: "bob@example.net", Groups: []string{"noc"}},
 		{ID: "u-eve", Username: "eve", Password: "pw-eve", First: "Eve", Last: "Smith", Email: "eve@example.net", Groups: []string{"sales"}},
 	}, []oidcop.Client{{ID: "signalbox-console", Secret: "console-secret", RedirectURI: base + "/auth/callback"}}, oidcop.Options{})
-	startSiteProc(t, []string{"-data-dir", filepath.Join(dir, "data"), "-http-addr", httpAddr, "-admin-token", "test-admin-token",
-		"-director=false", "-curri-addr", freePortOn(t, host),
+	startServeProc(t, []string{"-data-dir", filepath.Join(dir, "data"), "-http-addr", httpAddr, "-admin-token", "test-admin-token",
+		"-director=false", "-curri-addr", host + ":0",
 		"-oidc-issuer", op.Issuer, "-oidc-client-id", "signalbox-console", "-oidc-client-secret", "console-secret",
 		"-oidc-redirect-url", base + "/auth/callback", "-oidc-admin-groups", "noc-admins", "-oidc-viewer-groups", "noc,ops-viewers",
-		"-oidc-provider-name", "Corp SSO"}, httpAddr, filepath.Join(dir, "serve.log"))
+		"-oidc-provider-name", "Corp SSO"}, filepath.Join(dir, "serve.log"))
 
 	b := startBrowser(t, screenshotDir(t), 90*time.Second)
 	signIn := func(user string) {

@@ -28,18 +28,16 @@ func TestCURRIClientIdentity(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ca := pki.NewCA(t, "corp-uc-ca")
-	// Its own loopback address: a port another test's server takes
-	// between freePort and serve's listen cannot be on it.
 	const host = "127.0.33.1"
 	srvCert, srvKey := ca.Server(t, host, "localhost").Files(t, dir, "curri")
 	clusterA, clusterB := ca.Client(t, "cucm-a.corp.example"), ca.Client(t, "cucm-b.corp.example")
 	rogue := pki.NewCA(t, "rogue-ca").Client(t, "cucm-a.corp.example")
-	httpAddr, curriAddr := freePortOn(t, host), freePortOn(t, host)
 	log := filepath.Join(dir, "serve.log")
-	startSiteProc(t, []string{"-data-dir", filepath.Join(dir, "data"), "-http-addr", httpAddr, "-admin-token", "test-admin-token",
-		"-director=false", "-curri-addr", curriAddr, "-curri-tls-cert", srvCert, "-curri-tls-key", srvKey,
+	serve := startServeProc(t, []string{"-data-dir", filepath.Join(dir, "data"), "-http-addr", host + ":0", "-admin-token", "test-admin-token",
+		"-director=false", "-curri-addr", host + ":0", "-curri-tls-cert", srvCert, "-curri-tls-key", srvKey,
 		"-curri-client-ca", ca.File(t, dir, "ca"), "-curri-client-names", "cucm-a.corp.example",
-		"-curri-allow-from", "127.0.0.1/32", "-curri-max-conns-per-client", "3"}, httpAddr, log)
+		"-curri-allow-from", "127.0.0.1/32", "-curri-max-conns-per-client", "3"}, log)
+	httpAddr, curriAddr := serve.ls.HTTP, serve.ls.CURRI
 
 	dial := func(from string, leaf pki.Leaf) (*tls.Conn, *bufio.Reader, error) {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
@@ -135,17 +133,6 @@ func TestCURRIClientIdentity(t *testing.T) {
 			t.Errorf("serve's log lacks %s", want)
 		}
 	}
-}
-
-// freePortOn is a free port on the loopback address host.
-func freePortOn(t *testing.T, host string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // grepLines are the lines of s that contain any of subs.

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -20,18 +18,8 @@ import (
 	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
 	"github.com/signalbox/signalbox/internal/datadirector/probe"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/ports"
 )
-
-// freePort reserves a loopback port number for a listener started later.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 func startProbe(t *testing.T, ctx context.Context, mode string) *probe.Probe {
 	t.Helper()
@@ -193,7 +181,7 @@ func TestDirectorEndToEnd(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, true)
-	cfg.KafkaAddr = freePort(t) // fixed, so producers reconnect across a restart
+	cfg.KafkaAddr = ports.Reserve(t, "127.0.0.1") // fixed, so producers reconnect across a restart
 	s := startServer(t, cfg)
 	defer func() { s.Shutdown() }()
 
@@ -419,16 +407,11 @@ func TestFeedReportsUnreachableConsumer(t *testing.T) {
 	cfg.AlarmFeedDisconnect = time.Second
 	s := startServer(t, cfg)
 	defer s.Shutdown()
-	// Below the ephemeral range (32768-60999 on Linux): dialled again and
-	// again, a free port in it is sooner or later the dialling socket's
-	// own, and the connection is to itself.
-	var addr string
-	for port := 20000 + rand.IntN(10000); addr == ""; port++ {
-		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			addr = ln.Addr().String()
-			ln.Close()
-		}
-	}
+	// Reserved, below the ephemeral range (32768-60999 on Linux): dialled
+	// again and again, a free port in it is sooner or later the dialling
+	// socket's own, and the connection is to itself; and the probe binds
+	// it later.
+	addr := ports.Reserve(t, "127.0.0.1")
 	createFeed(t, s, `{"name":"nobody","type":"synthetic","sources":["SCP"],"endpoint":"`+addr+`"}`)
 	testkit.WaitForState(t, 2*time.Second, "the feed to report its consumer unreachable", func() (bool, string) {
 		st, b := feedStatus(t, s, "nobody")

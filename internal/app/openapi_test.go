@@ -17,6 +17,7 @@ import (
 	"github.com/signalbox/signalbox/internal/platform/api"
 	"github.com/signalbox/signalbox/internal/platform/signin"
 	"github.com/signalbox/signalbox/internal/testkit/oidcop"
+	"github.com/signalbox/signalbox/internal/testkit/ports"
 )
 
 // The OpenAPI document served at /api/v1/openapi.json is held to the API:
@@ -71,8 +72,8 @@ func TestOpenAPIContract(t *testing.T) {
 	cfg.KafkaTopics = "SCP=2,NRF=1,SEPP=1,PCF=1,BSF=1,NON_ORACLE=1" // every NF type the examples name
 	cfg.CallsTopic = "CALLS"
 	// Sign-in through a provider, for the /auth routes: serve's port is
-	// named in the redirect URL, on a loopback address of this test's own.
-	cfg.HTTPAddr = freePortOn(t, "127.0.35.1")
+	// named in the redirect URL, so reserved before it listens.
+	cfg.HTTPAddr = ports.Reserve(t, "127.0.35.1")
 	op := oidcop.Start(t, []oidcop.User{{ID: "u-ada", Username: "ada", Password: "pw", Email: "ada@example.net", Groups: []string{"noc"}}},
 		[]oidcop.Client{{ID: "sbx", Secret: "sbx-secret", RedirectURI: "http://" + cfg.HTTPAddr + "/auth/callback"}}, oidcop.Options{})
 	cfg.OIDCIssuer, cfg.OIDCClientID, cfg.OIDCClientSecret = op.Issuer, "sbx", "sbx-secret"

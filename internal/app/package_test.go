@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/signalbox/signalbox/internal/platform/config"
 	"github.com/signalbox/signalbox/internal/testkit"
 )
 
@@ -107,37 +108,50 @@ func TestDebianPackage(t *testing.T) {
 	if unit["User"] != "signalbox" || unit["WorkingDirectory"] != "/var/lib/signalbox" || !strings.HasPrefix(unit["ExecStart"], "/usr/bin/signalbox serve") {
 		t.Fatalf("unit: %v", unit)
 	}
-	httpAddr := freePort(t)
 	argv := strings.Fields(unit["ExecStart"])
 	if len(sudo) > 0 {
 		argv = append(append(sudo, "-u", unit["User"], "--"), argv...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	srv := testkit.CommandContext(ctx, argv[0], argv[1:]...)
 	if len(sudo) == 0 {
 		// As the unit's user, the process itself (no runuser session in
 		// between, so a SIGTERM reaches the server as systemd's does).
 		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-		srv.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		srv.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	srv.Dir = unit["WorkingDirectory"]
-	srv.Env = append(os.Environ(), "SIGNALBOX_HTTP_ADDR="+httpAddr, "SIGNALBOX_CURRI_ADDR="+freePort(t),
-		"SIGNALBOX_KAFKA_ADDR="+freePort(t), "SIGNALBOX_INGEST_ADDR="+freePort(t))
+	// Every listener on a port of the kernel's choice, found in the
+	// listeners file serve writes into its data directory.
+	srv.Env = append(os.Environ(), "SIGNALBOX_HTTP_ADDR=127.0.0.1:0", "SIGNALBOX_CURRI_ADDR=127.0.0.1:0",
+		"SIGNALBOX_KAFKA_ADDR=127.0.0.1:0", "SIGNALBOX_INGEST_ADDR=127.0.0.1:0")
 	var out lockedBuffer
 	srv.Stdout, srv.Stderr = &out, &out
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = srv.Wait(); close(exited) }()
 	defer func() {
 		if srv.Process != nil {
 			_ = srv.Process.Signal(syscall.SIGTERM)
-			_ = srv.Wait()
+			<-exited
 		}
 	}()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	pid := srv.Process.Pid
+	if len(sudo) > 0 {
+		pid = 0 // serve is sudo's child: any pid (a fresh install has no file)
+	}
+	ls, err := config.WaitListeners(wctx, "/var/lib/signalbox", pid, exited)
+	wcancel()
+	if err != nil {
+		t.Fatalf("the installed server: %v\n%s", err, out.String())
+	}
 	testkit.WaitFor(t, 30*time.Second, "the installed server ready", func() bool {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		resp, err := http.Get("http://" + ls.HTTP + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -153,8 +167,13 @@ func TestDebianPackage(t *testing.T) {
 		t.Errorf("the config file's json logs: %s", out.String())
 	}
 	_ = srv.Process.Signal(syscall.SIGTERM)
-	if err := srv.Wait(); err != nil {
-		t.Errorf("stopped with %v\n%s", err, out.String())
+	select {
+	case <-exited:
+		if !srv.ProcessState.Success() {
+			t.Errorf("stopped with %v\n%s", srv.ProcessState, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("not stopped 30 s after SIGTERM\n%s", out.String())
 	}
 	srv.Process = nil
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/signalbox/signalbox/internal/datadirector/probe"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/ports"
 )
 
 const rulesDir = "../../deploy/prometheus"
@@ -297,12 +297,7 @@ func checkSeries(t *testing.T, query func(path string, v any) error, want map[st
 func startPrometheus(t *testing.T, target string) (query func(path string, v any) error) {
 	t.Helper()
 	prom := testkit.Tool(t, "prometheus")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	promAddr := l.Addr().String()
-	l.Close()
+	promAddr := ports.Reserve(t, "127.0.0.1") // it is told its port
 	rules, err := filepath.Abs(filepath.Join(rulesDir, "signalbox.rules.yml"))
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +316,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cmd := exec.CommandContext(ctx, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+	cmd := testkit.CommandContext(ctx, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
 	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	if err != nil {

@@ -67,6 +67,7 @@ type Server struct {
 	token   string
 	httpLn  net.Listener
 	curriLn net.Listener
+	pprofLn net.Listener // nil without -pprof-addr
 	httpSrv *http.Server
 	curriS  *curri.Server
 

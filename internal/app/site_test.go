@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
 	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
+	"github.com/signalbox/signalbox/internal/testkit/ports"
 )
 
 func TestMain(m *testing.M) {
@@ -27,54 +29,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	testkit.RemoveBinary()
 	os.Exit(code)
-}
-
-// siteProc is a site: the signalbox binary's serve, a process a test can
-// kill -9 and start again on its data directory.
-type siteProc struct {
-	t    *testing.T
-	args []string
-	log  string
-	http string
-	cmd  *exec.Cmd
-}
-
-func startSiteProc(t *testing.T, args []string, httpAddr, log string) *siteProc {
-	p := &siteProc{t: t, args: args, log: log, http: httpAddr}
-	p.start()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(log)
-			t.Logf("site process log (last 6000 bytes):\n%s", b[max(0, len(b)-6000):])
-		}
-	})
-	return p
-}
-
-func (p *siteProc) start() {
-	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.cmd = exec.Command(testkit.Binary(p.t), append([]string{"serve"}, p.args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	out.Close()
-	testkit.WaitFor(p.t, 60*time.Second, "site process to serve its API", func() bool {
-		c, _ := apiAtQuiet(p.http, "test-admin-token", "GET", "/api/v1/version")
-		return c == 200
-	})
-}
-
-func (p *siteProc) kill() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-		p.cmd = nil
-	}
 }
 
 // everyCopy waits for every copy of each prefix of want, fails the test for
@@ -128,7 +82,7 @@ func apiAtQuiet(addr, token, method, path string) (int, []byte) {
 type sitePair struct {
 	t                                        *testing.T
 	ctx                                      context.Context
-	east, west                               *siteProc
+	east, west                               *serveProc
 	eastHTTP, westHTTP, eastKafka, westKafka string
 	lake                                     *kafkaCounter
 	out                                      string // the outside Kafka
@@ -137,16 +91,12 @@ type sitePair struct {
 
 func startSitePair(t *testing.T, ctx context.Context, takeover time.Duration) *sitePair {
 	out := kafkatest.StartBroker(t, broker.Config{Topics: []broker.TopicSpec{{Name: "OUT", Partitions: 3}, {Name: "OUT2", Partitions: 3}}})
-	sp := &sitePair{t: t, ctx: ctx, takeover: takeover, lake: newKafkaCounter(t, ctx, out.Addrs(), "OUT"), out: out.Addrs()[0],
-		eastHTTP: freePort(t), westHTTP: freePort(t), eastKafka: freePort(t), westKafka: freePort(t)}
-	args := func(site, peer, httpAddr, kafka, peerHTTP, peerKafka string) []string {
-		return siteArgs(t, site, peer, httpAddr, kafka, peerHTTP, peerKafka, "SCP=4,NRF=2,SEPP=2", takeover)
-	}
-	logs := t.TempDir()
-	sp.east = startSiteProc(t, args("east", "west", sp.eastHTTP, sp.eastKafka, sp.westHTTP, sp.westKafka),
-		sp.eastHTTP, filepath.Join(logs, "east.log"))
-	sp.west = startSiteProc(t, args("west", "east", sp.westHTTP, sp.westKafka, sp.eastHTTP, sp.eastKafka),
-		sp.westHTTP, filepath.Join(logs, "west.log"))
+	// Every scenario of a pair ends well within its package's timeout,
+	// whatever it waits on.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	t.Cleanup(cancel)
+	sp := &sitePair{t: t, ctx: ctx, takeover: takeover, lake: newKafkaCounter(t, ctx, out.Addrs(), "OUT"), out: out.Addrs()[0]}
+	sp.east, sp.west, sp.eastHTTP, sp.westHTTP, sp.eastKafka, sp.westKafka = startSites(t, "SCP=4,NRF=2,SEPP=2", "SCP=4,NRF=2,SEPP=2", takeover)
 	feed := `{"name":"lake","type":"kafka","sources":["SCP","NRF","SEPP"],"topic":"OUT","kafka":{"brokers":["` + out.Addrs()[0] + `"]}}`
 	if code, body := apiAt(t, sp.eastHTTP, "test-admin-token", "POST", "/api/v1/feeds", feed); code != 201 || !strings.Contains(string(body), `"site":"east"`) {
 		t.Fatalf("create at east: %d %s", code, body)
@@ -160,6 +110,33 @@ func startSitePair(t *testing.T, ctx context.Context, takeover time.Duration) *s
 		t.Fatalf("change of east's feed at west: %d %s, want 409", code, body)
 	}
 	return sp
+}
+
+// startSites starts east and west, each with its NF topics, on loopback
+// ports reserved for them: each must be told the other's API and Kafka
+// before it starts. A start that finds a port taken (by a process outside
+// the tests, which do not take reserved ports) is tried again on others.
+func startSites(t *testing.T, eastTopics, westTopics string, takeover time.Duration) (east, west *serveProc, eh, wh, ek, wk string) {
+	t.Helper()
+	logs := t.TempDir()
+	for attempt := 1; ; attempt++ {
+		eh, wh, ek, wk = ports.Reserve(t, "127.0.0.1"), ports.Reserve(t, "127.0.0.1"), ports.Reserve(t, "127.0.0.1"), ports.Reserve(t, "127.0.0.1")
+		east = newServeProc(t, siteArgs(t, "east", "west", eh, ek, wh, wk, eastTopics, takeover), filepath.Join(logs, "east.log"))
+		west = newServeProc(t, siteArgs(t, "west", "east", wh, wk, eh, ek, westTopics, takeover), filepath.Join(logs, "west.log"))
+		err := east.tryStart()
+		if err == nil {
+			err = west.tryStart()
+		}
+		if err == nil {
+			return east, west, eh, wh, ek, wk
+		}
+		east.kill()
+		west.kill()
+		if !errors.Is(err, errBind) || attempt == 3 {
+			t.Fatalf("start the sites (attempt %d): %v\neast:\n%s\nwest:\n%s", attempt, err, east.tail(3000), west.tail(3000))
+		}
+		t.Logf("start the sites (attempt %d): %v; again on other ports", attempt, err)
+	}
 }
 
 // siteArgs are the serve flags of a site of a pair on loopback.
@@ -176,10 +153,7 @@ func siteArgs(t *testing.T, site, peer, httpAddr, kafka, peerHTTP, peerKafka, to
 // the alarm says so at both sites.
 func TestSitePartitionCountsDiffer(t *testing.T) {
 	t.Parallel()
-	eh, wh, ek, wk := freePort(t), freePort(t), freePort(t), freePort(t)
-	logs := t.TempDir()
-	startSiteProc(t, siteArgs(t, "east", "west", eh, ek, wh, wk, "SCP=4,NRF=2,SEPP=2", 5*time.Second), eh, filepath.Join(logs, "east.log"))
-	startSiteProc(t, siteArgs(t, "west", "east", wh, wk, eh, ek, "SCP=2,NRF=2,SEPP=2", 5*time.Second), wh, filepath.Join(logs, "west.log"))
+	_, _, eh, wh, _, _ := startSites(t, "SCP=4,NRF=2,SEPP=2", "SCP=2,NRF=2,SEPP=2", 5*time.Second)
 	for addr, want := range map[string]string{eh: "topic east.SCP has 2 partitions, this site's 4", wh: "topic west.SCP has 4 partitions, this site's 2"} {
 		testkit.WaitForState(t, 30*time.Second, "the mirror refused, named in the alarm", func() (bool, string) {
 			_, body := apiAtQuiet(addr, "test-admin-token", "GET", "/api/v1/alarms")
@@ -206,7 +180,11 @@ func feedActive(s string) bool {
 // each numbered under prefix run.
 func (sp *sitePair) produce(kafka, run string, rate float64, count int64) {
 	sp.t.Helper()
-	st, err := nfsim.Run(sp.ctx, nfsim.Config{Brokers: []string{kafka}, Rate: rate, Count: count, Size: 1500, RunID: run,
+	// Bounded: a Kafka that does not take the copies fails the run a
+	// minute past its time, not at the package's timeout.
+	ctx, cancel := context.WithTimeout(sp.ctx, time.Duration(float64(count)/rate*float64(time.Second))+time.Minute)
+	defer cancel()
+	st, err := nfsim.Run(ctx, nfsim.Config{Brokers: []string{kafka}, Rate: rate, Count: count, Size: 1500, RunID: run,
 		Mix: map[string]float64{"SCP": 1}}, io.Discard)
 	if err != nil || st.Total() != count {
 		sp.t.Errorf("nfsim %s into %s: %d of %d sent: %v", run, kafka, st.Total(), count, err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/callcontrol/calllog"
@@ -92,11 +93,30 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 	if err := s.startHTTP(); err != nil {
 		return nil, err
 	}
-	s.startPprof()
+	if err := s.startPprof(); err != nil {
+		return nil, err
+	}
 	s.startLoops()
-	log.Info("signalbox ready", "version", Version, "http", s.HTTPAddr(), "curri", s.CURRIAddr(),
-		"curri_url", "http://"+displayAddr(s.CURRIAddr())+"/curri/default")
+	ls := s.Listeners()
+	if err := config.WriteListeners(cfg.DataDir, ls); err != nil {
+		return nil, err
+	}
+	s.parts.add("listeners file", func(context.Context) error { config.RemoveListeners(cfg.DataDir, ls.PID); return nil })
+	log.Info("signalbox ready", "version", Version, "http", ls.HTTP, "curri", ls.CURRI, "kafka", ls.Kafka, "ingest", ls.Ingest,
+		"curri_url", "http://"+displayAddr(ls.CURRI)+"/curri/default", "listeners_file", filepath.Join(cfg.DataDir, config.ListenersFile))
 	return s, nil
+}
+
+// Listeners is where this serve listens, as its listeners file says.
+func (s *Server) Listeners() config.Listeners {
+	l := config.Listeners{PID: os.Getpid(), HTTP: s.HTTPAddr(), CURRI: s.CURRIAddr(), Ingest: s.IngestAddr()}
+	if s.pprofLn != nil {
+		l.Pprof = s.pprofLn.Addr().String()
+	}
+	if s.dir != nil && s.dir.broker != nil {
+		l.Kafka, l.KafkaAdvertised = s.dir.broker.ListenAddr(), s.dir.broker.Addrs()[0]
+	}
+	return l
 }
 
 // openStore opens the config store (migrating it) and finds the admin token.
@@ -242,9 +262,12 @@ func (s *Server) startHTTP() error {
 
 // startPprof serves profiles on their own listener, never on the API's: it
 // is for the operator's loopback, and unauthenticated.
-func (s *Server) startPprof() {
+func (s *Server) startPprof() (err error) {
 	if s.cfg.PprofAddr == "" {
-		return
+		return nil
+	}
+	if s.pprofLn, err = net.Listen("tcp", s.cfg.PprofAddr); err != nil {
+		return fmt.Errorf("pprof listener: %w", err)
 	}
 	pm := http.NewServeMux()
 	pm.HandleFunc("/debug/pprof/", pprof.Index)
@@ -252,12 +275,11 @@ func (s *Server) startPprof() {
 	pm.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	go func() {
-		if err := http.ListenAndServe(s.cfg.PprofAddr, pm); err != nil {
-			s.log.Error("pprof listener", "err", err)
-		}
-	}()
-	s.log.Info("pprof profiles served", "addr", s.cfg.PprofAddr)
+	srv := &http.Server{Handler: pm, ReadHeaderTimeout: 10 * time.Second}
+	go s.serveWith("pprof", srv.Serve, s.pprofLn)
+	s.parts.add("pprof listener", func(ctx context.Context) error { return shutdownListener(ctx, srv, s.pprofLn) })
+	s.log.Info("pprof profiles served", "addr", s.pprofLn.Addr().String())
+	return nil
 }
 
 // startLoops starts the background loops: alarms, policy reloads, store

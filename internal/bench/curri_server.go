@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/signalbox/signalbox/internal/platform/config"
 )
 
 // child is a signalbox server the bench started as its own process, so that
@@ -31,15 +32,6 @@ type child struct {
 	api     string // http://127.0.0.1:port
 	curri   string // 127.0.0.1:port
 	token   string
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // childTLS serves the child's CURRI over HTTPS with the certificates of a
@@ -76,7 +68,8 @@ func (m childMode) String() string {
 	return "serve -director=false: the CURRI side alone"
 }
 
-// startChild runs `bin serve` on free loopback ports with a random admin
+// startChild runs `bin serve` on loopback ports of the kernel's choice
+// (read from its listeners file) with a random admin
 // token and waits until /readyz answers 200.
 func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *childTLS, mode childMode) (*child, error) {
 	if bin == "" {
@@ -85,14 +78,6 @@ func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *child
 			return nil, fmt.Errorf("find the signalbox binary: %w (use -server-bin)", err)
 		}
 		bin = exe
-	}
-	httpPort, err := freePort()
-	if err != nil {
-		return nil, fmt.Errorf("pick a port: %w", err)
-	}
-	curriPort, err := freePort()
-	if err != nil {
-		return nil, fmt.Errorf("pick a port: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "signalbox-bench-*")
 	if err != nil {
@@ -103,14 +88,12 @@ func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *child
 	c := &child{
 		dataDir: dir,
 		done:    make(chan error, 1),
-		api:     "http://127.0.0.1:" + strconv.Itoa(httpPort),
-		curri:   "127.0.0.1:" + strconv.Itoa(curriPort),
 		token:   hex.EncodeToString(tok[:]),
 	}
 	c.cmd = exec.Command(bin, "serve",
 		"-data-dir", dir,
-		"-http-addr", "127.0.0.1:"+strconv.Itoa(httpPort),
-		"-curri-addr", c.curri,
+		"-http-addr", "127.0.0.1:0",
+		"-curri-addr", "127.0.0.1:0",
 		"-admin-token", c.token,
 		"-log-level", "warn")
 	calls := "CALLS"
@@ -121,16 +104,7 @@ func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *child
 	case mode.callsKafka != "":
 		c.cmd.Args = append(c.cmd.Args, "-kafka-brokers", mode.callsKafka, "-ingest-addr", "", "-calls-topic", calls)
 	case mode.director:
-		kafkaPort, err := freePort()
-		if err != nil {
-			return nil, fmt.Errorf("pick a port: %w", err)
-		}
-		ingestPort, err := freePort()
-		if err != nil {
-			return nil, fmt.Errorf("pick a port: %w", err)
-		}
-		c.cmd.Args = append(c.cmd.Args, "-kafka-addr", "127.0.0.1:"+strconv.Itoa(kafkaPort),
-			"-ingest-addr", "127.0.0.1:"+strconv.Itoa(ingestPort), "-calls-topic", calls)
+		c.cmd.Args = append(c.cmd.Args, "-kafka-addr", "127.0.0.1:0", "-ingest-addr", "127.0.0.1:0", "-calls-topic", calls)
 	default:
 		c.cmd.Args = append(c.cmd.Args, "-director=false")
 	}
@@ -144,11 +118,21 @@ func startChild(ctx context.Context, bin string, logOut io.Writer, tlsOpt *child
 	}
 	c.cmd.Stdout = logOut
 	c.cmd.Stderr = logOut
+	dieWithBench(c.cmd)
 	if err := c.cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	go func() { c.done <- c.cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() { c.done <- c.cmd.Wait(); close(exited) }()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ls, err := config.WaitListeners(wctx, dir, c.cmd.Process.Pid, exited)
+	cancel()
+	if err != nil {
+		c.stop()
+		return nil, fmt.Errorf("server %s: %w", bin, err)
+	}
+	c.api, c.curri = "http://"+ls.HTTP, ls.CURRI
 
 	deadline := time.Now().Add(60 * time.Second)
 	hc := &http.Client{Timeout: 2 * time.Second}

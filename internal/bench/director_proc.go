@@ -224,42 +224,6 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// benchFreePort asks the kernel for an unused loopback port.
-func benchFreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitDial waits until addr accepts TCP connections, or the child exits.
-func waitDial(ctx context.Context, addr string, p *proc, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if p != nil {
-			select {
-			case <-p.done:
-				return fmt.Errorf("%s exited before listening on %s: %v\n%s", p.name, addr, p.err, lastLines(p.out.String(), 15))
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not listening after %v", addr, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 // writeSelfSigned writes a self-signed ECDSA certificate for localhost and
 // 127.0.0.1 (the consumer's server certificate; the feed trusts it as CA).

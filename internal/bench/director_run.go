@@ -26,23 +26,25 @@ import (
 
 	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
 	"github.com/signalbox/signalbox/internal/datadirector/probe"
+	"github.com/signalbox/signalbox/internal/platform/config"
 )
 
 // scenario is one run's moving parts.
 type scenario struct {
-	cfg     dirConfig
-	dir     string
-	token   string
-	echo    io.Writer
-	brokers string // what nfsim and the kafka consumer connect to
-	serve   *proc  // the director (and, unless split or external, the broker)
-	broker  *proc  // -split-broker: the serve process that only hosts the broker
-	api     *dirAPI
-	probes  []*proc
-	inProbe []*probe.Probe
-	kcons   []*kafkaCounter
-	feeds   []string
-	json    []string // probe JSON report files
+	cfg        dirConfig
+	dir        string
+	token      string
+	echo       io.Writer
+	brokers    string // what nfsim and the kafka consumer connect to
+	serve      *proc  // the director (and, unless split or external, the broker)
+	broker     *proc  // -split-broker: the serve process that only hosts the broker
+	api        *dirAPI
+	probes     []*proc
+	probeAddrs []string // where each probe process listens
+	inProbe    []*probe.Probe
+	kcons      []*kafkaCounter
+	feeds      []string
+	json       []string // probe JSON report files
 	// -window: serve sampled through the measured phase (sampleServe).
 	smu     sync.Mutex
 	samples []procSample
@@ -159,23 +161,31 @@ func brokerMode(cfg dirConfig) string {
 	return "embedded in serve"
 }
 
-// serveArgs are the flags of one serve process on fresh loopback ports.
-func (sc *scenario) serveArgs(name string) (args []string, httpAddr string, kafkaAddr string, err error) {
-	var ports [3]int
-	for i := range ports {
-		if ports[i], err = benchFreePort(); err != nil {
-			return nil, "", "", err
-		}
-	}
-	httpAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	kafkaAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
-	args = []string{"serve", "-data-dir", filepath.Join(sc.dir, name), "-http-addr", httpAddr, "-admin-token", sc.token,
-		"-curri-addr", fmt.Sprintf("127.0.0.1:%d", ports[2]), "-ingest-addr", "", "-kafka-addr", kafkaAddr, "-log-level", "warn"}
+// serveArgs are the flags of one serve process, every listener on a
+// loopback port of the kernel's choice (startServeProc reads which).
+func (sc *scenario) serveArgs(name string) []string {
+	args := []string{"serve", "-data-dir", filepath.Join(sc.dir, name), "-http-addr", "127.0.0.1:0", "-admin-token", sc.token,
+		"-curri-addr", "127.0.0.1:0", "-ingest-addr", "", "-kafka-addr", "127.0.0.1:0", "-log-level", "warn"}
 	if sc.cfg.SoloReads {
 		args = append(args, "-feed-solo-reads")
 	}
-	args = append(args, strings.Fields(sc.cfg.ServeArgs)...)
-	return args, httpAddr, kafkaAddr, nil
+	return append(args, strings.Fields(sc.cfg.ServeArgs)...)
+}
+
+// startServeProc starts a serve process named name with args and waits until
+// it is ready; it answers where it listens (its listeners file).
+func (sc *scenario) startServeProc(ctx context.Context, name string, args, env []string, cpus []int) (*proc, config.Listeners, error) {
+	p, err := startProcEnv(ctx, name, sc.cfg.Bin, args, env, cpus, sc.echo)
+	if err != nil {
+		return nil, config.Listeners{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ls, err := config.WaitListeners(wctx, filepath.Join(sc.dir, name), p.pid(), p.done)
+	if err != nil {
+		return p, ls, fmt.Errorf("%s: %w\n%s", name, err, lastLines(p.out.String(), 20))
+	}
+	return p, ls, waitReady(ctx, "http://"+ls.HTTP, p)
 }
 
 func (sc *scenario) startServe(ctx context.Context) error {
@@ -183,32 +193,27 @@ func (sc *scenario) startServe(ctx context.Context) error {
 	case sc.cfg.Brokers != "":
 		sc.brokers = sc.cfg.Brokers
 	case sc.cfg.SplitBroker:
-		args, httpAddr, kafkaAddr, err := sc.serveArgs("broker")
+		p, ls, err := sc.startServeProc(ctx, "broker", sc.serveArgs("broker"), nil, sc.harnessCPUs)
+		sc.broker = p
 		if err != nil {
 			return err
 		}
-		if sc.broker, err = startProcEnv(ctx, "broker", sc.cfg.Bin, args, nil, sc.harnessCPUs, sc.echo); err != nil {
-			return err
-		}
-		if err := waitReady(ctx, "http://"+httpAddr, sc.broker); err != nil {
-			return err
-		}
-		sc.brokers = kafkaAddr
+		sc.brokers = ls.Kafka
 	}
-	args, httpAddr, kafkaAddr, err := sc.serveArgs("serve")
+	args := sc.serveArgs("serve")
+	if sc.brokers != "" {
+		args = append(args, "-kafka-brokers", sc.brokers)
+	}
+	p, ls, err := sc.startServeProc(ctx, "serve", args, procsEnv(sc.cfg.ServeProcs), sc.serveCPUs)
+	sc.serve = p
 	if err != nil {
 		return err
 	}
-	if sc.brokers != "" {
-		args = append(args, "-kafka-brokers", sc.brokers)
-	} else {
-		sc.brokers = kafkaAddr
+	if sc.brokers == "" {
+		sc.brokers = ls.Kafka
 	}
-	if sc.serve, err = startProcEnv(ctx, "serve", sc.cfg.Bin, args, procsEnv(sc.cfg.ServeProcs), sc.serveCPUs, sc.echo); err != nil {
-		return err
-	}
-	sc.api = &dirAPI{base: "http://" + httpAddr, token: sc.token, hc: &http.Client{Timeout: 10 * time.Second}}
-	return waitReady(ctx, sc.api.base, sc.serve)
+	sc.api = &dirAPI{base: "http://" + ls.HTTP, token: sc.token, hc: &http.Client{Timeout: 10 * time.Second}}
+	return nil
 }
 
 // waitReady polls /readyz until 200.
@@ -271,13 +276,8 @@ func (sc *scenario) startConsumers(ctx context.Context, warmID string) error {
 			sc.kcons = append(sc.kcons, kc)
 			continue
 		}
-		port, err := benchFreePort()
-		if err != nil {
-			return err
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		if sc.cfg.InProcess {
-			p, err := probe.New(probe.Config{Listen: addr, Mode: sc.cfg.Feed, TLSCert: cert, TLSKey: key, IgnoreRun: warmID, Window: sc.cfg.Window})
+			p, err := probe.New(probe.Config{Listen: "127.0.0.1:0", Mode: sc.cfg.Feed, TLSCert: cert, TLSKey: key, IgnoreRun: warmID, Window: sc.cfg.Window})
 			if err != nil {
 				return err
 			}
@@ -288,7 +288,7 @@ func (sc *scenario) startConsumers(ctx context.Context, warmID string) error {
 			continue
 		}
 		jf := filepath.Join(sc.dir, name+".json")
-		args := []string{"probe", "-mode", sc.cfg.Feed, "-listen", addr, "-json", jf, "-ignore-run", warmID, "-interval", "10s"}
+		args := []string{"probe", "-mode", sc.cfg.Feed, "-listen", "127.0.0.1:0", "-json", jf, "-ignore-run", warmID, "-interval", "10s"}
 		if sc.cfg.Window > 0 {
 			args = append(args, "-window", sc.cfg.Window.String())
 		}
@@ -301,11 +301,38 @@ func (sc *scenario) startConsumers(ctx context.Context, warmID string) error {
 		}
 		sc.probes = append(sc.probes, p)
 		sc.json = append(sc.json, jf)
-		if err := waitDial(ctx, addr, p, 20*time.Second); err != nil {
+		addr, err := probeAddr(ctx, p, 20*time.Second)
+		if err != nil {
 			return err
 		}
+		sc.probeAddrs = append(sc.probeAddrs, addr)
 	}
 	return nil
+}
+
+// probeAddr waits for a probe process to say where it listens ("probe:
+// <mode> on <addr>", its first line), or to exit.
+func probeAddr(ctx context.Context, p *proc, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		for _, line := range strings.Split(p.out.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "probe: "); ok {
+				if _, addr, ok := strings.Cut(rest, " on "); ok && !strings.Contains(addr, " ") {
+					return addr, nil
+				}
+			}
+		}
+		select {
+		case <-p.done:
+			return "", fmt.Errorf("%s exited while starting: %v\n%s", p.name, p.err, lastLines(p.out.String(), 20))
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("%s did not say where it listens within %s\n%s", p.name, limit, lastLines(p.out.String(), 20))
+		}
+	}
 }
 
 // consumerAddr is where feed i delivers.
@@ -313,13 +340,7 @@ func (sc *scenario) consumerAddr(i int) string {
 	if sc.cfg.InProcess {
 		return sc.inProbe[i].Addr()
 	}
-	args := sc.probes[i].cmd.Args
-	for j, a := range args {
-		if a == "-listen" && j+1 < len(args) {
-			return args[j+1]
-		}
-	}
-	return ""
+	return sc.probeAddrs[i]
 }
 
 func (sc *scenario) createFeeds(ctx context.Context) error {

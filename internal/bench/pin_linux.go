@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +37,12 @@ func cpuPlan(n int) (serve, harness []int, ok bool) {
 // every thread it creates inherits its creator's, so pinning the forking
 // thread for the duration of Start pins the whole child from its first
 // instruction, with no window in which its runtime starts threads elsewhere.
+//
+// The child dies with the bench (Pdeathsig, tied to the forking thread:
+// one left locked after a failed restore, and discarded, takes it along,
+// as the failed start it reports should).
 func startPinned(cmd *exec.Cmd, cpus []int) error {
+	dieWithBench(cmd)
 	if len(cpus) == 0 {
 		return cmd.Start()
 	}
@@ -60,4 +66,13 @@ func startPinned(cmd *exec.Cmd, cpus []int) error {
 		return fmt.Errorf("restore CPU affinity: %w", rerr)
 	}
 	return err
+}
+
+// dieWithBench makes cmd's process die (SIGKILL) when the bench ends,
+// however it ends: no serve, nfsim or probe is left running after it.
+func dieWithBench(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }

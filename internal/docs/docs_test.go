@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -145,7 +144,7 @@ func runExamples(t *testing.T, root string, ex []example) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	serve := exec.CommandContext(ctx, filepath.Join(dir, "bin", "signalbox"), "serve", "-data-dir", "signalbox-data")
+	serve := testkit.CommandContext(ctx, filepath.Join(dir, "bin", "signalbox"), "serve", "-data-dir", "signalbox-data")
 	serve.Dir = dir
 	var serveLog bytes.Buffer
 	serve.Stdout, serve.Stderr = &serveLog, &serveLog
@@ -183,7 +182,7 @@ func runExamples(t *testing.T, root string, ex []example) {
 		}
 		run = append(run, e)
 	}
-	sh := exec.CommandContext(ctx, "bash", "-c", script.String())
+	sh := testkit.CommandContext(ctx, "bash", "-c", script.String())
 	sh.Dir = dir
 	out, err := sh.CombinedOutput()
 	parts := strings.Split(string(out), "@@example ")

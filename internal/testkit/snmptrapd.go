@@ -3,13 +3,13 @@ package testkit
 import (
 	"bufio"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/signalbox/signalbox/internal/testkit/ports"
 )
 
 // Trapd is a running net-snmp snmptrapd on a loopback UDP port that prints
@@ -25,12 +25,8 @@ type Trapd struct {
 func SNMPTrapd(t testing.TB, conf, mibDir string) *Trapd {
 	t.Helper()
 	bin := Tool(t, "snmptrapd")
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := pc.LocalAddr().String()
-	pc.Close()
+	// snmptrapd is told its port: one reserved for it.
+	addr := ports.Reserve(t, "127.0.0.1")
 	dir := t.TempDir()
 	confPath := filepath.Join(dir, "snmptrapd.conf")
 	conf += "format2 TRAP %V\\t%v\\n\ndoNotRetainNotificationLogs yes\n"
@@ -42,7 +38,7 @@ func SNMPTrapd(t testing.TB, conf, mibDir string) *Trapd {
 	for _, m := range mibs {
 		load += ":" + strings.TrimSuffix(filepath.Base(m), ".txt")
 	}
-	cmd := exec.Command(bin, "-f", "-n", "-C", "-c", confPath, "-Lo", "-M", "+"+mibDir, "-m", load, "udp:"+addr)
+	cmd := Command(bin, "-f", "-n", "-C", "-c", confPath, "-Lo", "-M", "+"+mibDir, "-m", load, "udp:"+addr)
 	cmd.Env = append(os.Environ(), "SNMP_PERSISTENT_DIR="+dir, "SNMPCONFPATH="+dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

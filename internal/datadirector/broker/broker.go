@@ -171,6 +171,7 @@ func ValidateTopicName(name string) error {
 type Broker struct {
 	c      *kfake.Cluster
 	addrs  []string
+	bound  string // the listener's own address
 	client ClientConfig
 	log    *slog.Logger
 	stop   chan struct{}
@@ -204,13 +205,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	log = log.With("component", "broker")
 
-	var advertised string
+	var advertised, bound string
 	listen := func(network, _ string) (net.Listener, error) {
 		ln, err := net.Listen(network, cfg.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("broker: listen %s: %w", cfg.Addr, err)
 		}
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		bound = ln.Addr().String()
+		_, port, _ := net.SplitHostPort(bound)
 		advertised = advertiseFor(cfg.Addr, cfg.AdvertisedAddr, port)
 		return advertisedListener{Listener: ln, addr: strAddr(advertised)}, nil
 	}
@@ -268,7 +270,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if cfg.SASL != nil {
 		refuseBadCredentials(c, cfg.SASL)
 	}
-	b := &Broker{c: c, log: log, stop: make(chan struct{})}
+	b := &Broker{c: c, log: log, stop: make(chan struct{}), bound: bound}
 	// In-process clients always dial the real listener address.
 	b.addrs = []string{advertised}
 	cc.Brokers = b.addrs
@@ -349,6 +351,11 @@ func (b *Broker) retentionLoop(ret time.Duration) {
 
 // Addrs is the bootstrap list for clients.
 func (b *Broker) Addrs() []string { return append([]string(nil), b.addrs...) }
+
+// ListenAddr is the address the broker's listener is bound to (its port
+// the kernel's choice when Addr asked for port 0); Addrs is what clients
+// are told.
+func (b *Broker) ListenAddr() string { return b.bound }
 
 // ClientConfig is a client configuration that reaches this broker with the
 // first (by name) configured SASL user.

@@ -164,7 +164,7 @@ func startNode(t *testing.T, nc nodeConfig) *nodeProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := testkit.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), nodeEnv+"="+string(c))
 	out := &strings.Builder{}
 	w := &lockedWriter{w: out}

@@ -269,6 +269,9 @@ func (p *Pair) fetch(ctx context.Context) (*State, error) {
 	req.Header.Set("Authorization", "Bearer "+p.cfg.PeerToken)
 	resp, err := p.cfg.HTTP.Do(req)
 	if err != nil {
+		if strings.Contains(err.Error(), "malformed HTTP") {
+			return nil, p.notAPI("answers, but not HTTP", err.Error())
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
@@ -276,17 +279,28 @@ func (p *Pair) fetch(ctx context.Context) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	isJSON := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
 	if resp.StatusCode != http.StatusOK {
+		if !isJSON {
+			return nil, p.notAPI("answered "+resp.Status, string(body))
+		}
 		return nil, fmt.Errorf("peer %s answered %s: %.200s", p.cfg.PeerURL, resp.Status, body)
 	}
 	var st State
-	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("peer %s: state: %w", p.cfg.PeerURL, err)
+	if err := json.Unmarshal(body, &st); err != nil || st.Site == "" {
+		return nil, p.notAPI("answered 200 OK without a site's state", string(body))
 	}
 	if st.Site != p.cfg.Peer {
 		return nil, fmt.Errorf("peer %s says it is site %q, not %q (-peer-site)", p.cfg.PeerURL, st.Site, p.cfg.Peer)
 	}
 	return &st, nil
+}
+
+// notAPI is the error of a peer that answered, but not as signalbox's API
+// answers: a -peer-url that names another server, or another port of the
+// peer (its Kafka, its CURRI listener).
+func (p *Pair) notAPI(what, detail string) error {
+	return fmt.Errorf("peer %s %s: not signalbox's API (is -peer-url the peer site's API address?): %.200q", p.cfg.PeerURL, what, detail)
 }
 
 // owner is the site that runs spec: a feed stored before the site pair was

@@ -576,6 +576,68 @@ func ParseTopics(s string) ([]Topic, error) {
 
 var validSite = regexp.MustCompile(`^[A-Za-z0-9-]{1,32}$`)
 
+// ownListener names the listener of this serve (-http-addr, ...) that
+// host:port would reach, "" for none: a peer address that is one of them
+// is wiring that cannot work (the site would ask itself, or mirror into
+// its own Kafka, forever). A listener reaches host:port when their ports
+// are equal and host is one of its addresses: its own, or any address of
+// this host when it listens on every interface.
+func (c *Serve) ownListener(host, port string) string {
+	if port == "" || port == "0" {
+		return ""
+	}
+	local := localHost(host)
+	for _, l := range []struct{ flag, addr string }{{"-http-addr", c.HTTPAddr}, {"-curri-addr", c.CURRIAddr},
+		{"-kafka-addr", c.KafkaAddr}, {"-ingest-addr", c.IngestAddr}, {"-pprof-addr", c.PprofAddr}} {
+		if l.flag == "-kafka-addr" && (!c.Director || c.KafkaBrokers != "") || l.flag == "-ingest-addr" && !c.Director {
+			continue // not listening
+		}
+		lh, lp, err := net.SplitHostPort(l.addr)
+		if err != nil || lp != port {
+			continue
+		}
+		if lh == host || local && (lh == "" || lh == "0.0.0.0" || lh == "::" || localHost(lh) && sameIP(lh, host)) {
+			return l.flag + " " + l.addr
+		}
+	}
+	return ""
+}
+
+// localHost reports whether host names this host: localhost, a loopback
+// address, or an address of one of its interfaces.
+func localHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameIP reports whether a and b are the same address ("localhost" being
+// 127.0.0.1).
+func sameIP(a, b string) bool {
+	ip := func(h string) net.IP {
+		if h == "localhost" {
+			return net.IPv4(127, 0, 0, 1)
+		}
+		return net.ParseIP(h)
+	}
+	x, y := ip(a), ip(b)
+	return x != nil && y != nil && x.Equal(y)
+}
+
 // validateSite checks the two-site settings: all or none, on a director.
 func (c *Serve) validateSite() []error {
 	if c.Site == "" {
@@ -596,6 +658,21 @@ func (c *Serve) validateSite() []error {
 	}
 	if u, err := url.Parse(c.PeerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("-peer-url %q: want the peer site's API as http[s]://host:port", c.PeerURL))
+	} else {
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		if own := c.ownListener(u.Hostname(), port); own != "" {
+			errs = append(errs, fmt.Errorf("-peer-url %q names this serve's own %s: want the peer site's API", c.PeerURL, own))
+		}
+	}
+	for _, b := range strings.Split(c.PeerKafkaBrokers, ",") {
+		if host, port, err := net.SplitHostPort(strings.TrimSpace(b)); err == nil {
+			if own := c.ownListener(host, port); own != "" {
+				errs = append(errs, fmt.Errorf("-peer-kafka-brokers %q names this serve's own %s: want the peer site's Kafka", b, own))
+			}
+		}
 	}
 	if c.PeerToken == "" {
 		errs = append(errs, errors.New("-site needs -peer-token, an admin token of the peer site"))

@@ -121,6 +121,16 @@ func TestSiteFlags(t *testing.T) {
 	if _, err := parse(t, ok, nil, ""); err != nil {
 		t.Fatalf("a full site pair: %v", err)
 	}
+	// Two sites on one host, on other ports, or on another loopback
+	// address: fine.
+	for _, args := range [][]string{
+		slicesWith(slicesWith(ok, "-http-addr", "127.0.0.1:8081"), "-peer-url", "http://127.0.0.1:8082"),
+		slicesWith(slicesWith(ok, "-http-addr", "127.0.0.2:8081"), "-peer-url", "http://127.0.0.1:8081"),
+	} {
+		if _, err := parse(t, args, nil, ""); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -133,6 +143,14 @@ func TestSiteFlags(t *testing.T) {
 		{slicesWith(ok, "-site-takeover", "1s"), "-site-takeover 1s"},
 		{slicesWith(ok, "-director=false", ""), "needs the director"},
 		{[]string{"-site", "east", "-peer-site", "west", "-peer-url", "http://west:8080", "-peer-kafka-brokers", "w:9092"}, "-peer-token"},
+		// Wiring that cannot work: the peer is one of this serve's own
+		// listeners (the site would ask itself, forever).
+		{slicesWith(slicesWith(ok, "-kafka-addr", "127.0.0.1:44443"), "-peer-url", "http://127.0.0.1:44443"),
+			`-peer-url "http://127.0.0.1:44443" names this serve's own -kafka-addr 127.0.0.1:44443`},
+		{slicesWith(slicesWith(ok, "-kafka-addr", ":44443"), "-peer-url", "http://localhost:44443"), "own -kafka-addr :44443"},
+		{slicesWith(slicesWith(ok, "-http-addr", "127.0.0.1:8081"), "-peer-kafka-brokers", "127.0.0.1:8081"),
+			`-peer-kafka-brokers "127.0.0.1:8081" names this serve's own -http-addr`},
+		{slicesWith(ok, "-peer-url", "http://127.0.0.1:8080"), "own -http-addr :8080"},
 	} {
 		_, err := parse(t, c.args, nil, "")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

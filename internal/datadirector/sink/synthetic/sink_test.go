@@ -17,6 +17,7 @@ import (
 	"github.com/signalbox/signalbox/internal/testkit"
 
 	"github.com/signalbox/signalbox/internal/testkit/pki"
+	"github.com/signalbox/signalbox/internal/testkit/ports"
 )
 
 // selfSigned returns a server certificate for 127.0.0.1 and a pool trusting it.
@@ -142,12 +143,8 @@ func TestSinkStreamsAndReconnects(t *testing.T) {
 }
 
 func TestSinkConnectFailureBacksOff(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens: connections are refused
+	// Nothing listens, until this test does: a reserved port.
+	addr := ports.Reserve(t, "127.0.0.1")
 	s, err := New(Config{Endpoint: addr, Logger: testkit.Logger(), BackoffMin: time.Second, BackoffMax: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
