@@ -224,7 +224,6 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-
 // writeSelfSigned writes a self-signed ECDSA certificate for localhost and
 // 127.0.0.1 (the consumer's server certificate; the feed trusts it as CA).
 func writeSelfSigned(dir string) (certFile, keyFile string, err error) {
