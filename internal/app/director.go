@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -97,6 +98,8 @@ func startDirector(ctx context.Context, s *Server) (*directorParts, error) {
 			Topics:          withDLQ,
 			TLS:             serverTLS,
 			MaxMessageBytes: int32(cfg.KafkaMaxMessageBytes),
+			MaxRequestBytes: int32(cfg.KafkaMaxRequestBytes),
+			Registerer:      s.reg,
 		}
 		if cfg.KafkaSASLMechanism != "" {
 			bc.SASL = &broker.SASLConfig{Mechanism: cfg.KafkaSASLMechanism, Users: map[string]string{cfg.KafkaUsername: cfg.KafkaPassword}}
@@ -199,7 +202,14 @@ func startDirector(ctx context.Context, s *Server) (*directorParts, error) {
 		p.SetHTTP1(true)
 		p.SetUnencryptedHTTP2(true)
 		p.SetHTTP2(true)
-		d.ingest = &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
+		// Limits (docs/operations.md): headers in 10 s and 64 KiB; a
+		// request (its body, up to 64 MiB, and Kafka's acknowledgement)
+		// within a minute; idle connections closed after 5 minutes; HTTP/2
+		// frames of 1 MiB at most (Go's default), its bodies in flight
+		// bounded by the handler.
+		d.ingest = &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+			WriteTimeout: time.Minute, IdleTimeout: 5 * time.Minute, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 		useTLS := cfg.IngestTLSCert != ""
 		if useTLS {
 			cert, err := tls.LoadX509KeyPair(cfg.IngestTLSCert, cfg.IngestTLSKey)

@@ -252,6 +252,7 @@ func (s *Server) startHTTP() error {
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.parts.add("http listener", func(ctx context.Context) error { return shutdownListener(ctx, s.httpSrv, s.httpLn) })

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -47,6 +48,8 @@ const (
 	DefaultRetention       = 5 * time.Minute
 	DefaultRetentionBytes  = int64(1) << 30 // per partition
 	DefaultMaxMessageBytes = int32(1 << 20)
+	// DefaultMaxRequestBytes is Apache Kafka's socket.request.max.bytes.
+	DefaultMaxRequestBytes = int32(100 << 20)
 )
 
 // TopicSpec is a topic the director needs.
@@ -98,6 +101,15 @@ type Config struct {
 	AutoCreateTopics bool  // let producers create topics by naming them; off so an NF's typo is refused
 	// SyncWrites fsyncs every produced batch (slower, survives power loss).
 	SyncWrites bool
+	// MaxRequestBytes is the largest request the listener reads (Kafka's
+	// socket.request.max.bytes): a larger one is refused before anything
+	// is allocated, and its connection closed; default 100 MiB.
+	MaxRequestBytes int32
+	// Registerer takes the listener's refusal counter
+	// (signalbox_kafka_refused_total); nil keeps it unregistered.
+	Registerer prometheus.Registerer
+
+	timeouts *timeouts // the listener guard's; nil: defaultTimeouts (tests shorten them)
 }
 
 func (c *Config) setDefaults() {
@@ -116,6 +128,9 @@ func (c *Config) setDefaults() {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
 }
 
 func (c *Config) validate() error {
@@ -132,6 +147,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxMessageBytes < 0 {
 		return fmt.Errorf("broker: max message bytes %d is negative", c.MaxMessageBytes)
+	}
+	if c.MaxRequestBytes < c.MaxMessageBytes {
+		return fmt.Errorf("broker: max request bytes %d is below max message bytes %d: a record batch the broker accepts would not fit in a request", c.MaxRequestBytes, c.MaxMessageBytes)
 	}
 	for _, t := range c.Topics {
 		if err := ValidateTopicName(t.Name); err != nil {
@@ -172,6 +190,7 @@ type Broker struct {
 	c      *kfake.Cluster
 	addrs  []string
 	bound  string // the listener's own address
+	guard  *guard
 	client ClientConfig
 	log    *slog.Logger
 	stop   chan struct{}
@@ -206,6 +225,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	log = log.With("component", "broker")
 
 	var advertised, bound string
+	to := defaultTimeouts
+	if cfg.timeouts != nil {
+		to = *cfg.timeouts
+	}
+	g := newGuard(cfg.MaxRequestBytes, to, cfg.Registerer, log)
 	listen := func(network, _ string) (net.Listener, error) {
 		ln, err := net.Listen(network, cfg.Addr)
 		if err != nil {
@@ -214,7 +238,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		bound = ln.Addr().String()
 		_, port, _ := net.SplitHostPort(bound)
 		advertised = advertiseFor(cfg.Addr, cfg.AdvertisedAddr, port)
-		return advertisedListener{Listener: ln, addr: strAddr(advertised)}, nil
+		// TLS here rather than kfake's: the guard reads the requests
+		// the TLS layer decrypts.
+		if cfg.TLS != nil {
+			ln = tls.NewListener(ln, cfg.TLS)
+		}
+		return advertisedListener{Listener: guardListener{Listener: ln, g: g}, addr: strAddr(advertised)}, nil
 	}
 
 	opts := []kfake.Opt{
@@ -260,9 +289,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		}
 		cc.SASLMechanism = cfg.SASL.Mechanism
 	}
-	if cfg.TLS != nil {
-		opts = append(opts, kfake.TLS(cfg.TLS))
-	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("broker: start: %w", err)
@@ -270,7 +296,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if cfg.SASL != nil {
 		refuseBadCredentials(c, cfg.SASL)
 	}
-	b := &Broker{c: c, log: log, stop: make(chan struct{}), bound: bound}
+	b := &Broker{c: c, log: log, stop: make(chan struct{}), bound: bound, guard: g}
 	// In-process clients always dial the real listener address.
 	b.addrs = []string{advertised}
 	cc.Brokers = b.addrs

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/signalbox/signalbox/internal/datadirector/broker"
 	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
@@ -32,10 +33,15 @@ type Config struct {
 	// own (AMF, SMF, a vendor's NF); default broker.ThirdPartyTopic when it is
 	// among Topics, else such copies are refused.
 	ThirdPartyTopic string
-	MaxBodyBytes    int64         // whole request; default 64 MiB
-	MaxRecordBytes  int           // one copy; default 1 MiB (the broker's record limit)
-	Timeout         time.Duration // wait for broker acknowledgements; default 10s
-	Logger          *slog.Logger
+	MaxBodyBytes    int64 // whole request; default 64 MiB
+	// MaxInFlightBytes bounds the bodies of all requests being read and
+	// produced at once (HTTP/2 multiplexes hundreds of requests on one
+	// connection): a request that would pass it is answered 503, to be
+	// sent again; default 4 x MaxBodyBytes.
+	MaxInFlightBytes int64
+	MaxRecordBytes   int           // one copy; default 1 MiB (the broker's record limit)
+	Timeout          time.Duration // wait for broker acknowledgements; default 10s
+	Logger           *slog.Logger
 	// Registerer receives signalbox_ingest_copies_total{topic} and
 	// signalbox_ingest_rejected_total{code}; nil = no metrics.
 	Registerer prometheus.Registerer
@@ -49,6 +55,7 @@ type ingest struct {
 	// Diameter copies go. Without it they go by NF type like SBI copies.
 	diameter string
 	pool     sync.Pool
+	budget   *semaphore.Weighted // MaxInFlightBytes, taken as bodies arrive
 
 	accepted *prometheus.CounterVec
 	rejected *prometheus.CounterVec
@@ -63,6 +70,9 @@ func NewHandler(cl *kgo.Client, cfg Config) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
 	}
+	if cfg.MaxInFlightBytes <= 0 {
+		cfg.MaxInFlightBytes = 4 * cfg.MaxBodyBytes
+	}
 	if cfg.MaxRecordBytes <= 0 {
 		cfg.MaxRecordBytes = 1 << 20
 	}
@@ -72,7 +82,7 @@ func NewHandler(cl *kgo.Client, cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	in := &ingest{cl: cl, cfg: cfg, topics: map[string]string{}}
+	in := &ingest{cl: cl, cfg: cfg, topics: map[string]string{}, budget: semaphore.NewWeighted(cfg.MaxInFlightBytes)}
 	for _, t := range cfg.Topics {
 		if t.Name != broker.DLQTopic {
 			in.topics[strings.ToUpper(t.Name)] = t.Name
@@ -128,14 +138,19 @@ func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnsupportedMediaType, ingestError{Error: "content type must be application/json or application/x-ndjson"})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, in.cfg.MaxBodyBytes))
+	body, held, err := in.readBody(w, r)
+	defer in.budget.Release(held)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			writeJSON(w, http.StatusRequestEntityTooLarge, ingestError{Error: fmt.Sprintf("body exceeds %d bytes", in.cfg.MaxBodyBytes)})
-			return
+		case errors.Is(err, errBusy):
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, ingestError{Error: err.Error()})
+		default:
+			writeJSON(w, http.StatusBadRequest, ingestError{Error: "read body: " + err.Error()})
 		}
-		writeJSON(w, http.StatusBadRequest, ingestError{Error: "read body: " + err.Error()})
 		return
 	}
 	var lines [][]byte
@@ -209,4 +224,51 @@ func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
 		in.accepted.WithLabelValues(rec.Topic).Inc()
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(recs)})
+}
+
+// errBusy is a body that would take the bodies being read past
+// MaxInFlightBytes.
+var errBusy = errors.New("the ingest holds as many request bodies as it may at once: send again")
+
+// readBody reads the body, up to MaxBodyBytes, taking its size from the
+// in-flight budget as it arrives (its Content-Length at once when it has
+// one); held is what it took, to give back when the request is done.
+func (in *ingest) readBody(w http.ResponseWriter, r *http.Request) (body []byte, held int64, err error) {
+	rd := http.MaxBytesReader(w, r.Body, in.cfg.MaxBodyBytes)
+	if n := r.ContentLength; n > 0 && n <= in.cfg.MaxBodyBytes {
+		if !in.budget.TryAcquire(n) {
+			return nil, 0, fmt.Errorf("%w (%d bytes of bodies)", errBusy, in.cfg.MaxInFlightBytes)
+		}
+		body = make([]byte, n)
+		_, err = io.ReadFull(rd, body)
+		if err == nil { // nothing past the declared length
+			var one [1]byte
+			if m, _ := rd.Read(one[:]); m > 0 {
+				err = errors.New("body longer than its Content-Length")
+			}
+		}
+		return body, n, err
+	}
+	// No length: the buffer doubles (from 32 KiB, to MaxBodyBytes at
+	// most), each size taken from the budget before it is allocated.
+	for {
+		if len(body) == cap(body) {
+			more := min(max(held, 32<<10), in.cfg.MaxBodyBytes+1-held)
+			if !in.budget.TryAcquire(more) {
+				return nil, held, fmt.Errorf("%w (%d bytes of bodies)", errBusy, in.cfg.MaxInFlightBytes)
+			}
+			held += more
+			grown := make([]byte, len(body), held)
+			copy(grown, body)
+			body = grown
+		}
+		m, rerr := rd.Read(body[len(body):cap(body)])
+		body = body[:len(body)+m]
+		if rerr == io.EOF {
+			return body, held, nil
+		}
+		if rerr != nil {
+			return nil, held, rerr
+		}
+	}
 }

@@ -181,3 +181,68 @@ func TestIngestDiameter(t *testing.T) {
 		t.Errorf("end offsets %v, want 2 in %s and 1 in SCP", n, broker.DiameterTopic)
 	}
 }
+
+// TestIngestBoundsBodiesInFlight: the bodies of requests read at once,
+// multiplexed on one HTTP/2 connection, hold at most MaxInFlightBytes; a
+// request past it is answered 503 with Retry-After and nothing read, and
+// is taken once the others are done.
+func TestIngestBoundsBodiesInFlight(t *testing.T) {
+	b := kafkatest.StartBroker(t, broker.Config{Topics: testTopics})
+	cl, err := b.ClientConfig().NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	srv := httptest.NewUnstartedServer(NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 1 << 20, MaxInFlightBytes: 1 << 20}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	line := nfcopy.AppendJSON(nil, &nfcopy.Copy{Version: "1.0.0", CorrelationID: "c1", Timestamp: 1678705695995010066, Direction: nfcopy.RequestIngress, NFType: "SCP",
+		Headers: []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/x"}}}})
+	post := func(body io.Reader, length int64) (int, string, http.Header) {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/copies", body)
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		req.ContentLength = length
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	// A slow request of 700 KiB, of which 600 KiB have come (one with no
+	// length, which takes the budget as it comes).
+	pr, pw := io.Pipe()
+	slow := make(chan int, 1)
+	go func() { c, _, _ := post(pr, -1); slow <- c }()
+	pad := bytes.Repeat([]byte("\n"), 600<<10)
+	pw.Write(pad)
+	// Another of 600 KiB does not fit beside it, once the server has read
+	// what was sent of the first.
+	var code int
+	var body string
+	var h http.Header
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if code, body, h = post(bytes.NewReader(append(bytes.Repeat([]byte("\n"), 600<<10-len(line)), line...)), 600<<10); code == 503 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code != 503 || h.Get("Retry-After") == "" || !strings.Contains(body, "as many request bodies as it may at once") {
+		t.Errorf("beside 600 KiB in flight: %d %s %v", code, body, h)
+	}
+	pw.Write(append(bytes.Repeat([]byte("\n"), 100<<10), line...))
+	pw.Close()
+	if c := <-slow; c != 200 {
+		t.Errorf("the slow request: %d", c)
+	}
+	// Done: the budget is free again.
+	if code, body, _ := post(bytes.NewReader(append(bytes.Repeat([]byte("\n"), 600<<10-len(line)), line...)), 600<<10); code != 200 {
+		t.Errorf("after the slow request: %d %s", code, body)
+	}
+}

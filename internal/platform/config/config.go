@@ -80,6 +80,7 @@ type Serve struct {
 	KafkaRetention       time.Duration
 	KafkaRetentionBytes  int64
 	KafkaMaxMessageBytes int
+	KafkaMaxRequestBytes int
 	KafkaSASLMechanism   string
 	KafkaUsername        string
 	KafkaPassword        string
@@ -187,6 +188,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.DurationVar(&c.KafkaRetention, "kafka-retention", 5*time.Minute, "retention of the embedded broker's topics")
 	fs.Int64Var(&c.KafkaRetentionBytes, "kafka-retention-bytes", 1<<30, "size cap per partition of the embedded broker's topics")
 	fs.IntVar(&c.KafkaMaxMessageBytes, "kafka-max-message-bytes", 1<<20, "largest record batch the embedded broker accepts")
+	fs.IntVar(&c.KafkaMaxRequestBytes, "kafka-max-request-bytes", 100<<20, "largest request the embedded broker reads (Kafka's socket.request.max.bytes): a larger one is refused before it is read, and its connection closed")
 	fs.StringVar(&c.KafkaSASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (embedded broker: required of clients; external: used to connect)")
 	fs.StringVar(&c.KafkaUsername, "kafka-username", "", "SASL user name")
 	fs.StringVar(&c.KafkaPassword, "kafka-password", "", "SASL password")
@@ -377,6 +379,12 @@ func (c *Serve) Validate() error {
 	}
 	if _, err := ParseNetworks(c.CURRIAllowFrom); err != nil {
 		errs = append(errs, fmt.Errorf("-curri-allow-from: %w", err))
+	}
+	if c.KafkaMaxMessageBytes < 1024 || c.KafkaMaxMessageBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("-kafka-max-message-bytes %d: want 1024 to %d", c.KafkaMaxMessageBytes, 1<<30))
+	}
+	if c.KafkaMaxRequestBytes < c.KafkaMaxMessageBytes || c.KafkaMaxRequestBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("-kafka-max-request-bytes %d: want from -kafka-max-message-bytes (%d: a request carries a record batch) to %d", c.KafkaMaxRequestBytes, c.KafkaMaxMessageBytes, 1<<30))
 	}
 	if c.MaskNumbers < 0 {
 		errs = append(errs, fmt.Errorf("-mask-numbers %d: want 0 (off) or the digits to keep", c.MaskNumbers))
