@@ -59,6 +59,7 @@ type ingest struct {
 
 	accepted *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	inFlight prometheus.Gauge // bytes of the budget taken
 }
 
 // NewHandler serves POST /v1/copies for NFs that cannot speak Kafka:
@@ -101,8 +102,10 @@ func NewHandler(cl *kgo.Client, cfg Config) http.Handler {
 		Help: "Copies accepted over HTTP/2 ingest and acknowledged by Kafka."}, []string{"topic"})
 	in.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_ingest_rejected_total",
 		Help: "Ingest requests refused, by HTTP status."}, []string{"code"})
+	in.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "signalbox_ingest_body_bytes_in_flight",
+		Help: "Bytes of request bodies the ingest holds (read, or being produced), of the 4 x 64 MiB it may hold at once."})
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{in.accepted, in.rejected} {
+		for _, c := range []prometheus.Collector{in.accepted, in.rejected, in.inFlight} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				cfg.Logger.Error("ingest metrics", "err", err)
 			}
@@ -139,7 +142,7 @@ func (in *ingest) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, held, err := in.readBody(w, r)
-	defer in.budget.Release(held)
+	defer in.release(held)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
@@ -236,7 +239,7 @@ var errBusy = errors.New("the ingest holds as many request bodies as it may at o
 func (in *ingest) readBody(w http.ResponseWriter, r *http.Request) (body []byte, held int64, err error) {
 	rd := http.MaxBytesReader(w, r.Body, in.cfg.MaxBodyBytes)
 	if n := r.ContentLength; n > 0 && n <= in.cfg.MaxBodyBytes {
-		if !in.budget.TryAcquire(n) {
+		if !in.take(n) {
 			return nil, 0, fmt.Errorf("%w (%d bytes of bodies)", errBusy, in.cfg.MaxInFlightBytes)
 		}
 		body = make([]byte, n)
@@ -254,7 +257,7 @@ func (in *ingest) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	for {
 		if len(body) == cap(body) {
 			more := min(max(held, 32<<10), in.cfg.MaxBodyBytes+1-held)
-			if !in.budget.TryAcquire(more) {
+			if !in.take(more) {
 				return nil, held, fmt.Errorf("%w (%d bytes of bodies)", errBusy, in.cfg.MaxInFlightBytes)
 			}
 			held += more
@@ -271,4 +274,19 @@ func (in *ingest) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 			return nil, held, rerr
 		}
 	}
+}
+
+// take takes n bytes from the in-flight budget, if it has them.
+func (in *ingest) take(n int64) bool {
+	if !in.budget.TryAcquire(n) {
+		return false
+	}
+	in.inFlight.Add(float64(n))
+	return true
+}
+
+// release gives n bytes back to the in-flight budget.
+func (in *ingest) release(n int64) {
+	in.budget.Release(n)
+	in.inFlight.Sub(float64(n))
 }

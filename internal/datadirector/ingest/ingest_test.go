@@ -193,7 +193,8 @@ func TestIngestBoundsBodiesInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	srv := httptest.NewUnstartedServer(NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 1 << 20, MaxInFlightBytes: 1 << 20}))
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewUnstartedServer(NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 1 << 20, MaxInFlightBytes: 1 << 20, Registerer: reg}))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
@@ -215,24 +216,27 @@ func TestIngestBoundsBodiesInFlight(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), resp.Header
 	}
+	held := func() float64 {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "signalbox_ingest_body_bytes_in_flight" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
 	// A slow request of 700 KiB, of which 600 KiB have come (one with no
-	// length, which takes the budget as it comes).
+	// length, which takes the budget as it comes: 1 MiB by then).
 	pr, pw := io.Pipe()
 	slow := make(chan int, 1)
 	go func() { c, _, _ := post(pr, -1); slow <- c }()
-	pad := bytes.Repeat([]byte("\n"), 600<<10)
-	pw.Write(pad)
-	// Another of 600 KiB does not fit beside it, once the server has read
-	// what was sent of the first.
-	var code int
-	var body string
-	var h http.Header
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		if code, body, h = post(bytes.NewReader(append(bytes.Repeat([]byte("\n"), 600<<10-len(line)), line...)), 600<<10); code == 503 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	pw.Write(bytes.Repeat([]byte("\n"), 600<<10))
+	deadline := time.Now().Add(5 * time.Second)
+	for held() < 600<<10 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
 	}
+	// Another of 600 KiB does not fit beside it.
+	code, body, h := post(bytes.NewReader(append(bytes.Repeat([]byte("\n"), 600<<10-len(line)), line...)), 600<<10)
 	if code != 503 || h.Get("Retry-After") == "" || !strings.Contains(body, "as many request bodies as it may at once") {
 		t.Errorf("beside 600 KiB in flight: %d %s %v", code, body, h)
 	}
