@@ -203,6 +203,9 @@ var (
 		"signalbox_calls_stream_produced_total":        nil,
 		"signalbox_calls_stream_dropped_total":         nil,
 		"signalbox_calls_stream_failed_total":          nil,
+		"signalbox_kafka_refused_total":                {"reason"},
+		"signalbox_ingest_rejected_total":              {"code"},
+		"signalbox_ingest_body_bytes_in_flight":        nil,
 	}
 	// siteMetrics exist with -site only: TestSiteTakeoverTrafficAtBothSites
 	// checks them.
@@ -421,6 +424,19 @@ func TestDashboardsQueryRealMetrics(t *testing.T) {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "SCP", Value: []byte(v)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// An ingest request that is refused, and an HTTP request on the
+	// Kafka port (refused by its broker).
+	if resp, err := http.Post("http://"+s.IngestAddr()+"/v1/copies", "text/plain", strings.NewReader("x")); err != nil || resp.StatusCode != 415 {
+		t.Fatalf("ingest of text: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if resp, err := http.Get("http://" + s.KafkaAddrs()[0] + "/"); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("HTTP on the Kafka port: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	query := startPrometheus(t, s.HTTPAddr())
