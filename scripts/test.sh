@@ -5,21 +5,30 @@
 #      (PostgreSQL, kcat, tshark, Chromium, Prometheus, net-snmp) in the
 #      background while Go compiles; its log is .test-deps.log.
 #   2. gofmt, and no product file over 700 lines.
-#   3. go vet of the packages whose tests run without the race detector
-#      (NORACE_PKGS: the allocation tests and the director's multi-process
-#      node tests, TestNodes*, about timing across processes, which the race
-#      detector would distort; they build only without it), and their pass,
-#      started in the background: it mostly waits on its node processes.
-#   4. go vet -race ./... (compiling the dependencies once for the race
-#      pass), bin/signalbox built once for the tests that run the binary
-#      (SIGNALBOX_TEST_BIN), and every test with the race detector against
-#      both store backends, with -vet=off since vet has run, and -count=1:
-#      every test runs, none is taken from the test cache.
-#   5. Both passes' results through scripts/testreport: each package's
+#   3. bin/signalbox, built once for the tests that run the binary
+#      (SIGNALBOX_TEST_BIN), and go vet ./... over the same (non-race)
+#      compilation.
+#   4. The pass without the race detector, in the background: the
+#      packages whose tests drive the binary as a user does (E2E_PKGS:
+#      internal/app, internal/docs, internal/bench — their timing is across
+#      processes, and the binary they drive is built without the race
+#      detector, as shipped), and, in the packages that have them, the
+#      allocation tests and the director's multi-process node tests
+#      (NORACE_PKGS, -run 'Alloc|^TestNodes': the race detector would
+#      distort them; they build only without it). It mostly waits on its
+#      processes.
+#   5. Every other package's tests with the race detector, against both
+#      store backends, at the same time: -vet=off since vet has run, and
+#      -count=1: every test runs, none is taken from the test cache.
+#   6. Both passes' results through scripts/testreport: each package's
 #      result, the output of every failed test, the slowest tests; the whole
-#      runs are in .test-race.json and .test-norace.json (go test -json).
+#      runs are in .test-race.json, .test-e2e.json and .test-norace.json
+#      (go test -json).
 #
-# Each phase prints its start, in seconds from the beginning.
+# Each phase prints its start, in seconds from the beginning. No test waits
+# without a bound: each package has a 12-minute timeout, and each scenario's
+# waits fail it well before, with what they waited for and the logs of the
+# processes it started (which die with it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -40,9 +49,16 @@ if [ -n "$long" ]; then
   echo "product files over 700 lines (split each along a job):"; echo "$long"; exit 1
 fi
 
-norace_pkgs=$(git grep -lE '^func (Test[A-Za-z0-9_]*Alloc|TestNodes)' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
-phase "go vet" $norace_pkgs
-$GO vet $norace_pkgs
+phase "bin/signalbox"
+$GO build -o bin/signalbox ./cmd/signalbox
+export SIGNALBOX_TEST_BIN="$PWD/bin/signalbox"
+phase "go vet ./..."
+$GO vet ./...
+
+e2e_pkgs="./internal/app ./internal/docs ./internal/bench"
+norace_pkgs=$(git grep -lE '^func (Test[A-Za-z0-9_]*Alloc|TestNodes)' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|' |
+  grep -vxF -f <(tr ' ' '\n' <<< "$e2e_pkgs") || true)
+race_pkgs=$($GO list ./... | sed "s|^$($GO list -m)|.|" | grep -vxF -f <(tr ' ' '\n' <<< "$e2e_pkgs"))
 
 if ! wait $deps; then
   cat .test-deps.log >&2
@@ -53,24 +69,21 @@ export SIGNALBOX_TEST_POSTGRES_DSN="$(tail -1 .test-deps.out)"
 
 $GO build -o bin/testreport ./scripts/testreport
 
-phase "pass without the race detector, in the background: -run 'Alloc|^TestNodes'" $norace_pkgs
+phase "pass without the race detector, in the background:" $e2e_pkgs "and -run 'Alloc|^TestNodes'" $norace_pkgs
+$GO test -count=1 -vet=off -timeout 12m -parallel 4 -json $e2e_pkgs > .test-e2e.json 2>&1 &
+e2e=$!
 $GO test -count=1 -vet=off -timeout 12m -parallel 4 -json -run 'Alloc|^TestNodes' $norace_pkgs > .test-norace.json 2>&1 &
 norace=$!
 
-phase "go vet -race ./..."
-$GO vet -race ./...
-phase "bin/signalbox"
-$GO build -o bin/signalbox ./cmd/signalbox
-export SIGNALBOX_TEST_BIN="$PWD/bin/signalbox"
-
-phase "go test -race ./..."
+phase "go test -race, every other package"
 race_rc=0
-$GO test -race -count=1 -vet=off -timeout 12m -json ./... 2>&1 | tee .test-race.json | bin/testreport race || race_rc=$?
+$GO test -race -count=1 -vet=off -timeout 12m -json $race_pkgs 2>&1 | tee .test-race.json | bin/testreport race || race_rc=$?
 
 norace_rc=0
+wait $e2e || norace_rc=$?
 wait $norace || norace_rc=$?
 phase "pass without the race detector ended"
-bin/testreport norace < .test-norace.json || norace_rc=$?
+cat .test-e2e.json .test-norace.json | bin/testreport norace || norace_rc=$?
 
 phase "done: race pass exit $race_rc, pass without it exit $norace_rc"
 [ $race_rc -eq 0 ] && [ $norace_rc -eq 0 ]
