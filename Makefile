@@ -14,8 +14,9 @@ build:
 # make test: installs and starts what the tests need (PostgreSQL, xmllint,
 # kcat, tshark, Chromium, Prometheus, net-snmp) on Debian, then runs every
 # test: with the race detector against both store backends, and, at the same
-# time, the allocation tests and the director's multi-process node tests
-# without it. scripts/test.sh says how, phase by phase.
+# time, without it, the packages that drive the binary (app, docs, bench),
+# the allocation tests and the director's multi-process node tests.
+# scripts/test.sh says how, phase by phase.
 test:
 	./scripts/test.sh
 
