@@ -53,4 +53,4 @@ package: build
 	SIGNALBOX_VERSION=$(PKG_VERSION) $(GO) tool nfpm package -p deb -f deploy/debian/nfpm.yaml -t dist/
 
 clean:
-	rm -rf bin dist .test-deps.out .test-deps.log .test-race.json .test-e2e.json .test-norace.json
+	rm -rf bin dist .test-deps.out .test-deps.log .test-race.json .test-e2e.json .test-norace.json .test-vet.log

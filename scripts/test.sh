@@ -7,15 +7,16 @@
 #   2. gofmt, and no product file over 700 lines.
 #   3. bin/signalbox, built once for the tests that run the binary
 #      (SIGNALBOX_TEST_BIN), and go vet ./... over the same (non-race)
-#      compilation.
+#      compilation, in the background (its result counts at the end).
 #   4. The pass without the race detector, in the background: the
 #      packages whose tests drive the binary as a user does (E2E_PKGS:
 #      internal/app, internal/docs, internal/bench — their timing is across
 #      processes, and the binary they drive is built without the race
 #      detector, as shipped), and, in the packages that have them, the
-#      allocation tests and the director's multi-process node tests
-#      (NORACE_PKGS, -run 'Alloc|^TestNodes': the race detector would
-#      distort them; they build only without it). It mostly waits on its
+#      allocation tests, the director's multi-process node tests and the
+#      scale tests that spend their time in an outside tool (-run
+#      'Alloc|^TestNodes|^TestScale': the race detector would distort them
+#      or add nothing; they build only without it). It mostly waits on its
 #      processes.
 #   5. Every other package's tests with the race detector, against both
 #      store backends, at the same time: -vet=off since vet has run, and
@@ -52,11 +53,13 @@ fi
 phase "bin/signalbox"
 $GO build -o bin/signalbox ./cmd/signalbox
 export SIGNALBOX_TEST_BIN="$PWD/bin/signalbox"
-phase "go vet ./..."
-$GO vet ./...
+phase "go vet ./..., in the background"
+$GO vet ./... > .test-vet.log 2>&1 &
+vet=$!
 
 e2e_pkgs="./internal/app ./internal/docs ./internal/bench"
-norace_pkgs=$(git grep -lE '^func (Test[A-Za-z0-9_]*Alloc|TestNodes)' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|' |
+norace_run='Alloc|^TestNodes|^TestScale'
+norace_pkgs=$(git grep -lE '^func (Test[A-Za-z0-9_]*Alloc|TestNodes|TestScale)' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|' |
   grep -vxF -f <(tr ' ' '\n' <<< "$e2e_pkgs") || true)
 race_pkgs=$($GO list ./... | sed "s|^$($GO list -m)|.|" | grep -vxF -f <(tr ' ' '\n' <<< "$e2e_pkgs"))
 
@@ -69,10 +72,10 @@ export SIGNALBOX_TEST_POSTGRES_DSN="$(tail -1 .test-deps.out)"
 
 $GO build -o bin/testreport ./scripts/testreport
 
-phase "pass without the race detector, in the background:" $e2e_pkgs "and -run 'Alloc|^TestNodes'" $norace_pkgs
+phase "pass without the race detector, in the background:" $e2e_pkgs "and -run '$norace_run'" $norace_pkgs
 $GO test -count=1 -vet=off -timeout 12m -parallel 4 -json $e2e_pkgs > .test-e2e.json 2>&1 &
 e2e=$!
-$GO test -count=1 -vet=off -timeout 12m -parallel 4 -json -run 'Alloc|^TestNodes' $norace_pkgs > .test-norace.json 2>&1 &
+$GO test -count=1 -vet=off -timeout 12m -parallel 4 -json -run "$norace_run" $norace_pkgs > .test-norace.json 2>&1 &
 norace=$!
 
 phase "go test -race, every other package"
@@ -85,5 +88,11 @@ wait $norace || norace_rc=$?
 phase "pass without the race detector ended"
 cat .test-e2e.json .test-norace.json | bin/testreport norace || norace_rc=$?
 
-phase "done: race pass exit $race_rc, pass without it exit $norace_rc"
-[ $race_rc -eq 0 ] && [ $norace_rc -eq 0 ]
+vet_rc=0
+wait $vet || vet_rc=$?
+if [ $vet_rc -ne 0 ]; then
+  echo "go vet ./...:"; cat .test-vet.log
+fi
+
+phase "done: race pass exit $race_rc, pass without it exit $norace_rc, go vet exit $vet_rc"
+[ $race_rc -eq 0 ] && [ $norace_rc -eq 0 ] && [ $vet_rc -eq 0 ]
