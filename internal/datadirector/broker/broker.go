@@ -5,13 +5,16 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -109,6 +112,13 @@ type Config struct {
 	// (signalbox_kafka_refused_total); nil keeps it unregistered.
 	Registerer prometheus.Registerer
 
+	// Users are the credentials of clients from other hosts (and of every
+	// client when Anonymous is AnonymousNone), with what each may do.
+	Users []User
+	// Anonymous says which clients need no credential: by default those
+	// on this host.
+	Anonymous Anonymous
+
 	timeouts *timeouts // the listener guard's; nil: defaultTimeouts (tests shorten them)
 }
 
@@ -191,6 +201,7 @@ type Broker struct {
 	addrs  []string
 	bound  string // the listener's own address
 	guard  *guard
+	admins []User // the -kafka-sasl-mechanism users, kept across SetUsers
 	client ClientConfig
 	log    *slog.Logger
 	stop   chan struct{}
@@ -230,6 +241,38 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		to = *cfg.timeouts
 	}
 	g := newGuard(cfg.MaxRequestBytes, to, cfg.Registerer, log)
+	var admins []User
+	g.anonymous = cfg.Anonymous
+	if cfg.SASL != nil {
+		// Every client authenticates, as one of these users, each of
+		// which may do everything.
+		g.anonymous = AnonymousNone
+		for u, p := range cfg.SASL.Users {
+			admins = append(admins, User{Name: u, Password: p, Role: RoleAdmin})
+		}
+	}
+	cc := ClientConfig{}
+	if cfg.SASL != nil {
+		for u, p := range cfg.SASL.Users {
+			if cc.Username == "" || u < cc.Username { // deterministic admin identity
+				cc.Username, cc.Password = u, p
+			}
+		}
+		cc.SASLMechanism = cfg.SASL.Mechanism
+	} else if g.anonymous == AnonymousNone {
+		// Nobody is anonymous, signalbox's own clients neither: they are
+		// a user of this process's own, with a password it makes up.
+		var raw [24]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return nil, err
+		}
+		cc.SASLMechanism, cc.Username, cc.Password = MechScramSHA512, internalUser, hex.EncodeToString(raw[:])
+		admins = append(admins, User{Name: cc.Username, Password: cc.Password, Role: RoleAdmin})
+	}
+	var err error
+	if g.users, err = newUsers(append(admins, cfg.Users...)); err != nil {
+		return nil, err
+	}
 	listen := func(network, _ string) (net.Listener, error) {
 		ln, err := net.Listen(network, cfg.Addr)
 		if err != nil {
@@ -278,25 +321,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 			opts = append(opts, kfake.SyncWrites())
 		}
 	}
-	cc := ClientConfig{}
-	if cfg.SASL != nil {
-		opts = append(opts, kfake.EnableSASL())
-		for u, p := range cfg.SASL.Users {
-			opts = append(opts, kfake.Superuser(cfg.SASL.Mechanism, u, p))
-			if cc.Username == "" || u < cc.Username { // deterministic admin identity
-				cc.Username, cc.Password = u, p
-			}
-		}
-		cc.SASLMechanism = cfg.SASL.Mechanism
-	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("broker: start: %w", err)
 	}
-	if cfg.SASL != nil {
-		refuseBadCredentials(c, cfg.SASL)
+	g.topicByID = func(id [16]byte) string {
+		if ti := c.TopicIDInfo(id); ti != nil {
+			return ti.Topic
+		}
+		return ""
 	}
-	b := &Broker{c: c, log: log, stop: make(chan struct{}), bound: bound, guard: g}
+	b := &Broker{c: c, log: log, stop: make(chan struct{}), bound: bound, guard: g, admins: admins}
 	// In-process clients always dial the real listener address.
 	b.addrs = []string{advertised}
 	cc.Brokers = b.addrs
@@ -382,6 +417,16 @@ func (b *Broker) Addrs() []string { return append([]string(nil), b.addrs...) }
 // the kernel's choice when Addr asked for port 0); Addrs is what clients
 // are told.
 func (b *Broker) ListenAddr() string { return b.bound }
+
+// internalUser is signalbox's own clients' user when every client
+// authenticates and no -kafka-sasl-mechanism user is configured.
+const internalUser = "signalbox-internal"
+
+// SetUsers replaces the credentials of clients from other hosts;
+// connections already authenticated keep the user they were.
+func (b *Broker) SetUsers(list []User) error {
+	return b.guard.users.set(append(slices.Clone(b.admins), list...))
+}
 
 // ClientConfig is a client configuration that reaches this broker with the
 // first (by name) configured SASL user.

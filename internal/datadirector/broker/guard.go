@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The guard stands between the embedded broker's listener and kfake, which
@@ -66,6 +67,12 @@ type guard struct {
 	inFlight   int64 // what all requests being read may hold at once
 	refused    *prometheus.CounterVec
 	log        *slog.Logger
+	anonymous  Anonymous
+	users      *users
+	local      localAddrs
+	// topicByID names a topic by its id (requests of recent versions name
+	// topics so); set once the cluster runs.
+	topicByID func([16]byte) string
 
 	mu      sync.Mutex
 	held    int64            // bytes held by requests being read, all connections
@@ -83,14 +90,15 @@ func newGuard(maxRequest int32, to timeouts, reg prometheus.Registerer, log *slo
 		maxRequest: int64(maxRequest),
 		inFlight:   max(2*int64(maxRequest), 256<<20),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_kafka_refused_total",
-			Help: "Connections to the embedded broker closed for what they sent, by reason: too_large (a request over -kafka-max-request-bytes), not_kafka (HTTP, TLS on a plaintext listener, a malformed size), silent (no request within 30 s of connecting), stalled (a request that stopped arriving), memory (the requests being read hold all the memory allowed)."},
+			Help: "Requests and connections the embedded broker refused, by reason: too_large (a request over -kafka-max-request-bytes), not_kafka (HTTP, TLS on a plaintext listener, a malformed request), silent (no request within 30 s of connecting), stalled (a request that stopped arriving), memory (the requests being read hold all the memory allowed), unauthenticated (a request from another host before SASL), auth_failed (a wrong user, password or mechanism), denied (a request the user's role does not allow)."},
 			[]string{"reason"}),
 		log:    log,
 		byAddr: map[string]int64{},
 		freed:  make(chan struct{}),
 		logged: map[string]time.Time{},
 	}
-	for _, r := range []string{RefusedTooLarge, RefusedNotKafka, RefusedSilent, RefusedStalled, RefusedMemory} {
+	for _, r := range []string{RefusedTooLarge, RefusedNotKafka, RefusedSilent, RefusedStalled, RefusedMemory,
+		RefusedUnauthenticated, RefusedAuthFailed, RefusedDenied} {
 		g.refused.WithLabelValues(r)
 	}
 	if reg != nil {
@@ -189,7 +197,9 @@ func (l guardListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &guardConn{Conn: c, g: l.g, host: clientHost(c)}, nil
+	gc := &guardConn{Conn: c, g: l.g, host: clientHost(c), trusted: l.g.trusted(c), patchVersions: -1}
+	gc.auth.cond = sync.NewCond(&gc.auth.mu)
+	return gc, nil
 }
 
 // guardConn is a connection whose requests are read through the guard. Its
@@ -199,22 +209,41 @@ type guardConn struct {
 	net.Conn
 	g        *guard
 	host     string
-	hdr      [4]byte
+	hdr      [8]byte   // a request's size, and on a trusted connection its API key and version
+	hdrLen   int       // bytes of hdr read: 4, or 8 with the key and version
 	pending  int       // bytes of hdr not yet handed to the reader
 	left     int64     // bytes of the current request's body not yet read
 	requests int       // requests begun
 	deadline time.Time // by when the current request must have arrived
 	held     atomic.Int64
+	// trusted: a client on this host (or the broker is open to all), whose
+	// bytes go to kfake as they come; the others authenticate (auth).
+	trusted bool
+	auth    authState
+	whole   []byte     // a request read whole, to decide on
+	wmu     sync.Mutex // one response written at a time: kfake's or the guard's
+	// patchVersions is the version of the ApiVersions request the first
+	// response answers (advertiseHandshakeV0), -1 for none.
+	patchVersions int16
 }
 
 func (c *guardConn) Read(p []byte) (int, error) {
+	if !c.trusted {
+		return c.readAuthed(p)
+	}
 	if c.pending == 0 && c.left == 0 {
 		if err := c.next(); err != nil {
 			return 0, err
 		}
+		if err := c.peekKey(); err != nil {
+			return 0, err
+		}
+		if !c.trusted { // it authenticates: its requests are read whole from now on
+			return c.readAuthed(p)
+		}
 	}
 	if c.pending > 0 {
-		n := copy(p, c.hdr[4-c.pending:])
+		n := copy(p, c.hdr[c.hdrLen-c.pending:c.hdrLen])
 		c.pending -= n
 		return n, nil
 	}
@@ -254,14 +283,14 @@ func (c *guardConn) next() error {
 		return err
 	}
 	_ = c.Conn.SetReadDeadline(time.Now().Add(c.g.stall))
-	if _, err := io.ReadFull(c.Conn, c.hdr[1:]); err != nil {
+	if _, err := io.ReadFull(c.Conn, c.hdr[1:4]); err != nil {
 		if isTimeout(err) {
 			c.g.refuse(c, RefusedStalled, "sent part of a request size and stopped")
 		}
 		return err
 	}
 	c.requests++
-	if what := notKafka(c.hdr); what != "" {
+	if what := notKafka([4]byte(c.hdr[:4])); what != "" {
 		c.g.refuse(c, RefusedNotKafka, what)
 		if what == "an HTTP request" {
 			c.answerHTTP()
@@ -285,7 +314,53 @@ func (c *guardConn) next() error {
 	// The whole request within the stall timeout plus its size at the
 	// minimum rate: a trickle cannot hold its memory for long.
 	c.deadline = time.Now().Add(c.g.stall + time.Duration(size)*time.Second/minRequestRate)
-	c.left, c.pending = size, 4
+	c.left, c.pending, c.hdrLen = size, 4, 4
+	return nil
+}
+
+// peekKey reads a trusted connection's request's API key and version (its
+// first four bytes, handed to the reader after the size): a client on this host that
+// authenticates anyway (an NF configured with its credential) is served
+// as one from another host, its SASL exchange by the guard and its
+// requests by its user's role.
+func (c *guardConn) peekKey() error {
+	if err := c.readBody(c.hdr[4:8]); err != nil {
+		if isTimeout(err) {
+			c.g.refuse(c, RefusedStalled, "sent a request size and stopped")
+		}
+		return err
+	}
+	c.left -= 4
+	c.hdrLen, c.pending = 8, 8
+	key, version := int16(binary.BigEndian.Uint16(c.hdr[4:6])), int16(binary.BigEndian.Uint16(c.hdr[6:8]))
+	if key == int16(kmsg.ApiVersions) && c.requests == 1 {
+		c.patchVersions = version
+	}
+	if key == int16(kmsg.SASLHandshake) {
+		c.trusted = false
+		if err := c.readWhole(); err != nil {
+			return err
+		}
+		return c.decide()
+	}
+	return nil
+}
+
+// readBody reads len(b) bytes of the current request: no byte for the
+// stall timeout, or the whole request not by its deadline, cuts it off.
+func (c *guardConn) readBody(b []byte) error {
+	for read := 0; read < len(b); {
+		d := time.Now().Add(c.g.stall)
+		if c.deadline.Before(d) {
+			d = c.deadline
+		}
+		_ = c.Conn.SetReadDeadline(d)
+		n, err := c.Conn.Read(b[read:])
+		read += n
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -300,6 +375,10 @@ func (c *guardConn) answerHTTP() {
 
 func (c *guardConn) Close() error {
 	c.g.release(c.host, c.held.Swap(0))
+	c.auth.mu.Lock()
+	c.auth.closed = true
+	c.auth.cond.Broadcast()
+	c.auth.mu.Unlock()
 	return c.Conn.Close()
 }
 
