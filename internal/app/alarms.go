@@ -41,7 +41,7 @@ const (
 // in deploy/prometheus/signalbox.rules.yml (TestAlertRulesCoverAlarms).
 var alarmKinds = []string{alarmFeedDisconnected, alarmFeedLag, alarmFeedCopiesLost, alarmFeedLatency,
 	alarmCURRIErrors, alarmCURRILatency, alarmCURRIUnknownPolicy, alarmCURRIKeepalive, alarmStoreUnreachable,
-	alarmCallsStream, alarmReputation, alarmWebhook, alarmXDRFailureRatio, alarmXDRLatency, ratesync.AlarmID}
+	alarmCallsStream, alarmReputation, alarmWebhook, alarmXDRFailureRatio, alarmXDRLatency, ratesync.AlarmID, alarmKafkaOpen}
 
 // newSNMPNotifier sends the alarms to -snmp-managers. The node is named
 // by -node-name or the host name, which also make the default SNMPv3

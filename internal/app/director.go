@@ -104,20 +104,21 @@ func startDirector(ctx context.Context, s *Server) (*directorParts, error) {
 		if cfg.KafkaSASLMechanism != "" {
 			bc.SASL = &broker.SASLConfig{Mechanism: cfg.KafkaSASLMechanism, Users: map[string]string{cfg.KafkaUsername: cfg.KafkaPassword}}
 		}
+		if bc.Users, bc.Anonymous, err = s.brokerAccess(all); err != nil {
+			return nil, err
+		}
 		b, err := broker.Start(ctx, bc, s.log)
 		if err != nil {
 			return nil, err
 		}
 		d.broker = b
 		s.parts.closer("kafka broker", b.Close)
-		// Producers to the embedded broker (kafka feeds, dead letters) may
-		// send what it accepts, and no more.
-		d.client = broker.ClientConfig{Brokers: b.Addrs(), SASLMechanism: cfg.KafkaSASLMechanism,
-			Username: cfg.KafkaUsername, Password: cfg.KafkaPassword, MaxMessageBytes: int32(cfg.KafkaMaxMessageBytes)}
-		if serverTLS != nil {
-			// In-process clients trust the broker's own certificate.
-			d.client.TLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // loopback to our own broker
-		}
+		// signalbox's own clients are the broker's (its -kafka-username, or
+		// a user of its own when local clients authenticate too, or none;
+		// they trust its certificate). Producers to it (kafka feeds, dead
+		// letters) may send what it accepts, and no more.
+		d.client = b.ClientConfig()
+		d.client.MaxMessageBytes = int32(cfg.KafkaMaxMessageBytes)
 		s.log.Info("embedded Kafka broker listening", "addrs", strings.Join(b.Addrs(), ","))
 	} else {
 		d.client = broker.ClientConfig{Brokers: config.SplitList(cfg.KafkaBrokers), SASLMechanism: cfg.KafkaSASLMechanism,

@@ -9,16 +9,57 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/datadirector/broker"
 	"github.com/signalbox/signalbox/internal/testkit"
 	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
+
+// beyondProducing tries, with cl's credential, what an NF must not do, and
+// prints what each attempt got.
+func beyondProducing(ctx context.Context, cl *kgo.Client, topic string) int {
+	var r beyondResult
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	r.Read = cl.PollFetches(fctx).NumRecords()
+	cancel()
+	errText := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	adm := kadm.NewClient(cl)
+	if resp, err := adm.DeleteTopics(ctx, topic); err != nil {
+		r.DeleteTopic = err.Error()
+	} else {
+		r.DeleteTopic = errText(resp[topic].Err)
+	}
+	if resp, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {At: 1}}}); err != nil {
+		r.DeleteRecords = err.Error()
+	} else {
+		resp.Each(func(d kadm.DeleteRecordsResponse) { r.DeleteRecords += errText(d.Err) })
+	}
+	if resp, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "mallory", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "x"}}); err != nil {
+		r.CreateUser = err.Error()
+	} else {
+		for _, u := range resp {
+			r.CreateUser += errText(u.Err)
+		}
+	}
+	if topics, err := adm.ListTopics(ctx); err == nil {
+		r.TopicStillThere = topics.Has(topic)
+	}
+	b, _ := json.Marshal(r)
+	fmt.Println(string(b))
+	return 0
+}
 
 // produceEnv makes the test binary produce records with franz-go (TestMain,
 // produceFromHere): an NF in another network namespace.
@@ -29,6 +70,19 @@ type produceJob struct {
 	Topic   string
 	Prefix  string
 	Count   int
+	// User and Password: SASL SCRAM-SHA-512 (none when empty).
+	User, Password string
+	// Beyond produces the job's client tries what its credential must not
+	// do — read the topic, delete it, delete its records, create a user —
+	// and prints what each got, as JSON, instead of producing.
+	Beyond bool
+}
+
+// beyondResult is what each attempt beyond producing got.
+type beyondResult struct {
+	Read                                   int
+	DeleteTopic, DeleteRecords, CreateUser string // the errors
+	TopicStillThere                        bool
 }
 
 // produceFromHere produces job's records, each value Prefix-i, and exits.
@@ -38,7 +92,15 @@ func produceFromHere(spec string) int {
 		fmt.Fprintln(os.Stderr, produceEnv+":", err)
 		return 2
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(job.Brokers...))
+	cc := broker.ClientConfig{Brokers: job.Brokers}
+	if job.User != "" {
+		cc.SASLMechanism, cc.Username, cc.Password = broker.MechScramSHA512, job.User, job.Password
+	}
+	opts := []kgo.Opt{}
+	if job.Beyond {
+		opts = append(opts, kgo.ConsumeTopics(job.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	}
+	cl, err := cc.NewClient(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "franz-go:", err)
 		return 1
@@ -46,6 +108,9 @@ func produceFromHere(spec string) int {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if job.Beyond {
+		return beyondProducing(ctx, cl, job.Topic)
+	}
 	var recs []*kgo.Record
 	for i := range job.Count {
 		recs = append(recs, &kgo.Record{Topic: job.Topic, Value: fmt.Appendf(nil, "%s-%d", job.Prefix, i)})
@@ -57,12 +122,16 @@ func produceFromHere(spec string) int {
 	return 0
 }
 
-// TestRemoteNFProduces: serve with the embedded broker on every interface
-// (as by default, -kafka-addr :9092) is reachable by an NF on another host:
-// a host of the test's own, a network namespace behind a veth pair, asks
-// kcat for the metadata (the broker it is told to connect to is this
-// host's address, not 127.0.0.1) and produces with kcat and with franz-go;
-// every record reaches the topic.
+// TestRemoteNFProduces: serve (the binary) with the embedded broker on
+// every interface (as by default, -kafka-addr :9092) is reachable by an NF
+// on another host — a host of the test's own, a network namespace behind a
+// veth pair — with the NF credential only. Without it, kcat and franz-go
+// are refused; with it (SCRAM-SHA-512, the password serve made in its data
+// directory), kcat reads the metadata (the broker it is told to connect to
+// is this host's address, not 127.0.0.1) and kcat and franz-go produce,
+// every record reaching the topic; and the credential reads no copy,
+// deletes no topic nor record, creates no user. Clients on this host stay
+// anonymous. The refusals are counted and logged with the NF's address.
 func TestRemoteNFProduces(t *testing.T) {
 	t.Parallel()
 	ipTool, kcat := testkit.Tool(t, "ip"), testkit.Tool(t, "kcat")
@@ -103,11 +172,18 @@ func TestRemoteNFProduces(t *testing.T) {
 	run(ipTool, "-n", ns, "link", "set", "lo", "up")
 	run(ipTool, "-n", ns, "route", "add", "default", "via", hostIP)
 
-	cfg := testConfig(t, t.TempDir(), true)
-	cfg.KafkaAddr = ":0" // every interface, as the default :9092
-	s := startServer(t, cfg)
-	defer s.Shutdown()
-	adv := s.KafkaAddrs()[0]
+	dir := t.TempDir()
+	serve := startServeProc(t, []string{"-data-dir", filepath.Join(dir, "data"), "-http-addr", "127.0.0.1:0", "-curri-addr", "127.0.0.1:0",
+		"-kafka-addr", ":0", // every interface, as the default :9092
+		"-ingest-addr", "", "-admin-token", "test-admin-token", "-kafka-topics", "SCP=2,NRF=1,SEPP=1", "-log-level", "info"},
+		filepath.Join(dir, "serve.log"))
+	adv := serve.ls.KafkaAdvertised
+	pwb, err := os.ReadFile(filepath.Join(dir, "data", "kafka-nf-password"))
+	if err != nil {
+		t.Fatalf("the NF credential: %v", err)
+	}
+	nfPW := strings.TrimSpace(string(pwb))
+	sasl := []string{"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=nf", "-X", "sasl.password=" + nfPW}
 	host, port, _ := net.SplitHostPort(adv)
 	if ip := net.ParseIP(host); ip == nil || ip.IsLoopback() {
 		t.Fatalf("the broker on every interface advertises %s: not an address another host can reach", adv)
@@ -118,7 +194,22 @@ func TestRemoteNFProduces(t *testing.T) {
 		all := append(append(append([]string{}, sudo...), ipTool, "netns", "exec", ns), args...)
 		return exec.Command(all[0], all[1:]...)
 	}
-	out, err := nsExec(kcat, "-L", "-J", "-b", adv, "-m", "10").CombinedOutput()
+	// Without a credential: refused.
+	if out, err := nsExec(kcat, "-L", "-J", "-b", adv, "-m", "5").CombinedOutput(); err == nil {
+		t.Fatalf("kcat -L from the NF's host without a credential: %s", out)
+	}
+	kp := nsExec(kcat, "-P", "-b", adv, "-t", "SCP", "-X", "message.timeout.ms=4000")
+	kp.Stdin = strings.NewReader("anonymous-0\n")
+	if out, err := kp.CombinedOutput(); err == nil {
+		t.Fatalf("kcat -P from the NF's host without a credential: %s", out)
+	}
+	job, _ := json.Marshal(produceJob{Brokers: []string{adv}, Topic: "SCP", Prefix: "anonymous", Count: 1})
+	if out, err := nsExec("env", produceEnv+"="+string(job), os.Args[0], "-test.run=^$").CombinedOutput(); err == nil {
+		t.Fatalf("franz-go from the NF's host without a credential produced: %s", out)
+	}
+
+	// With the NF credential: the metadata names the host's address.
+	out, err := nsExec(append([]string{kcat, "-L", "-J", "-b", adv, "-m", "10"}, sasl...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kcat -L from the NF's host: %v\n%s", err, out)
 	}
@@ -136,17 +227,29 @@ func TestRemoteNFProduces(t *testing.T) {
 	for i := range 50 {
 		fmt.Fprintf(&lines, "kcat-%d\n", i)
 	}
-	kp := nsExec(kcat, "-P", "-b", adv, "-t", "SCP", "-m", "20")
+	kp = nsExec(append([]string{kcat, "-P", "-b", adv, "-t", "SCP", "-m", "20"}, sasl...)...)
 	kp.Stdin = strings.NewReader(lines.String())
 	if out, err := kp.CombinedOutput(); err != nil {
 		t.Fatalf("kcat -P from the NF's host: %v\n%s", err, out)
 	}
-	job, _ := json.Marshal(produceJob{Brokers: []string{adv}, Topic: "SCP", Prefix: "franz", Count: 50})
-	fp := nsExec("env", produceEnv+"="+string(job), os.Args[0], "-test.run=^$")
-	if out, err := fp.CombinedOutput(); err != nil {
+	job, _ = json.Marshal(produceJob{Brokers: []string{adv}, Topic: "SCP", Prefix: "franz", Count: 50, User: "nf", Password: nfPW})
+	if out, err := nsExec("env", produceEnv+"="+string(job), os.Args[0], "-test.run=^$").CombinedOutput(); err != nil {
 		t.Fatalf("franz-go from the NF's host: %v\n%s", err, out)
 	}
 
+	// Beyond producing, the NF credential gets nothing.
+	job, _ = json.Marshal(produceJob{Brokers: []string{adv}, Topic: "SCP", User: "nf", Password: nfPW, Beyond: true})
+	out, err = nsExec("env", produceEnv+"="+string(job), os.Args[0], "-test.run=^$").Output()
+	var beyond beyondResult
+	if err != nil || json.Unmarshal(out, &beyond) != nil {
+		t.Fatalf("the NF credential beyond producing: %v\n%s", err, out)
+	}
+	if beyond.Read != 0 || !strings.Contains(beyond.DeleteTopic, "TOPIC_AUTHORIZATION_FAILED") ||
+		!strings.Contains(beyond.DeleteRecords, "TOPIC_AUTHORIZATION_FAILED") || !strings.Contains(beyond.CreateUser, "CLUSTER_AUTHORIZATION_FAILED") || !beyond.TopicStillThere {
+		t.Errorf("the NF credential beyond producing: %+v; want nothing read, each refused, the topic there", beyond)
+	}
+
+	// On this host, no credential: every record is there.
 	seen := map[string]bool{}
 	for _, r := range kafkatest.NewReader(t, broker.ClientConfig{Brokers: []string{adv}}, []string{"SCP"}).Read(100, 20*time.Second) {
 		seen[string(r.Value)] = true
@@ -157,6 +260,20 @@ func TestRemoteNFProduces(t *testing.T) {
 		}
 	}
 	if len(seen) != 100 {
-		t.Errorf("%d distinct records, want 100", len(seen))
+		t.Errorf("%d distinct records, want 100 (none of the anonymous ones)", len(seen))
+	}
+
+	// Counted, and logged with the NF's address and user.
+	_, m := get(t, "http://"+serve.ls.HTTP+"/metrics")
+	for reason, want := range map[string]float64{"unauthenticated": 2, "denied": 3} {
+		if got := metricValue(m, `signalbox_kafka_refused_total{reason="`+reason+`"}`); got < want {
+			t.Errorf("signalbox_kafka_refused_total{reason=%q} = %v, want at least %v", reason, got, want)
+		}
+	}
+	log := serve.tail(1 << 20)
+	for _, want := range []string{"reason=unauthenticated", "client=" + nsIP + ":", "reason=denied", "user nf (producer) may not"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("serve's log lacks %q", want)
+		}
 	}
 }

@@ -38,6 +38,7 @@ func testConfig(t *testing.T, dataDir string, director bool) config.Serve {
 		KafkaRetentionBytes:  1 << 28,
 		KafkaMaxMessageBytes: 1 << 20,
 		KafkaMaxRequestBytes: 100 << 20,
+		KafkaLocalAnonymous:  true,
 		KafkaCreateTopics:    true,
 		IngestAddr:           "127.0.0.1:0",
 		ShutdownTimeout:      5 * time.Second,

@@ -35,8 +35,10 @@ func (d *directorParts) startSite(nf []broker.TopicSpec) error {
 	peerKafka.Brokers = config.SplitList(cfg.PeerKafkaBrokers)
 	if d.broker != nil {
 		// Our embedded broker's settings say nothing of the peer's
-		// limits: its broker decides what is too large.
+		// limits: its broker decides what is too large. The peer's
+		// embedded broker knows this site as its site user.
 		peerKafka.MaxMessageBytes = 0
+		peerKafkaAuth(cfg, &peerKafka)
 	}
 	d.mirror = site.NewMirror(site.MirrorConfig{Site: cfg.Site, Peer: cfg.PeerSite, Local: d.client, Remote: peerKafka,
 		Topics: nf, Registerer: d.s.reg, Logger: d.s.log})

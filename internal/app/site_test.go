@@ -89,14 +89,14 @@ type sitePair struct {
 	takeover                                 time.Duration
 }
 
-func startSitePair(t *testing.T, ctx context.Context, takeover time.Duration) *sitePair {
+func startSitePair(t *testing.T, ctx context.Context, takeover time.Duration, extra ...string) *sitePair {
 	out := kafkatest.StartBroker(t, broker.Config{Topics: []broker.TopicSpec{{Name: "OUT", Partitions: 3}, {Name: "OUT2", Partitions: 3}}})
 	// Every scenario of a pair ends well within its package's timeout,
 	// whatever it waits on.
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(cancel)
 	sp := &sitePair{t: t, ctx: ctx, takeover: takeover, lake: newKafkaCounter(t, ctx, out.Addrs(), "OUT"), out: out.Addrs()[0]}
-	sp.east, sp.west, sp.eastHTTP, sp.westHTTP, sp.eastKafka, sp.westKafka = startSites(t, "SCP=4,NRF=2,SEPP=2", "SCP=4,NRF=2,SEPP=2", takeover)
+	sp.east, sp.west, sp.eastHTTP, sp.westHTTP, sp.eastKafka, sp.westKafka = startSites(t, "SCP=4,NRF=2,SEPP=2", "SCP=4,NRF=2,SEPP=2", takeover, extra...)
 	feed := `{"name":"lake","type":"kafka","sources":["SCP","NRF","SEPP"],"topic":"OUT","kafka":{"brokers":["` + out.Addrs()[0] + `"]}}`
 	if code, body := apiAt(t, sp.eastHTTP, "test-admin-token", "POST", "/api/v1/feeds", feed); code != 201 || !strings.Contains(string(body), `"site":"east"`) {
 		t.Fatalf("create at east: %d %s", code, body)
@@ -116,13 +116,13 @@ func startSitePair(t *testing.T, ctx context.Context, takeover time.Duration) *s
 // ports reserved for them: each must be told the other's API and Kafka
 // before it starts. A start that finds a port taken (by a process outside
 // the tests, which do not take reserved ports) is tried again on others.
-func startSites(t *testing.T, eastTopics, westTopics string, takeover time.Duration) (east, west *serveProc, eh, wh, ek, wk string) {
+func startSites(t *testing.T, eastTopics, westTopics string, takeover time.Duration, extra ...string) (east, west *serveProc, eh, wh, ek, wk string) {
 	t.Helper()
 	logs := t.TempDir()
 	for attempt := 1; ; attempt++ {
 		eh, wh, ek, wk = ports.Reserve(t, "127.0.0.1"), ports.Reserve(t, "127.0.0.1"), ports.Reserve(t, "127.0.0.1"), ports.Reserve(t, "127.0.0.1")
-		east = newServeProc(t, siteArgs(t, "east", "west", eh, ek, wh, wk, eastTopics, takeover), filepath.Join(logs, "east.log"))
-		west = newServeProc(t, siteArgs(t, "west", "east", wh, wk, eh, ek, westTopics, takeover), filepath.Join(logs, "west.log"))
+		east = newServeProc(t, append(siteArgs(t, "east", "west", eh, ek, wh, wk, eastTopics, takeover), extra...), filepath.Join(logs, "east.log"))
+		west = newServeProc(t, append(siteArgs(t, "west", "east", wh, wk, eh, ek, westTopics, takeover), extra...), filepath.Join(logs, "west.log"))
 		err := east.tryStart()
 		if err == nil {
 			err = west.tryStart()
@@ -184,8 +184,21 @@ func (sp *sitePair) produce(kafka, run string, rate float64, count int64) {
 	// minute past its time, not at the package's timeout.
 	ctx, cancel := context.WithTimeout(sp.ctx, time.Duration(float64(count)/rate*float64(time.Second))+time.Minute)
 	defer cancel()
-	st, err := nfsim.Run(ctx, nfsim.Config{Brokers: []string{kafka}, Rate: rate, Count: count, Size: 1500, RunID: run,
-		Mix: map[string]float64{"SCP": 1}}, io.Discard)
+	nc := nfsim.Config{Brokers: []string{kafka}, Rate: rate, Count: count, Size: 1500, RunID: run, Mix: map[string]float64{"SCP": 1}}
+	// Where every client authenticates, the NF does with the site's NF
+	// credential.
+	site := sp.east
+	if kafka == sp.westKafka {
+		site = sp.west
+	}
+	if slices.Contains(site.args, "-kafka-local-anonymous=false") {
+		pw, err := os.ReadFile(filepath.Join(site.dataDir, "kafka-nf-password"))
+		if err != nil {
+			sp.t.Fatalf("the NF credential: %v", err)
+		}
+		nc.SASLMechanism, nc.SASLUser, nc.SASLPassword = "SCRAM-SHA-512", "nf", strings.TrimSpace(string(pw))
+	}
+	st, err := nfsim.Run(ctx, nc, io.Discard)
 	if err != nil || st.Total() != count {
 		sp.t.Errorf("nfsim %s into %s: %d of %d sent: %v", run, kafka, st.Total(), count, err)
 	}
@@ -431,7 +444,9 @@ func TestSiteKilledDuringTakeover(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const rate = 400
-	sp := startSitePair(t, ctx, 5*time.Second)
+	// Every client authenticates, locals too: the sites to each other's
+	// Kafka as user site (the peer's admin token), the NFs as nf.
+	sp := startSitePair(t, ctx, 5*time.Second, "-kafka-local-anonymous=false")
 	sp.produce(sp.eastKafka, "e1", rate, 2*rate)
 	waitCopies(t, sp.lake, map[string]int{"e1/": 2 * rate}, 60*time.Second)
 
@@ -454,5 +469,13 @@ func TestSiteKilledDuringTakeover(t *testing.T) {
 	t.Logf("takeover %.1fs after the kill; feed back at east %.1fs after both started; delivered twice %v", tookOver.Seconds(), handedBack.Seconds(), dups)
 	if dups["e1/"] > 2*rate || dups["w1/"] > 2*rate || dups["e2/"]+dups["w2/"] > 0 {
 		t.Errorf("delivered twice: %v; want at most 2 s of traffic of e1 and w1 (what each site delivered before it last said where it was), none after", dups)
+	}
+	for name, addr := range map[string]string{"east": sp.eastHTTP, "west": sp.westHTTP} {
+		_, m := get(t, "http://"+addr+"/metrics")
+		for _, reason := range []string{"unauthenticated", "auth_failed", "denied"} {
+			if v := metricValue(m, `signalbox_kafka_refused_total{reason="`+reason+`"}`); v != 0 {
+				t.Errorf("%s refused %v Kafka requests as %s: the sites and NFs authenticate as users allowed what they do", name, v, reason)
+			}
+		}
 	}
 }

@@ -33,6 +33,7 @@ type dirConfig struct {
 	Linger       time.Duration // nfsim's producer linger
 	Key          string        // nfsim's record key: none or correlation
 	SharedProd   bool          // nfsim: one Kafka client for every NF type
+	NFAuth       bool          // nfsim authenticates as the NF credential; serve lets no client in anonymously
 	HarnessProcs int           // GOMAXPROCS of the nfsim and probe children (0: Go's default)
 	ServeProcs   int           // GOMAXPROCS of serve (0: Go's default); 1 from the flag
 	Pin          bool          // serve on its own ServeProcs CPUs, the harness on the others
@@ -79,6 +80,7 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	fs.StringVar(&c.Mix, "mix", c.Mix, "NF mix as TYPE=weight,...")
 	fs.StringVar(&c.Compression, "compression", "snappy", "the NFs' (nfsim's) Kafka batch compression: snappy, lz4, zstd, gzip or none")
 	fs.DurationVar(&c.Linger, "linger", 0, "the NFs' (nfsim's) Kafka producer linger (0: send at once)")
+	fs.BoolVar(&c.NFAuth, "nf-auth", false, "the NFs (nfsim) authenticate as NFs on other hosts do (SASL SCRAM-SHA-512, the NF credential), and serve lets no client in without a credential (-kafka-local-anonymous=false): every request is parsed and authorized")
 	fs.BoolVar(&c.SharedProd, "shared-producer", false, "nfsim sends every NF type's copies through one Kafka client (default: one per NF type, as separate NFs have)")
 	fs.StringVar(&c.Key, "key", "none", "the NFs' (nfsim's) Kafka record key: none (sticky partitioning, the reference's round-robin ordering) or correlation (correlation id)")
 	fs.IntVar(&c.HarnessProcs, "harness-procs", 1, "GOMAXPROCS of the nfsim and probe child processes (0: Go's default, one per CPU)")
@@ -142,6 +144,9 @@ func parseDirectorFlags(args []string, stderr io.Writer) (dirConfig, error) {
 	}
 	if c.Key != "none" && c.Key != "correlation" {
 		return c, fmt.Errorf("bench director: -key %q: want none or correlation", c.Key)
+	}
+	if c.NFAuth && (c.Brokers != "" || c.SplitBroker || c.Feed == "kafka" || c.InProcess) {
+		return c, fmt.Errorf("bench director: -nf-auth is for the embedded broker in serve, with synthetic or http2 feeds and nfsim as a process")
 	}
 	if c.Brokers != "" && c.SplitBroker {
 		return c, errors.New("bench director: -split-broker and -brokers exclude each other")

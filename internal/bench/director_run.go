@@ -157,6 +157,8 @@ func brokerMode(cfg dirConfig) string {
 		return "external " + cfg.Brokers
 	case cfg.SplitBroker:
 		return "embedded, own serve process"
+	case cfg.NFAuth:
+		return "embedded in serve; every client authenticated, the NFs with SCRAM-SHA-512 as nf"
 	}
 	return "embedded in serve"
 }
@@ -168,6 +170,9 @@ func (sc *scenario) serveArgs(name string) []string {
 		"-curri-addr", "127.0.0.1:0", "-ingest-addr", "", "-kafka-addr", "127.0.0.1:0", "-log-level", "warn"}
 	if sc.cfg.SoloReads {
 		args = append(args, "-feed-solo-reads")
+	}
+	if sc.cfg.NFAuth {
+		args = append(args, "-kafka-local-anonymous=false")
 	}
 	return append(args, strings.Fields(sc.cfg.ServeArgs)...)
 }
@@ -482,6 +487,13 @@ func (sc *scenario) produce(ctx context.Context, id, prewarmID string, rate floa
 	}
 	if sc.cfg.SharedProd {
 		args = append(args, "-shared-producer")
+	}
+	if sc.cfg.NFAuth {
+		pw, err := os.ReadFile(filepath.Join(sc.dir, "serve", "kafka-nf-password"))
+		if err != nil {
+			return nfsim.Stats{}, usage{}, fmt.Errorf("the NF credential: %w", err)
+		}
+		args = append(args, "-sasl-mechanism", "SCRAM-SHA-512", "-sasl-user", "nf", "-sasl-password", strings.TrimSpace(string(pw)))
 	}
 	start := time.Now()
 	p, err := startProcEnv(ctx, "nfsim", sc.cfg.Bin, args, sc.harnessEnv(), sc.harnessCPUs, sc.echo)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -198,6 +199,10 @@ func (l guardListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	gc := &guardConn{Conn: c, g: l.g, host: clientHost(c), trusted: l.g.trusted(c), patchVersions: -1}
+	// Buffered: a request's size, key and version, and small requests
+	// whole, in one read of the socket (a large body is read straight
+	// into kfake's buffer).
+	gc.r = bufio.NewReaderSize(c, 16<<10)
 	gc.auth.cond = sync.NewCond(&gc.auth.mu)
 	return gc, nil
 }
@@ -207,6 +212,7 @@ func (l guardListener) Accept() (net.Conn, error) {
 // another.
 type guardConn struct {
 	net.Conn
+	r        *bufio.Reader // the connection's reads
 	g        *guard
 	host     string
 	hdr      [8]byte   // a request's size, and on a trusted connection its API key and version
@@ -257,7 +263,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		d = c.deadline
 	}
 	_ = c.Conn.SetReadDeadline(d)
-	n, err := c.Conn.Read(p)
+	n, err := c.r.Read(p)
 	c.left -= int64(n)
 	if c.left == 0 {
 		c.g.release(c.host, c.held.Swap(0))
@@ -276,14 +282,14 @@ func (c *guardConn) next() error {
 		wait = c.g.firstRequest
 	}
 	_ = c.Conn.SetReadDeadline(time.Now().Add(wait))
-	if _, err := io.ReadFull(c.Conn, c.hdr[:1]); err != nil {
+	if _, err := io.ReadFull(c.r, c.hdr[:1]); err != nil {
 		if isTimeout(err) && c.requests == 0 {
 			c.g.refuse(c, RefusedSilent, "connected and sent nothing for "+c.g.firstRequest.String())
 		}
 		return err
 	}
 	_ = c.Conn.SetReadDeadline(time.Now().Add(c.g.stall))
-	if _, err := io.ReadFull(c.Conn, c.hdr[1:4]); err != nil {
+	if _, err := io.ReadFull(c.r, c.hdr[1:4]); err != nil {
 		if isTimeout(err) {
 			c.g.refuse(c, RefusedStalled, "sent part of a request size and stopped")
 		}
@@ -355,7 +361,7 @@ func (c *guardConn) readBody(b []byte) error {
 			d = c.deadline
 		}
 		_ = c.Conn.SetReadDeadline(d)
-		n, err := c.Conn.Read(b[read:])
+		n, err := c.r.Read(b[read:])
 		read += n
 		if err != nil {
 			return err

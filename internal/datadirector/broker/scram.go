@@ -53,15 +53,20 @@ func newScramKeys(mech, password string) (scramKeys, error) {
 	if _, err := rand.Read(salt); err != nil {
 		return scramKeys{}, err
 	}
+	return deriveScramKeys(mech, password, salt, scramIterations)
+}
+
+// deriveScramKeys derives the keys of password for mech with salt.
+func deriveScramKeys(mech, password string, salt []byte, iters int) (scramKeys, error) {
 	h := scramHash(mech)
-	salted, err := pbkdf2.Key(h, password, salt, scramIterations, h().Size())
+	salted, err := pbkdf2.Key(h, password, salt, iters, h().Size())
 	if err != nil {
 		return scramKeys{}, err
 	}
 	client := hmacSum(h, salted, "Client Key")
 	stored := h()
 	stored.Write(client)
-	return scramKeys{salt: salt, iters: scramIterations, storedKey: stored.Sum(nil), serverKey: hmacSum(h, salted, "Server Key")}, nil
+	return scramKeys{salt: salt, iters: iters, storedKey: stored.Sum(nil), serverKey: hmacSum(h, salted, "Server Key")}, nil
 }
 
 // scramServer is one SCRAM exchange: client-first, server-first,
@@ -75,6 +80,9 @@ type scramServer struct {
 	clientFirst string // its bare part
 	serverFirst string
 	done        bool
+	// serverNonce makes the server's part of the nonce (random; tests
+	// replay RFC 7677's exchange with its own).
+	serverNonce func() (string, error)
 }
 
 var errSASL = errors.New("authentication failed")
@@ -117,11 +125,14 @@ func (s *scramServer) first(msg string) ([]byte, bool, error) {
 		keys.storedKey = nil
 	}
 	s.keys = keys
-	var b [18]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	if s.serverNonce == nil {
+		s.serverNonce = randomNonce
+	}
+	snonce, err := s.serverNonce()
+	if err != nil {
 		return nil, false, err
 	}
-	s.nonce = cnonce + base64.RawStdEncoding.EncodeToString(b[:])
+	s.nonce = cnonce + snonce
 	s.serverFirst = "r=" + s.nonce + ",s=" + base64.StdEncoding.EncodeToString(keys.salt) + ",i=" + strconv.Itoa(keys.iters)
 	return []byte(s.serverFirst), false, nil
 }
@@ -164,6 +175,14 @@ func (s *scramServer) final(msg string) ([]byte, bool, error) {
 		return nil, false, errSASL
 	}
 	return []byte("v=" + base64.StdEncoding.EncodeToString(hmacSum(h, s.keys.serverKey, auth))), true, nil
+}
+
+func randomNonce() (string, error) {
+	var b [18]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawStdEncoding.EncodeToString(b[:]), nil
 }
 
 // plainAuth checks a PLAIN message (authzid NUL user NUL password) against

@@ -168,7 +168,10 @@ func (p *Probe) Start(ctx context.Context) error {
 		}()
 	}
 	if p.cfg.Mode == ModeHTTP2 {
+		// The API's limits: headers in 10 s and 64 KiB, idle
+		// connections closed after 2 minutes (docs/operations.md).
 		p.srv = &http.Server{Handler: http.HandlerFunc(p.serveHTTP), ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 			ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)}
 		var protos http.Protocols
 		protos.SetHTTP1(true)

@@ -81,6 +81,8 @@ type Serve struct {
 	KafkaRetentionBytes  int64
 	KafkaMaxMessageBytes int
 	KafkaMaxRequestBytes int
+	KafkaAllowAnonymous  bool
+	KafkaLocalAnonymous  bool
 	KafkaSASLMechanism   string
 	KafkaUsername        string
 	KafkaPassword        string
@@ -188,6 +190,8 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.DurationVar(&c.KafkaRetention, "kafka-retention", 5*time.Minute, "retention of the embedded broker's topics")
 	fs.Int64Var(&c.KafkaRetentionBytes, "kafka-retention-bytes", 1<<30, "size cap per partition of the embedded broker's topics")
 	fs.IntVar(&c.KafkaMaxMessageBytes, "kafka-max-message-bytes", 1<<20, "largest record batch the embedded broker accepts")
+	fs.BoolVar(&c.KafkaAllowAnonymous, "kafka-allow-anonymous", false, "embedded broker: let clients from any host use it without a credential (the copies are subscriber data: warned at every start, alarmed while on)")
+	fs.BoolVar(&c.KafkaLocalAnonymous, "kafka-local-anonymous", true, "embedded broker: let clients on this host use it without a credential (clients from other hosts authenticate: the NF credential, kafka-nf-password in the data dir)")
 	fs.IntVar(&c.KafkaMaxRequestBytes, "kafka-max-request-bytes", 100<<20, "largest request the embedded broker reads (Kafka's socket.request.max.bytes): a larger one is refused before it is read, and its connection closed")
 	fs.StringVar(&c.KafkaSASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (embedded broker: required of clients; external: used to connect)")
 	fs.StringVar(&c.KafkaUsername, "kafka-username", "", "SASL user name")
