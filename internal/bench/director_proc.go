@@ -14,6 +14,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -267,4 +268,54 @@ func cpuList(cpus []int) string {
 		s[i] = strconv.Itoa(c)
 	}
 	return strings.Join(s, ",")
+}
+
+// waitReady polls /readyz until 200.
+func waitReady(ctx context.Context, base string, p *proc) error {
+	deadline := time.Now().Add(60 * time.Second)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		resp, err := hc.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited while starting: %v\n%s", p.name, p.err, lastLines(p.out.String(), 20))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after 60s\n%s", p.name, lastLines(p.out.String(), 20))
+		}
+	}
+}
+
+// probeAddr waits for a probe process to say where it listens ("probe:
+// <mode> on <addr>", its first line), or to exit.
+func probeAddr(ctx context.Context, p *proc, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		for _, line := range strings.Split(p.out.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "probe: "); ok {
+				if _, addr, ok := strings.Cut(rest, " on "); ok && !strings.Contains(addr, " ") {
+					return addr, nil
+				}
+			}
+		}
+		select {
+		case <-p.done:
+			return "", fmt.Errorf("%s exited while starting: %v\n%s", p.name, p.err, lastLines(p.out.String(), 20))
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("%s did not say where it listens within %s\n%s", p.name, limit, lastLines(p.out.String(), 20))
+		}
+	}
 }

@@ -221,31 +221,6 @@ func (sc *scenario) startServe(ctx context.Context) error {
 	return nil
 }
 
-// waitReady polls /readyz until 200.
-func waitReady(ctx context.Context, base string, p *proc) error {
-	deadline := time.Now().Add(60 * time.Second)
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for {
-		resp, err := hc.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited while starting: %v\n%s", p.name, p.err, lastLines(p.out.String(), 20))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after 60s\n%s", p.name, lastLines(p.out.String(), 20))
-		}
-	}
-}
-
 // harnessEnv is the environment the nfsim and probe children get on top of
 // the bench's: GOMAXPROCS when -harness-procs is set. Each of them is one
 // stream; with a P per CPU their idle Ps spin looking for work on the two
@@ -313,31 +288,6 @@ func (sc *scenario) startConsumers(ctx context.Context, warmID string) error {
 		sc.probeAddrs = append(sc.probeAddrs, addr)
 	}
 	return nil
-}
-
-// probeAddr waits for a probe process to say where it listens ("probe:
-// <mode> on <addr>", its first line), or to exit.
-func probeAddr(ctx context.Context, p *proc, limit time.Duration) (string, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		for _, line := range strings.Split(p.out.String(), "\n") {
-			if rest, ok := strings.CutPrefix(line, "probe: "); ok {
-				if _, addr, ok := strings.Cut(rest, " on "); ok && !strings.Contains(addr, " ") {
-					return addr, nil
-				}
-			}
-		}
-		select {
-		case <-p.done:
-			return "", fmt.Errorf("%s exited while starting: %v\n%s", p.name, p.err, lastLines(p.out.String(), 20))
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("%s did not say where it listens within %s\n%s", p.name, limit, lastLines(p.out.String(), 20))
-		}
-	}
 }
 
 // consumerAddr is where feed i delivers.
