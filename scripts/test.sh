@@ -12,7 +12,9 @@
 #      packages whose tests drive the binary as a user does (E2E_PKGS:
 #      internal/app, internal/docs, internal/bench — their timing is across
 #      processes, and the binary they drive is built without the race
-#      detector, as shipped), and, in the packages that have them, the
+#      detector, as shipped; two tests at a time, as their timing claims
+#      are made for a busy box, not a starved one), and, in the packages
+#      that have them, the
 #      allocation tests, the director's multi-process node tests and the
 #      scale tests that spend their time in an outside tool (-run
 #      'Alloc|^TestNodes|^TestScale': the race detector would distort them
@@ -73,7 +75,7 @@ export SIGNALBOX_TEST_POSTGRES_DSN="$(tail -1 .test-deps.out)"
 $GO build -o bin/testreport ./scripts/testreport
 
 phase "pass without the race detector, in the background:" $e2e_pkgs "and -run '$norace_run'" $norace_pkgs
-$GO test -count=1 -vet=off -timeout 12m -parallel 4 -json $e2e_pkgs > .test-e2e.json 2>&1 &
+$GO test -count=1 -vet=off -timeout 12m -json $e2e_pkgs > .test-e2e.json 2>&1 &
 e2e=$!
 $GO test -count=1 -vet=off -timeout 12m -parallel 4 -json -run "$norace_run" $norace_pkgs > .test-norace.json 2>&1 &
 norace=$!

@@ -38,11 +38,12 @@ import (
 // the records store, the feed manager, the two-site parts, the call stream,
 // the topic counters, the ingest; each stops before those it came after.
 type directorParts struct {
-	s        *Server
-	broker   *broker.Broker
-	client   broker.ClientConfig
-	mgr      *director.Manager
-	ingestCl *kgo.Client
+	s          *Server
+	broker     *broker.Broker
+	kafkaUsers *kafkaUsers // the embedded broker's users (nil with an external Kafka)
+	client     broker.ClientConfig
+	mgr        *director.Manager
+	ingestCl   *kgo.Client
 
 	offsetsCl *kgo.Client
 	ingestLn  net.Listener
@@ -104,14 +105,20 @@ func startDirector(ctx context.Context, s *Server) (*directorParts, error) {
 		if cfg.KafkaSASLMechanism != "" {
 			bc.SASL = &broker.SASLConfig{Mechanism: cfg.KafkaSASLMechanism, Users: map[string]string{cfg.KafkaUsername: cfg.KafkaPassword}}
 		}
-		if bc.Users, bc.Anonymous, err = s.brokerAccess(all); err != nil {
+		var base []broker.User
+		if base, bc.Anonymous, err = s.brokerAccess(all); err != nil {
 			return nil, err
 		}
+		if d.kafkaUsers, err = newKafkaUsers(cfg.DataDir, base); err != nil {
+			return nil, err
+		}
+		bc.Users = d.kafkaUsers.users()
 		b, err := broker.Start(ctx, bc, s.log)
 		if err != nil {
 			return nil, err
 		}
 		d.broker = b
+		d.kafkaUsers.b = b
 		s.parts.closer("kafka broker", b.Close)
 		// signalbox's own clients are the broker's (its -kafka-username, or
 		// a user of its own when local clients authenticate too, or none;
@@ -244,6 +251,11 @@ func (d *directorParts) reconcile(ctx context.Context) {
 			continue
 		}
 		specs = append(specs, sp)
+	}
+	if d.kafkaUsers != nil {
+		if err := d.kafkaUsers.retain(specs); err != nil {
+			d.s.log.Error("kafka consumer credentials of deleted feeds", "err", err)
+		}
 	}
 	specs = append(specs, d.traceFeeds(ctx)...)
 	plans := director.Plans(specs)
@@ -406,6 +418,15 @@ func (d *directorParts) pollTopicOffsets(ctx context.Context, specs []broker.Top
 		case <-t.C:
 		}
 	}
+}
+
+// kafkaCredentials issues kafka feeds' consumer credentials: nil unless
+// the director's Kafka is the embedded broker.
+func (s *Server) kafkaCredentials() api.KafkaCredentials {
+	if s.dir == nil || s.dir.kafkaUsers == nil {
+		return nil
+	}
+	return s.dir.kafkaUsers
 }
 
 // KafkaAddrs is the bootstrap list of the director's Kafka (nil when off).

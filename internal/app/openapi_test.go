@@ -201,6 +201,12 @@ func TestOpenAPIContract(t *testing.T) {
 	// A node without a site pair (TestSiteTakeoverTrafficAtBothSites reads a pair's state).
 	sc.call(step{op: "GET /api/v1/site", path: "/api/v1/site", want: 404})
 	sc.call(step{op: "GET /api/v1/feeds/{name}/records", path: "/api/v1/feeds/transactions/records?limit=10", want: 200, retryFor: 5 * time.Second})
+	// The xdr feed's topic is in the embedded broker: its consumers get a
+	// credential; a synthetic feed has no topic to read.
+	sc.call(step{op: "POST /api/v1/feeds/{name}/credential", path: "/api/v1/feeds/transactions/credential", noBody: true, want: 201})
+	sc.call(step{op: "POST /api/v1/feeds/{name}/credential", path: "/api/v1/feeds/probe-a/credential", noBody: true, want: 409})
+	sc.call(step{op: "DELETE /api/v1/feeds/{name}/credential", path: "/api/v1/feeds/transactions/credential", want: 204})
+	sc.call(step{op: "DELETE /api/v1/feeds/{name}/credential", path: "/api/v1/feeds/transactions/credential", want: 404})
 	sc.call(step{op: "GET /api/v1/export", path: "/api/v1/export?format=pcap&sources=SCP,SEPP&filter=status%20%3E%3D%20400", want: 200})
 	sc.call(step{op: "GET /api/v1/export", path: "/api/v1/export?format=jsonl&sources=NRF", want: 200})
 

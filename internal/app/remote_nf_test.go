@@ -18,7 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/signalbox/signalbox/internal/datadirector/broker"
+	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
 	"github.com/signalbox/signalbox/internal/testkit"
+	"github.com/signalbox/signalbox/internal/testkit/fixture"
 	"github.com/signalbox/signalbox/internal/testkit/kafkatest"
 )
 
@@ -76,6 +78,15 @@ type produceJob struct {
 	// do — read the topic, delete it, delete its records, create a user —
 	// and prints what each got, as JSON, instead of producing.
 	Beyond bool
+	// Group: consume the topic in this group instead of producing, until
+	// Count records or 15 s, and print how many came (consumeResult).
+	Group string
+}
+
+// consumeResult is what a consuming job read.
+type consumeResult struct {
+	Read int
+	Err  string
 }
 
 // beyondResult is what each attempt beyond producing got.
@@ -97,6 +108,9 @@ func produceFromHere(spec string) int {
 		cc.SASLMechanism, cc.Username, cc.Password = broker.MechScramSHA512, job.User, job.Password
 	}
 	opts := []kgo.Opt{}
+	if job.Group != "" {
+		opts = append(opts, kgo.ConsumeTopics(job.Topic), kgo.ConsumerGroup(job.Group), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	}
 	if job.Beyond {
 		opts = append(opts, kgo.ConsumeTopics(job.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	}
@@ -110,6 +124,26 @@ func produceFromHere(spec string) int {
 	defer cancel()
 	if job.Beyond {
 		return beyondProducing(ctx, cl, job.Topic)
+	}
+	if job.Group != "" {
+		var res consumeResult
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		for res.Read < job.Count && cctx.Err() == nil {
+			fs := cl.PollFetches(cctx)
+			fs.EachError(func(_ string, _ int32, err error) {
+				if cctx.Err() == nil {
+					res.Err = err.Error()
+				}
+			})
+			if res.Err != "" {
+				break
+			}
+			res.Read += fs.NumRecords()
+		}
+		b, _ := json.Marshal(res)
+		fmt.Println(string(b))
+		return 0
 	}
 	var recs []*kgo.Record
 	for i := range job.Count {
@@ -261,6 +295,76 @@ func TestRemoteNFProduces(t *testing.T) {
 	}
 	if len(seen) != 100 {
 		t.Errorf("%d distinct records, want 100 (none of the anonymous ones)", len(seen))
+	}
+
+	// A kafka feed's consumers on the NF's host: the feed's credential
+	// (admin only, audited) reads its topic with its own groups, nothing
+	// else, and not once revoked.
+	if code, body := apiAt(t, serve.ls.HTTP, "test-admin-token", "POST", "/api/v1/feeds",
+		`{"name":"lake","type":"kafka","sources":["SCP"],"topic":"LAKE","start":"earliest"}`); code != 201 {
+		t.Fatalf("create feed lake: %d %s", code, body)
+	}
+	if code, body := apiAt(t, serve.ls.HTTP, "test-admin-token", "POST", "/api/v1/feeds",
+		`{"name":"web","type":"http2","sources":["SCP"],"url":"http://127.0.0.1:9/copies"}`); code != 201 {
+		t.Fatalf("create feed web: %d %s", code, body)
+	}
+	if code, body := apiAt(t, serve.ls.HTTP, "test-admin-token", "POST", "/api/v1/feeds/web/credential", ""); code != 409 {
+		t.Errorf("a credential for an http2 feed: %d %s, want 409", code, body)
+	}
+	code, body := apiAt(t, serve.ls.HTTP, "test-admin-token", "POST", "/api/v1/feeds/lake/credential", "")
+	var cred struct {
+		User, Password, Mechanism, Topic string
+		GroupPrefix                      string `json:"group_prefix"`
+		Brokers                          []string
+	}
+	if code != 201 || json.Unmarshal(body, &cred) != nil || cred.Topic != "LAKE" || cred.Mechanism != "SCRAM-SHA-512" || len(cred.Brokers) != 1 {
+		t.Fatalf("the consumer credential of lake: %d %s", code, body)
+	}
+	consume := func(topic, group string, n int) consumeResult {
+		t.Helper()
+		job, _ := json.Marshal(produceJob{Brokers: cred.Brokers, Topic: topic, Group: group, Count: n, User: cred.User, Password: cred.Password})
+		out, err := nsExec("env", produceEnv+"="+string(job), os.Args[0], "-test.run=^$").Output()
+		var res consumeResult
+		if err != nil || json.Unmarshal(out, &res) != nil {
+			return consumeResult{Err: fmt.Sprintf("%v: %s", err, out)}
+		}
+		return res
+	}
+	// Copies (the records above are not: the feed sets them aside), from
+	// this host, which lake relays into LAKE.
+	local, err := kgo.NewClient(kgo.SeedBrokers(adv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	pctx, pcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer pcancel()
+	for i := range 20 {
+		if err := local.ProduceSync(pctx, &kgo.Record{Topic: "SCP", Value: fixture.Record(fmt.Sprintf("lake-%d", i), "SCP", nfcopy.RequestIngress)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := consume("LAKE", cred.GroupPrefix+"-analytics", 20); res.Read < 20 || res.Err != "" {
+		t.Errorf("lake's consumer on the NF's host read %d of the 20 copies: %s", res.Read, res.Err)
+	}
+	if res := consume("SCP", cred.GroupPrefix+"-analytics", 1); res.Read != 0 {
+		t.Errorf("lake's consumer read %d copies of SCP", res.Read)
+	}
+	if res := consume("LAKE", "another-group", 1); res.Read != 0 {
+		t.Errorf("lake's consumer with another's group: %+v, want refused", res)
+	}
+	if code, body := apiAt(t, serve.ls.HTTP, "test-admin-token", "DELETE", "/api/v1/feeds/lake/credential", ""); code != 204 {
+		t.Fatalf("revoke: %d %s", code, body)
+	}
+	if res := consume("LAKE", cred.GroupPrefix+"-again", 1); res.Read != 0 {
+		t.Errorf("a revoked credential read %d copies", res.Read)
+	}
+	if log := serve.tail(1 << 20); !strings.Contains(log, `reason=auth_failed detail="user \"feed-lake\"`) {
+		t.Errorf("serve's log lacks the revoked credential's failure")
+	}
+	if code, body := apiAt(t, serve.ls.HTTP, "test-admin-token", "GET", "/api/v1/audit?resource=kafka_credentials", ""); code != 200 ||
+		!strings.Contains(string(body), "issue kafka consumer credential") || !strings.Contains(string(body), "revoke kafka consumer credential") {
+		t.Errorf("the audit log of the credential: %d %s", code, body)
 	}
 
 	// Counted, and logged with the NF's address and user.

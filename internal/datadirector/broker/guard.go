@@ -114,13 +114,16 @@ func newGuard(maxRequest int32, to timeouts, reg prometheus.Registerer, log *slo
 }
 
 // refuse counts a refusal and logs it, once a minute at most per client
-// address and reason.
+// address, reason and user.
 func (g *guard) refuse(c net.Conn, reason, detail string) {
 	g.refused.WithLabelValues(reason).Inc()
 	host := clientHost(c)
 	now := time.Now()
-	g.logMu.Lock()
 	key := host + " " + reason
+	if gc, ok := c.(*guardConn); ok && gc.auth.user != nil {
+		key += " " + gc.auth.user.Name // once a minute per client, reason and user
+	}
+	g.logMu.Lock()
 	last, seen := g.logged[key]
 	if !seen || now.Sub(last) >= time.Minute {
 		g.logged[key] = now

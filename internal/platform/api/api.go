@@ -116,6 +116,9 @@ type Config struct {
 	Policies PolicyEvaluator
 	Feeds    FeedRuntime
 	Calls    CallSearcher
+	// KafkaCredentials issues kafka feeds' consumer credentials; nil:
+	// those endpoints answer 503.
+	KafkaCredentials KafkaCredentials
 	// OnChange is called after every committed configuration change with
 	// ChangedPolicies or ChangedFeeds, so the owner rebuilds its snapshot;
 	// with Live set, not for the changes Live is told of.
@@ -283,6 +286,8 @@ func (s *server) routes() {
 	h("GET /api/v1/feeds/{name}/status", s.feedStatus)
 	h("GET /api/v1/site", s.getSite)
 	h("GET /api/v1/feeds/{name}/records", s.feedRecords)
+	h("POST /api/v1/feeds/{name}/credential", s.issueCredential)
+	h("DELETE /api/v1/feeds/{name}/credential", s.revokeCredential)
 	h("GET /api/v1/export", s.export)
 
 	h("GET /api/v1/webhooks", s.listWebhooks)
