@@ -1,14 +1,9 @@
 package app
 
 import (
-	"crypto/rand"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/signalbox/signalbox/internal/datadirector/broker"
 	"github.com/signalbox/signalbox/internal/platform/config"
@@ -70,24 +65,16 @@ func (s *Server) brokerAccess(topics []broker.TopicSpec) (users []broker.User, a
 // directory, or made and kept there at first start.
 func nfPassword(dataDir string, log *slog.Logger) (string, error) {
 	path := filepath.Join(dataDir, NFCredentialFile)
-	if b, err := os.ReadFile(path); err == nil {
-		if pw := strings.TrimSpace(string(b)); pw != "" {
-			log.Info("Kafka NF credential read from the data dir: clients from other hosts produce as user nf (SASL SCRAM-SHA-512)", "path", path)
-			return pw, nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	pw, made, err := keptSecret(path, "", 24)
+	if err != nil {
 		return "", fmt.Errorf("nf credential: %w", err)
 	}
-	var raw [24]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
+	if made {
+		log.Info("Kafka NF credential generated: NFs on other hosts produce as user nf with SASL SCRAM-SHA-512 and the password kept in the data dir (docs/director.md, \"NFs on other hosts\")",
+			"user", nfUser, "path", path)
+	} else {
+		log.Info("Kafka NF credential read from the data dir: clients from other hosts produce as user nf (SASL SCRAM-SHA-512)", "path", path)
 	}
-	pw := base64.RawURLEncoding.EncodeToString(raw[:])
-	if err := os.WriteFile(path, []byte(pw+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("nf credential: %w", err)
-	}
-	log.Info("Kafka NF credential generated: NFs on other hosts produce as user nf with SASL SCRAM-SHA-512 and the password kept in the data dir (docs/director.md, \"NFs on other hosts\")",
-		"user", nfUser, "path", path)
 	return pw, nil
 }
 

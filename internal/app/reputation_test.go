@@ -106,9 +106,12 @@ func TestReputationThroughCURRI(t *testing.T) {
 			t.Errorf("%s %s: %s, want %s with %q: %s", c.policy, c.calling, d, c.decision, c.contains, body)
 		}
 		t.Logf("%s %s: %s in %s", c.policy, c.calling, d, took)
-		// The budget is 20 ms; the answer reaches CUCM well within
-		// Cisco's 50 ms whatever the service does.
-		if took > 40*time.Millisecond {
+		// The budget is 20 ms: the answer does not wait for the slow
+		// service (150 ms) nor the hanging one. The bound leaves a busy
+		// box (make test runs this beside the race pass) 100 ms of
+		// scheduling; that it reaches CUCM within Cisco's 50 ms is
+		// bench curri's to measure, on a quiet box.
+		if took > 120*time.Millisecond {
 			t.Errorf("%s %s answered in %s", c.policy, c.calling, took)
 		}
 	}
@@ -116,8 +119,8 @@ func TestReputationThroughCURRI(t *testing.T) {
 	// The slow service's answer arrived after its call and is cached: the
 	// next call from that number is decided by it, at once.
 	time.Sleep(200 * time.Millisecond)
-	if d, _, took := call("default", "9725550104"); d != "Deny" || took > 10*time.Millisecond {
-		t.Errorf("after the slow answer: %s in %s, want Deny from the cache", d, took)
+	if d, _, took := call("default", "9725550104"); d != "Deny" || took > 100*time.Millisecond {
+		t.Errorf("after the slow answer: %s in %s, want Deny from the cache (not a 20 ms wait and a permit)", d, took)
 	}
 
 	// The dry run says what the service answered and whether from the cache.

@@ -301,26 +301,39 @@ func adminToken(cfg config.Serve, log *slog.Logger) (string, error) {
 		return cfg.AdminToken, nil
 	}
 	path := filepath.Join(cfg.DataDir, "admin-token")
+	tok, made, err := keptSecret(path, "sbx_", 32)
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	if made {
+		log.Info("API admin token generated; it is kept in the data dir (set -admin-token or SIGNALBOX_ADMIN_TOKEN to choose your own)",
+			"token", tok, "path", path)
+	} else {
+		log.Info("API admin token read from the data dir", "path", path)
+	}
+	return tok, nil
+}
+
+// keptSecret is the secret kept in the file at path, or a new one of n
+// random bytes (URL-safe base64 behind prefix) written there (0600) when
+// there is none; made says which.
+func keptSecret(path, prefix string, n int) (secret string, made bool, err error) {
 	if b, err := os.ReadFile(path); err == nil {
-		tok := strings.TrimSpace(string(b))
-		if tok != "" {
-			log.Info("API admin token read from the data dir", "path", path)
-			return tok, nil
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s, false, nil
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("admin token: %w", err)
+		return "", false, err
 	}
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
+	raw := make([]byte, n)
+	if _, err := rand.Read(raw); err != nil {
+		return "", false, err
 	}
-	tok := "sbx_" + base64.RawURLEncoding.EncodeToString(raw[:])
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("admin token: %w", err)
+	secret = prefix + base64.RawURLEncoding.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", false, err
 	}
-	log.Info("API admin token generated; it is kept in the data dir (set -admin-token or SIGNALBOX_ADMIN_TOKEN to choose your own)",
-		"token", tok, "path", path)
-	return tok, nil
+	return secret, true, nil
 }
 
 func curriTLSConfig(cfg config.Serve) (*tls.Config, error) {

@@ -79,7 +79,7 @@ func TestTapDetachedMemberWaitsForProof(t *testing.T) {
 	pcl := producer(t, c)
 	slow.stop()
 	produce(t, pcl, "c", 0, 1000, 10*time.Millisecond)
-	testkit.WaitFor(t, 10*time.Second, "the slow feed detached", func() bool { return h.status("slow").Reader == ReaderOwn })
+	testkit.WaitFor(t, 30*time.Second, "the slow feed detached", func() bool { return h.status("slow").Reader == ReaderOwn })
 	slow.restart()
 	testkit.WaitFor(t, 30*time.Second, "the slow feed caught up on its own", func() bool { return len(slow.missing("c", 1000)) == 0 })
 
