@@ -65,28 +65,8 @@ func TestListenersSurviveHostileInput(t *testing.T) {
 	})
 	// Trickled: the announced request goes on arriving, a byte every
 	// 100 ms, until the server closes the connection or the test ends.
-	stop := make(chan struct{})
-	var trickles sync.WaitGroup
-	trickle := func(c net.Conn, head []byte) {
-		c.Write(head)
-		trickles.Add(1)
-		go func() {
-			defer trickles.Done()
-			tk := time.NewTicker(100 * time.Millisecond)
-			defer tk.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tk.C:
-					if _, err := c.Write([]byte{'x'}); err != nil {
-						return
-					}
-				}
-			}
-		}()
-	}
-	defer func() { close(stop); trickles.Wait() }()
+	trickler := testkit.NewTrickler(100 * time.Millisecond)
+	defer trickler.Stop()
 
 	// The Kafka port: HTTP requests (monitoring, a peer URL pointed at it),
 	// 2 GB frames followed by what would fill them, half a size.
@@ -98,7 +78,7 @@ func TestListenersSurviveHostileInput(t *testing.T) {
 		c2.Write(binary.BigEndian.AppendUint32(nil, 0x7fffffff))
 		c2.Write(bytes.Repeat([]byte{byte(i)}, 256<<10))
 		for _, cc := range []net.Conn{c, c2} {
-			go func() { kafkaClosed <- closedWithin(cc, 5*time.Second) }()
+			go func() { kafkaClosed <- testkit.ClosedWithin(cc, 5*time.Second) }()
 		}
 	}
 	for range 300 {
@@ -112,7 +92,7 @@ func TestListenersSurviveHostileInput(t *testing.T) {
 		{"ingest", ls.Ingest, "POST /v1/copies HTTP/1.1\r\nHost: sb\r\nContent-Type: application/x-ndjson\r\nContent-Length: 2147483648\r\n\r\n"},
 	} {
 		for range 20 {
-			trickle(dial(l.addr), []byte(l.head))
+			trickler.Add(dial(l.addr), []byte(l.head))
 		}
 		for range 300 {
 			io.WriteString(dial(l.addr), l.head[:20])
@@ -125,7 +105,7 @@ func TestListenersSurviveHostileInput(t *testing.T) {
 	h2.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0})          // SETTINGS, empty
 	h2.Write([]byte{0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 1}) // DATA of 16 MB on stream 1
 	h2.Write(bytes.Repeat([]byte{'x'}, 64<<10))
-	h2Closed := closedWithin(h2, 5*time.Second)
+	h2Closed := testkit.ClosedWithin(h2, 5*time.Second)
 
 	// Meanwhile every listener answers a legitimate request within a second.
 	legit := func() {
@@ -209,17 +189,6 @@ func TestListenersSurviveHostileInput(t *testing.T) {
 	}
 	// Still up, and still answering, at the end.
 	legit()
-}
-
-// closedWithin reports whether the peer closes c within d (what it sends
-// is read and dropped).
-func closedWithin(c net.Conn, d time.Duration) bool {
-	_ = c.SetReadDeadline(time.Now().Add(d))
-	_, err := io.Copy(io.Discard, c)
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		return false
-	}
-	return true
 }
 
 // metricValue is the value of the sample named name (with its labels,

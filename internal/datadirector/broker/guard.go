@@ -259,13 +259,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	if int64(len(p)) > c.left {
 		p = p[:c.left]
 	}
-	// No byte for the stall timeout, or the whole request not by its
-	// deadline: cut off.
-	d := time.Now().Add(c.g.stall)
-	if c.deadline.Before(d) {
-		d = c.deadline
-	}
-	_ = c.Conn.SetReadDeadline(d)
+	c.armBody()
 	n, err := c.r.Read(p)
 	c.left -= int64(n)
 	if c.left == 0 {
@@ -355,15 +349,22 @@ func (c *guardConn) peekKey() error {
 	return nil
 }
 
+// armBody sets the deadline of the next read of a request's body: no byte
+// for the stall timeout, or the whole request not by its deadline, cuts
+// it off.
+func (c *guardConn) armBody() {
+	d := time.Now().Add(c.g.stall)
+	if c.deadline.Before(d) {
+		d = c.deadline
+	}
+	_ = c.Conn.SetReadDeadline(d)
+}
+
 // readBody reads len(b) bytes of the current request: no byte for the
 // stall timeout, or the whole request not by its deadline, cuts it off.
 func (c *guardConn) readBody(b []byte) error {
 	for read := 0; read < len(b); {
-		d := time.Now().Add(c.g.stall)
-		if c.deadline.Before(d) {
-			d = c.deadline
-		}
-		_ = c.Conn.SetReadDeadline(d)
+		c.armBody()
 		n, err := c.r.Read(b[read:])
 		read += n
 		if err != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // syncBuffer is a log destination written by several goroutines.
@@ -54,23 +56,6 @@ func guardedBroker(t *testing.T, maxRequest int32) (*Broker, *syncBuffer) {
 // refused is the broker's count of refusals for reason.
 func refused(b *Broker, reason string) float64 {
 	return testutil.ToFloat64(b.guard.refused.WithLabelValues(reason))
-}
-
-// closedWithin reports whether the server closes c within d (reading and
-// discarding what it sends).
-func closedWithin(c net.Conn, d time.Duration) bool {
-	_ = c.SetReadDeadline(time.Now().Add(d))
-	_, err := io.Copy(io.Discard, c)
-	var ne net.Error
-	return err == nil || !(errorsAs(err, &ne) && ne.Timeout())
-}
-
-func errorsAs(err error, ne *net.Error) bool {
-	e, ok := err.(net.Error)
-	if ok {
-		*ne = e
-	}
-	return ok
 }
 
 // produceAndFetch proves the broker serves a Kafka client: a record
@@ -144,7 +129,7 @@ func TestGuardRefusesWhatIsNotKafka(t *testing.T) {
 			}
 			c.Write(first)
 			c.Write(bytes.Repeat([]byte{'x'}, 64<<10)) // what follows would fill it
-			if !closedWithin(c, 2*time.Second) {
+			if !testkit.ClosedWithin(c, 2*time.Second) {
 				t.Errorf("%s: the connection stayed open", name)
 			}
 			c.Close()
@@ -194,7 +179,7 @@ func TestGuardCutsOffSilentAndStalled(t *testing.T) {
 	part.Write(binary.BigEndian.AppendUint32(nil, 1000))
 	part.Write([]byte{0, 3, 0, 12})
 	for name, c := range map[string]net.Conn{"silent": silent, "half a size": half, "part of a request": part} {
-		if !closedWithin(c, 3*time.Second) {
+		if !testkit.ClosedWithin(c, 3*time.Second) {
 			t.Errorf("%s: not closed", name)
 		}
 	}
@@ -204,33 +189,11 @@ func TestGuardCutsOffSilentAndStalled(t *testing.T) {
 
 	// 20 connections each announcing a 30 MiB request and trickling it:
 	// one address holds at most one request's worth (32 MiB).
-	var trickles []net.Conn
+	trickler := testkit.NewTrickler(100 * time.Millisecond)
 	for range 20 {
-		c := dial()
-		c.Write(binary.BigEndian.AppendUint32(nil, 30<<20))
-		trickles = append(trickles, c)
+		trickler.Add(dial(), binary.BigEndian.AppendUint32(nil, 30<<20))
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, c := range trickles {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tk := time.NewTicker(100 * time.Millisecond)
-			defer tk.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tk.C:
-					if _, err := c.Write([]byte{0}); err != nil {
-						return
-					}
-				}
-			}
-		}()
-	}
-	waitUntil(t, 5*time.Second, "19 trickles refused for memory", func() bool { return refused(b, RefusedMemory) >= 19 })
+	testkit.WaitFor(t, 5*time.Second, "19 trickles refused for memory", func() bool { return refused(b, RefusedMemory) >= 19 })
 	b.guard.mu.Lock()
 	held := b.guard.held
 	b.guard.mu.Unlock()
@@ -238,17 +201,5 @@ func TestGuardCutsOffSilentAndStalled(t *testing.T) {
 		t.Errorf("the trickling clients hold %d MiB, want at most 32", held>>20)
 	}
 	produceAndFetch(t, b, "beside the trickles")
-	close(stop)
-	wg.Wait()
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	trickler.Stop()
 }

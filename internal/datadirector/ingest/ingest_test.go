@@ -35,14 +35,7 @@ func TestIngest(t *testing.T) {
 	}
 	defer cl.Close()
 	reg := prometheus.NewRegistry()
-	srv := httptest.NewUnstartedServer(NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 512 << 10, Registerer: reg}))
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	defer srv.Close()
-	tr := &http.Transport{Protocols: new(http.Protocols)}
-	tr.Protocols.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	srv, hc := h2cServer(t, NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 512 << 10, Registerer: reg}))
 
 	pad := make([]byte, 150<<10)
 	rand.Read(pad)
@@ -194,14 +187,7 @@ func TestIngestBoundsBodiesInFlight(t *testing.T) {
 	}
 	defer cl.Close()
 	reg := prometheus.NewRegistry()
-	srv := httptest.NewUnstartedServer(NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 1 << 20, MaxInFlightBytes: 1 << 20, Registerer: reg}))
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	defer srv.Close()
-	tr := &http.Transport{Protocols: new(http.Protocols)}
-	tr.Protocols.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	srv, hc := h2cServer(t, NewHandler(cl, Config{Topics: testTopics, MaxBodyBytes: 1 << 20, MaxInFlightBytes: 1 << 20, Registerer: reg}))
 	line := nfcopy.AppendJSON(nil, &nfcopy.Copy{Version: "1.0.0", CorrelationID: "c1", Timestamp: 1678705695995010066, Direction: nfcopy.RequestIngress, NFType: "SCP",
 		Headers: []nfcopy.Header{{Name: ":method", Values: []string{"POST"}}, {Name: ":path", Values: []string{"/x"}}}})
 	post := func(body io.Reader, length int64) (int, string, http.Header) {
@@ -249,4 +235,18 @@ func TestIngestBoundsBodiesInFlight(t *testing.T) {
 	if code, body, _ := post(bytes.NewReader(append(bytes.Repeat([]byte("\n"), 600<<10-len(line)), line...)), 600<<10); code != 200 {
 		t.Errorf("after the slow request: %d %s", code, body)
 	}
+}
+
+// h2cServer serves h over h2c (HTTP/2 with prior knowledge, as NFs send)
+// until the test ends, with a client that speaks it.
+func h2cServer(t *testing.T, h http.Handler) (*httptest.Server, *http.Client) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return srv, &http.Client{Transport: tr, Timeout: 20 * time.Second}
 }
