@@ -93,7 +93,7 @@ func FuzzParseCheckpoint(f *testing.F) {
 func TestCheckpointsReadAfterCompaction(t *testing.T) {
 	c := startCluster(t, kfakeCluster, 1)
 	h := newHarness(t, c)
-	f := &feed{m: h.m, spec: runPlan{FeedSpec: FeedSpec{Name: "cp"}}, log: testLogger()}
+	f := &feed{m: h.m, spec: runPlan{FeedSpec: FeedSpec{Name: "cp"}}, log: testLogger(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topic := CheckpointTopic("cp")

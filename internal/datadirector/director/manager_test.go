@@ -2,6 +2,7 @@ package director
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -19,11 +20,11 @@ import (
 	"github.com/signalbox/signalbox/internal/testkit/fixture"
 )
 
-func testLogger() *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("DIRECTOR_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	return testkit.Logger()
+	return testkit.FailureLogger(t)
 }
 
 // kafkaCluster is what the tests reach Kafka through: the embedded broker,
@@ -47,7 +48,7 @@ func newHarness(t *testing.T, b kafkaCluster, opts ...func(*Config)) *harness {
 	var m *Manager
 	cfg := Config{
 		// probe.out is an output, not a source.
-		Client: b.ClientConfig(), Topics: testTopics[:3], Registerer: h.reg, Logger: testLogger(),
+		Client: b.ClientConfig(), Topics: testTopics[:3], Registerer: h.reg, Logger: testLogger(t),
 		LagInterval: 200 * time.Millisecond, BackoffMin: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
 		NewSink: func(spec *FeedSpec) (Sink, error) {
 			if spec.Type == TypeSynthetic {
@@ -104,6 +105,17 @@ func (h *harness) status(name string) FeedStatus {
 		h.t.Fatalf("no status for feed %s", name)
 	}
 	return st
+}
+
+// waitDelivered waits until feed name has delivered more than n copies,
+// failing with the feed's state, counts and last error.
+func (h *harness) waitDelivered(name string, n uint64, timeout time.Duration) {
+	h.t.Helper()
+	testkit.WaitForState(h.t, timeout, fmt.Sprintf("%s to deliver more than %d", name, n), func() (bool, string) {
+		st := h.status(name)
+		return st.Delivered > n, fmt.Sprintf("state %s, reader %q, delivered %d, failed %d, retries %d, lag %d, last error %q",
+			st.State, st.Reader, st.Delivered, st.Failed, st.Retries, st.Lag, st.LastError)
+	})
 }
 
 func producer(t *testing.T, b kafkaCluster) *kgo.Client {
@@ -203,7 +215,7 @@ func TestManagerRestartLosesNothing(t *testing.T) {
 	const n = 3000
 	done := make(chan struct{})
 	go func() { defer close(done); produce(t, pcl, "c", 0, n, 20*time.Millisecond) }()
-	testkit.WaitFor(t, 10*time.Second, "some deliveries", func() bool { return h1.status("probe-a").Delivered > 300 })
+	h1.waitDelivered("probe-a", 300, 10*time.Second)
 	h1.stop()
 	time.Sleep(500 * time.Millisecond)
 	h2 := newHarness(t, b)
@@ -437,7 +449,7 @@ func TestApplyDuringDelivery(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); produce(t, pcl, "c", 0, n, 10*time.Millisecond) }()
 	for i := range 3 {
-		testkit.WaitFor(t, 10*time.Second, "deliveries", func() bool { return h.status("busy").Delivered > 100 })
+		h.waitDelivered("busy", 100, 20*time.Second)
 		spec.Directions = []string{"REQUEST_INGRESS", "RESPONSE_EGRESS"}[:1+i%2] // a change restarts the feed
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		start := time.Now()

@@ -147,7 +147,7 @@ func TestPipelinedFeedLosesNothing(t *testing.T) {
 	var sinks []*pipeSink
 	var smu sync.Mutex
 	m, err := NewManager(Config{
-		Client: b.ClientConfig(), Topics: testTopics[:3], Registerer: prometheus.NewRegistry(), Logger: testLogger(),
+		Client: b.ClientConfig(), Topics: testTopics[:3], Registerer: prometheus.NewRegistry(), Logger: testLogger(t),
 		LagInterval: 200 * time.Millisecond, BackoffMin: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
 		NewSink: func(spec *FeedSpec) (Sink, error) {
 			s := &pipeSink{addr: spec.Endpoint}
@@ -177,7 +177,7 @@ func TestPipelinedFeedLosesNothing(t *testing.T) {
 	rcv.restart()
 	<-fin
 	testkit.WaitFor(t, 30*time.Second, "every copy after the outage", func() bool { return len(rcv.missing("c", n)) == 0 })
-	testkit.WaitFor(t, 10*time.Second, "delivered to count every copy", func() bool { return h.status("pipe").Delivered >= n })
+	h.waitDelivered("pipe", n-1, 20*time.Second)
 	testkit.WaitFor(t, 10*time.Second, "lag to reach 0", func() bool { return h.status("pipe").Lag == 0 })
 	st := h.status("pipe")
 	if st.Retries == 0 || st.State != StateConnected {

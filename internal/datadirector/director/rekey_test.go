@@ -32,7 +32,7 @@ func TestXDRRekeyAcrossNodes(t *testing.T) {
 	nodes := make([]*Manager, 2)
 	for i := range nodes {
 		m, err := NewManager(Config{Client: b.ClientConfig(), Topics: testTopics[:3], Registerer: prometheus.NewRegistry(),
-			Logger: testLogger(), CreateTopics: true, LagInterval: 200 * time.Millisecond,
+			Logger: testLogger(t), CreateTopics: true, LagInterval: 200 * time.Millisecond,
 			BackoffMin: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -132,7 +132,7 @@ func TestXDRRekeyAcrossNodes(t *testing.T) {
 func TestRekeyTopicSettings(t *testing.T) {
 	b := startBroker(t, broker.Config{})
 	m, err := NewManager(Config{Client: b.ClientConfig(), Topics: testTopics[:3], Registerer: prometheus.NewRegistry(),
-		Logger: testLogger(), CreateTopics: true})
+		Logger: testLogger(t), CreateTopics: true})
 	if err != nil {
 		t.Fatal(err)
 	}

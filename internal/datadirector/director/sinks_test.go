@@ -67,7 +67,7 @@ func TestDefaultSinks(t *testing.T) {
 		}
 	}()
 
-	m, err := NewManager(Config{Client: b.ClientConfig(), Topics: testTopics[:3], Logger: testLogger()})
+	m, err := NewManager(Config{Client: b.ClientConfig(), Topics: testTopics[:3], Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
