@@ -133,9 +133,7 @@ func BenchmarkFeedLatency(b *testing.B) {
 		pcl.ProduceSync(ctx, &kgo.Record{Topic: "SCP", Value: fixture.Record("warm", "SCP", nfcopy.RequestIngress)})
 		time.Sleep(20 * time.Millisecond)
 	}
-	m.mu.Lock()
-	f := m.feeds["lat"]
-	m.mu.Unlock()
+	f := m.feedSet()["lat"]
 	f.mu.Lock()
 	f.hist.Rotate()
 	for range 6 {

@@ -127,9 +127,7 @@ func TestOwnCommitsOnlyAsTheAssignedMember(t *testing.T) {
 	testkit.WaitFor(t, 20*time.Second, "copies delivered and committed", func() bool {
 		return len(r.missing("a", 500)) == 0 && commits.Load() > 0
 	})
-	h.m.mu.Lock()
-	f := h.m.feeds["s"]
-	h.m.mu.Unlock()
+	f := h.m.feedSet()["s"]
 	member := f.mship.member()
 	f.mship.took("another-member")      // as if franz-go had joined again, its assignment not taken yet
 	time.Sleep(1500 * time.Millisecond) // a commit in flight lands

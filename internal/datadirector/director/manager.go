@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -160,12 +162,17 @@ type Manager struct {
 	base   context.Context
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
-	feeds map[string]*feed
+	// applyMu makes reconciles (ApplyPlans) and the shutdown one at a
+	// time. It is held across the network — a reconcile stops feeds,
+	// which commit, and positions consumer groups — so nothing but
+	// another reconcile ever waits on it: status reads, lag, metrics and
+	// the feeds themselves read feeds.
+	applyMu sync.Mutex
+	// feeds is the set of feeds, by name, as the last reconcile left it:
+	// replaced whole, never changed in place, read without a lock.
+	feeds atomic.Pointer[map[string]*feed]
 	// rmu guards what the feeds' goroutines share across their
-	// incarnations: ledgers, clocks and taps. A lock of its own because
-	// Apply holds mu while it starts and stops feeds, which take their
-	// ledgers and join and leave their taps; never held while waiting on
+	// incarnations: ledgers, clocks and taps. Never held while waiting on
 	// anything but a tap's state loop.
 	rmu sync.Mutex
 	// ledgers are the feeds' offsets on this node (ledger.go), by feed
@@ -239,7 +246,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger.With("component", "director"), m: mt,
 		admin: admin, adm: kadm.NewClient(admin),
-		sources: map[string]bool{}, feeds: map[string]*feed{}, ledgers: map[string]*ledger{}, clocks: map[string]map[*pausingClock]bool{},
+		sources: map[string]bool{}, ledgers: map[string]*ledger{}, clocks: map[string]map[*pausingClock]bool{},
 		taps: map[string]*tap{},
 	}
 	for _, t := range cfg.Topics {
@@ -248,6 +255,7 @@ func NewManager(cfg Config) (*Manager, error) {
 			m.sourceNames = append(m.sourceNames, t.Name)
 		}
 	}
+	m.feeds.Store(&map[string]*feed{})
 	m.base, m.cancel = context.WithCancel(context.Background())
 	if m.cfg.NewSink == nil {
 		m.cfg.NewSink = m.defaultSink
@@ -270,42 +278,47 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-t.C:
 			m.refreshLag(ctx)
 		case <-rotate.C:
-			m.mu.Lock()
-			for _, f := range m.feeds {
+			for _, f := range m.feedSet() {
 				f.rotate()
 			}
-			m.mu.Unlock()
 		}
 	}
 }
 
+// feedSet is the feeds as the last reconcile left them; the caller must
+// not change the map.
+func (m *Manager) feedSet() map[string]*feed { return *m.feeds.Load() }
+
+// shutdown stops every feed, after a reconcile in progress.
 func (m *Manager) shutdown() {
-	m.mu.Lock()
-	feeds := make([]*feed, 0, len(m.feeds))
-	for _, f := range m.feeds {
-		feeds = append(feeds, f)
-	}
-	m.mu.Unlock()
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	stopAll(slices.Collect(maps.Values(m.feedSet())))
+	m.cancel()
+	m.admin.Close()
+}
+
+// stopAll stops feeds at once, each committing what it delivered, and
+// returns when every one has stopped: a change that stops twenty feeds
+// whose consumers hang waits for the slowest, not for the sum.
+func stopAll(feeds []*feed) {
 	var wg sync.WaitGroup
 	for _, f := range feeds {
 		wg.Go(f.stop)
 	}
 	wg.Wait()
-	m.cancel()
-	m.admin.Close()
 }
 
 func (m *Manager) refreshLag(ctx context.Context) {
-	m.mu.Lock()
-	groups := make([]string, 0, len(m.feeds))
+	feeds := m.feedSet()
+	groups := make([]string, 0, len(feeds))
 	byGroup := map[string]*feed{}
-	for _, f := range m.feeds {
+	for _, f := range feeds {
 		if f.running() {
 			groups = append(groups, f.group)
 			byGroup[f.group] = f
 		}
 	}
-	m.mu.Unlock()
 	if len(groups) == 0 {
 		return
 	}
@@ -335,45 +348,45 @@ func (m *Manager) Apply(ctx context.Context, specs []FeedSpec) error {
 // ApplyPlans reconciles the running feeds with plans: starts new ones,
 // restarts changed ones, stops removed or disabled ones. Invalid specs are
 // reported (and shown in Status with state error); the others still apply.
+//
+// The new set of feeds is built first and replaces the old at once, so a
+// status read never waits on a reconcile: a feed being restarted reads as
+// its new incarnation (starting) while the old one stops. The feeds that
+// go are stopped together, then the new ones are positioned and started;
+// a restarted feed's new incarnation starts only once its old one has
+// committed and stopped.
 func (m *Manager) ApplyPlans(ctx context.Context, plans []Plan) error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
 	specs := m.expand(ctx, plans)
 	want := map[string]runPlan{}
 	for _, s := range specs {
 		want[s.Name] = s
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.cfg.RecordStore != nil {
 		st := m.recordStorers(specs)
 		m.storers.Store(&st)
 	}
-	var errs []error
-	for name, f := range m.feeds {
-		s, ok := want[name]
-		if ok && s.key() == f.key {
+	cur := m.feedSet()
+	next := make(map[string]*feed, len(specs))
+	var old, removed []*feed
+	for name, f := range cur {
+		if s, ok := want[name]; ok && s.key() == f.key {
+			next[name] = f
 			continue
+		} else if !ok {
+			removed = append(removed, f)
 		}
-		f.stop()
-		delete(m.feeds, name)
-		if !ok {
-			m.m.forget(name)
-			m.rmu.Lock()
-			delete(m.ledgers, name)
-			m.rmu.Unlock()
-			// The group goes too, so a later feed of the same name
-			// starts fresh; best effort (Prepare repositions anyway).
-			if _, err := m.adm.DeleteGroups(ctx, f.group); err != nil {
-				m.log.Warn("feed removed: delete consumer group", "feed", name, "err", err)
-			}
-			m.log.Info("feed removed", "feed", name)
-		}
+		old = append(old, f)
 	}
+	var errs []error
+	var fresh []*feed
 	for _, s := range specs {
-		if _, ok := m.feeds[s.Name]; ok {
+		if _, ok := next[s.Name]; ok {
 			continue
 		}
 		f := m.newFeed(s)
-		m.feeds[s.Name] = f
+		next[s.Name] = f
 		if err := m.validate(&f.spec.FeedSpec, f.spec.stage == stageCorrelate); err != nil {
 			f.setState(StateError)
 			f.setErr(err)
@@ -386,13 +399,32 @@ func (m *Manager) ApplyPlans(ctx context.Context, plans []Plan) error {
 			f.setState(map[bool]string{false: StateStopped, true: StateStandby}[s.standby])
 			continue
 		}
+		fresh = append(fresh, f)
+	}
+	m.feeds.Store(&next)
+
+	stopAll(old)
+	for _, f := range removed {
+		name := f.spec.Name
+		m.m.forget(name)
+		m.rmu.Lock()
+		delete(m.ledgers, name)
+		m.rmu.Unlock()
+		// The group goes too, so a later feed of the same name starts
+		// fresh; best effort (Prepare repositions anyway).
+		if _, err := m.adm.DeleteGroups(ctx, f.group); err != nil {
+			m.log.Warn("feed removed: delete consumer group", "feed", name, "err", err)
+		}
+		m.log.Info("feed removed", "feed", name)
+	}
+	for _, f := range fresh {
 		if err := m.position(ctx, &f.spec, true); err != nil {
 			// Not fatal: the feed starts from the reset offset (start
 			// of log) rather than not at all; Prepare normally did this.
-			m.log.Warn("feed: position consumer group", "feed", s.Name, "err", err)
+			m.log.Warn("feed: position consumer group", "feed", f.spec.Name, "err", err)
 		}
 		f.start(m.base)
-		m.log.Info("feed started", "feed", s.Name, "type", s.Type, "sources", s.Sources)
+		m.log.Info("feed started", "feed", f.spec.Name, "type", f.spec.Type, "sources", f.spec.Sources)
 	}
 	return errors.Join(errs...)
 }
@@ -438,8 +470,8 @@ func (m *Manager) stores(feed string, r *xdr.Record) bool {
 	return (*st)[r.Hops[0].NFType] == feed
 }
 
-// ledger is the named feed's ledger, reset for a new incarnation of the
-// feed: all but what was delivered is forgotten.
+// ledger is the named feed's ledger, shared by its incarnations (each
+// resets it as it starts: feed.start).
 func (m *Manager) ledger(name string) *ledger {
 	m.rmu.Lock()
 	defer m.rmu.Unlock()
@@ -448,7 +480,6 @@ func (m *Manager) ledger(name string) *ledger {
 		l = newLedger()
 		m.ledgers[name] = l
 	}
-	l.reset()
 	return l
 }
 
@@ -573,10 +604,8 @@ func (m *Manager) expand(ctx context.Context, plans []Plan) []runPlan {
 		stage2.upstream = s.Sources
 		// Apply runs at every config change: the topic is ensured only
 		// when this stage is about to (re)start, not for a running one.
-		m.mu.Lock()
-		f, running := m.feeds[s.Name]
+		f, running := m.feedSet()[s.Name]
 		running = running && f.key == stage2.key()
-		m.mu.Unlock()
 		if !running {
 			ts, err := rekeyTopicSpec(&s.FeedSpec)
 			if err == nil {
@@ -643,9 +672,7 @@ func (m *Manager) position(ctx context.Context, spec *runPlan, onlyMissing bool)
 
 // Status reports one feed.
 func (m *Manager) Status(name string) (FeedStatus, bool) {
-	m.mu.Lock()
-	f, ok := m.feeds[name]
-	m.mu.Unlock()
+	f, ok := m.feedSet()[name]
 	if !ok {
 		return FeedStatus{}, false
 	}
@@ -654,12 +681,11 @@ func (m *Manager) Status(name string) (FeedStatus, bool) {
 
 // Statuses reports every feed, by name.
 func (m *Manager) Statuses() []FeedStatus {
-	m.mu.Lock()
-	out := make([]FeedStatus, 0, len(m.feeds))
-	for _, f := range m.feeds {
+	feeds := m.feedSet()
+	out := make([]FeedStatus, 0, len(feeds))
+	for _, f := range feeds {
 		out = append(out, f.status())
 	}
-	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

@@ -48,7 +48,7 @@ type PipelinedSink interface {
 // (decodedPoll.share) and hands it to each with the batch (WriteShared);
 // the sink encodes a copy itself when the Shared has none of its key.
 type SharedEncoder interface {
-	ShareKey() any
+	ShareKey() any // comparable; nil: the sink shares no encoding
 	NewShared() *synthetic.Shared
 	WriteShared(ctx context.Context, batch []*nfcopy.Copy, sh *synthetic.Shared) (uint64, error)
 }

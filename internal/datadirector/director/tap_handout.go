@@ -69,6 +69,9 @@ func (sb *decodedPoll) share(mems []*tapMember) int {
 			continue
 		}
 		k, n := se.ShareKey(), 1
+		if k == nil {
+			continue // shares nothing
+		}
 		for _, b := range mems[i+1:] {
 			if o, ok := b.f.sink.(SharedEncoder); ok && o.ShareKey() == k {
 				n++

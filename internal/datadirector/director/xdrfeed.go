@@ -566,9 +566,7 @@ func (s *xdrStage) recentJSON(n int) []json.RawMessage {
 // RecentRecords returns up to n of the transaction records an xdr feed
 // delivered last, newest first; false if there is no such xdr feed.
 func (m *Manager) RecentRecords(name string, n int) ([]json.RawMessage, bool) {
-	m.mu.Lock()
-	f, ok := m.feeds[name]
-	m.mu.Unlock()
+	f, ok := m.feedSet()[name]
 	if !ok || f.spec.Type != TypeXDR {
 		return nil, false
 	}
