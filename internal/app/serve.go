@@ -73,7 +73,8 @@ type Server struct {
 
 	dir *directorParts // nil when the director is off
 
-	node       string // -node-name, else the host name: in call records and SNMP notifications
+	node       string // -node-name, else the host name: in call records, traces and SNMP notifications (nodeIdentity)
+	instance   string // node, with the process id when it is the host name: unique among running processes
 	alarms     *obs.Alarms
 	webhooks   *webhook.Dispatcher
 	reputation *reputation.Client

@@ -56,9 +56,7 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 			_ = s.parts.stop(sctx)
 		}
 	}()
-	if s.node = cfg.NodeName; s.node == "" {
-		s.node, _ = os.Hostname()
-	}
+	s.node, s.instance = nodeIdentity(cfg)
 	s.alarms = obs.NewAlarms(s.reg)
 	s.alarms.Declare(alarmKinds...)
 	if cfg.SNMPManagers != "" {
@@ -105,6 +103,19 @@ func Start(ctx context.Context, cfg config.Serve, logOut io.Writer) (_ *Server, 
 	log.Info("signalbox ready", "version", Version, "http", ls.HTTP, "curri", ls.CURRI, "kafka", ls.Kafka, "ingest", ls.Ingest,
 		"curri_url", "http://"+displayAddr(ls.CURRI)+"/curri/default", "listeners_file", filepath.Join(cfg.DataDir, config.ListenersFile))
 	return s, nil
+}
+
+// nodeIdentity is this serve's name among the nodes sharing a store
+// (-node-name, else the host name: stable across restarts, as traces are
+// placed on a node by it) and its instance, which no other process running
+// at once has (the name, with the process id when it is the host's): what
+// the rate-limit sync tells apart.
+func nodeIdentity(cfg config.Serve) (name, instance string) {
+	if cfg.NodeName != "" {
+		return cfg.NodeName, cfg.NodeName
+	}
+	host, _ := os.Hostname()
+	return host, fmt.Sprintf("%s/%d", host, os.Getpid())
 }
 
 // Listeners is where this serve listens, as its listeners file says.
@@ -295,15 +306,10 @@ func (s *Server) startLoops() {
 		s.parts.loop("audit pruning", func(ctx context.Context) { s.pruneAuditLoop(ctx, s.cfg.AuditMaxAge) })
 	}
 	if s.store.Backend() == "postgres" && s.cfg.RateLimitSync > 0 {
-		node := s.cfg.NodeName
-		if node == "" {
-			host, _ := os.Hostname()
-			node = fmt.Sprintf("%s/%d", host, os.Getpid())
-		}
-		sync := ratesync.New(ratesync.Config{Engine: s.engine, Store: s.store, Node: node, Every: s.cfg.RateLimitSync,
+		sync := ratesync.New(ratesync.Config{Engine: s.engine, Store: s.store, Node: s.instance, Every: s.cfg.RateLimitSync,
 			Alarms: s.alarms, Registerer: s.reg, Logger: s.log})
 		s.parts.loop("rate limit sync", sync.Run)
-		s.log.Info("rate limits hold across the nodes of the store", "node", node, "sync_every", s.cfg.RateLimitSync)
+		s.log.Info("rate limits hold across the nodes of the store", "node", s.instance, "sync_every", s.cfg.RateLimitSync)
 	}
 	if s.dir != nil {
 		s.parts.loop("feed reconcile", func(ctx context.Context) { s.dir.reconcileLoop(ctx, s.store, s.feedsCh) })

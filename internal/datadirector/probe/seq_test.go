@@ -11,12 +11,10 @@ import (
 // streams: in order, shuffled within a window, with duplicates, with gaps
 // that never fill, and jumps beyond the bit window.
 func TestSeqTrackMatchesSet(t *testing.T) {
-	defer func(w int64) { seqWindow = w }(seqWindow)
 	for _, window := range []int64{1 << 27, 256} {
-		seqWindow = window
 		for seed := range uint64(200) {
 			r := rand.New(rand.NewPCG(seed, uint64(window)))
-			var tr seqTrack
+			tr := seqTrack{window: window}
 			seen := map[int64]bool{}
 			var maxN int64
 			next := int64(1)

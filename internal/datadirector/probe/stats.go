@@ -78,11 +78,19 @@ type seqTrack struct {
 	bits     []uint64 // numbers above low seen, from base
 	npend    int64    // numbers above low seen (in bits or far)
 	far      map[int64]struct{}
+	window   int64 // bounds the bit window; 0: seqWindow (the tests set less)
 }
 
-// seqWindow bounds the bit window (16 MiB of bits) a stuck low can grow (a
-// variable for the tests).
-var seqWindow int64 = 1 << 27
+// seqWindow bounds the bit window (16 MiB of bits) a stuck low can grow.
+const seqWindow int64 = 1 << 27
+
+// limit is the track's bit window.
+func (s *seqTrack) limit() int64 {
+	if s.window > 0 {
+		return s.window
+	}
+	return seqWindow
+}
 
 // add records n and reports whether it is new.
 func (s *seqTrack) add(n int64) bool {
@@ -99,7 +107,7 @@ func (s *seqTrack) add(n int64) bool {
 		s.base = s.low + 1
 	}
 	i := n - s.base
-	if i >= seqWindow {
+	if i >= s.limit() {
 		if _, dup := s.far[n]; dup {
 			return false
 		}
@@ -123,7 +131,7 @@ func (s *seqTrack) add(n int64) bool {
 func (s *seqTrack) advance() {
 	for s.npend > 0 {
 		i := s.low + 1 - s.base
-		if i < seqWindow && int(i>>6) < len(s.bits) {
+		if i < s.limit() && int(i>>6) < len(s.bits) {
 			if s.bits[i>>6]&(1<<(i&63)) == 0 {
 				break
 			}
@@ -144,7 +152,7 @@ func (s *seqTrack) advance() {
 		s.base += int64(k) << 6
 		// Far numbers that now fit the window move into it.
 		for m := range s.far {
-			if j := m - s.base; j < seqWindow {
+			if j := m - s.base; j < s.limit() {
 				delete(s.far, m)
 				s.set(j)
 			}

@@ -162,7 +162,7 @@ func NewServeFlags(fs *flag.FlagSet, c *Serve) {
 	fs.StringVar(&c.CURRIAliases, "curri-aliases", "", "extra CURRI paths for profiles written for other servers: PATH=POLICY,... (e.g. /pdp/AuthorizationEndPoint=default); case and a trailing slash are ignored")
 
 	fs.DurationVar(&c.RateLimitSync, "rate-limit-sync", 100*time.Millisecond, "with a PostgreSQL store: how often the nodes exchange their rate-limit counts through it, so that a limit holds for the cluster (0: each node limits on its own)")
-	fs.StringVar(&c.NodeName, "node-name", "", "this node's name among the nodes sharing a store (default: host name and process id)")
+	fs.StringVar(&c.NodeName, "node-name", "", "this node's name among the nodes sharing a store, in call records, traces and alarms (default: the host name)")
 	fs.DurationVar(&c.AuditMaxAge, "audit-max-age", 365*24*time.Hour, "audit log retention: changes made through the API are kept this long")
 	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "OpenID Connect provider's issuer URL: people sign in to the console through it (with -oidc-client-id, -oidc-redirect-url and a group mapped to a role); empty: API tokens only")
 	fs.StringVar(&c.OIDCClientID, "oidc-client-id", "", "client id of signalbox as registered at the OpenID Connect provider")

@@ -165,7 +165,8 @@ type Encoder struct {
 	hblock  appendWriter // header block scratch
 	payload []byte       // HTTP/2 frames scratch
 
-	key        *shareKey // encoders of one key encode alike (their mappings, ports)
+	key        shareKey // encoders of one key encode alike (their mappings, ports)
+	shares     bool     // whether encodings are shared with others of key
 	clientPort func(*nfcopy.Copy) uint16
 }
 
@@ -197,9 +198,9 @@ func NewEncoder(opts EncoderOptions) *Encoder {
 	}
 	e.flows = newFlowTable(n)
 	e.key = internKey(opts.Mappings, opts.KeepPorts, e.mss)
-	if e.clientPort = opts.ClientPort; e.clientPort != nil {
-		e.key = nil // no shared encoding has its addresses
-	}
+	// With client ports of its own, no shared encoding has its addresses.
+	e.clientPort = opts.ClientPort
+	e.shares = e.clientPort == nil
 	for _, m := range opts.Mappings {
 		if !m.Addr.Addr().IsValid() {
 			continue // Config validation reports these; the encoder just ignores them
@@ -357,7 +358,7 @@ func (e *Encoder) AppendCopyFrom(dst []byte, c *nfcopy.Copy, sh *Shared) []byte 
 		pk      uint64
 		shared  *precoded
 	)
-	if p := sh.encoding(c); p != nil && e.key != nil && p.key == e.key {
+	if p := sh.encoding(c); p != nil && e.shares && p.key == e.key {
 		key, request, own, pk, shared = flowKey{p.client, p.server}, p.request, p.ownStream, p.pair, p
 	} else {
 		ci := scanHeaders(c)

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
+	"unique"
 
 	"github.com/signalbox/signalbox/internal/datadirector/nfcopy"
 )
@@ -34,7 +34,7 @@ type Shared struct {
 
 // precoded is one copy's shared encoding.
 type precoded struct {
-	key            *shareKey
+	key            shareKey
 	client, server netip.AddrPort
 	request        bool
 	ownStream      uint32   // the NF's x-http2-stream-id, 0 if none
@@ -46,8 +46,14 @@ type precoded struct {
 // NewShared returns a Shared for the encoders of s's key.
 func (s *Sink) NewShared() *Shared { return newShared(s.cfg.encoderOptions()) }
 
-// ShareKey is equal for sinks whose encoders share encodings (Shared).
-func (s *Sink) ShareKey() any { return s.enc.key }
+// ShareKey is equal for sinks whose encoders share encodings (Shared);
+// nil for a sink whose encoder shares none (its client ports its own).
+func (s *Sink) ShareKey() any {
+	if !s.enc.shares {
+		return nil
+	}
+	return s.enc.key
+}
 
 // newShared makes the Shared of the encoders of opts' key: what the key
 // holds (mappings, ports, MSS) is all of opts that it uses.
@@ -117,14 +123,14 @@ func (s *Shared) Reset() {
 }
 
 // shareKey identifies encoders that encode alike: their mappings, whether
-// they keep ports, and their MSS.
-type shareKey struct{ mappings string }
-
-var shareKeys sync.Map // the mappings, written out → *shareKey
+// they keep ports, and their MSS, written out and interned (unique), so
+// that comparing two is comparing pointers, and a key no encoder holds any
+// more is reclaimed.
+type shareKey = unique.Handle[string]
 
 // internKey returns the one shareKey of maps (in order: a later mapping of
-// the same name wins) and keepPorts.
-func internKey(maps []Mapping, keepPorts bool, mss int) *shareKey {
+// the same name wins), keepPorts and mss.
+func internKey(maps []Mapping, keepPorts bool, mss int) shareKey {
 	var b strings.Builder
 	if keepPorts {
 		b.WriteString("keep-ports\n")
@@ -143,6 +149,5 @@ func internKey(maps []Mapping, keepPorts bool, mss int) *shareKey {
 		b.WriteString(m.Addr.String())
 		b.WriteByte('\n')
 	}
-	k, _ := shareKeys.LoadOrStore(b.String(), &shareKey{mappings: b.String()})
-	return k.(*shareKey)
+	return unique.Make(b.String())
 }
