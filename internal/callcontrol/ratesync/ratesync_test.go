@@ -21,6 +21,9 @@ import (
 type outage struct {
 	store.Store
 	down atomic.Bool
+	// synced counts each node's syncs that went through.
+	mu     sync.Mutex
+	synced map[string]int
 }
 
 func (o *outage) SyncRateCounts(ctx context.Context, node string, push []callpolicy.LimitCount, since, now time.Time) ([]callpolicy.LimitCount, error) {
@@ -28,7 +31,38 @@ func (o *outage) SyncRateCounts(ctx context.Context, node string, push []callpol
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	return o.Store.SyncRateCounts(ctx, node, push, since, now)
+	remote, err := o.Store.SyncRateCounts(ctx, node, push, since, now)
+	if err == nil {
+		o.mu.Lock()
+		o.synced[node]++
+		o.mu.Unlock()
+	}
+	return remote, err
+}
+
+// exchanged waits until every node has pushed what it counted before the
+// call and read what the others pushed: twice, each node syncs twice
+// after the round began (its first may have started before).
+func (o *outage) exchanged(t *testing.T, nodes ...string) {
+	t.Helper()
+	for range 2 {
+		o.mu.Lock()
+		from := map[string]int{}
+		for _, n := range nodes {
+			from[n] = o.synced[n]
+		}
+		o.mu.Unlock()
+		testkit.WaitFor(t, 10*time.Second, "the nodes to sync", func() bool {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			for _, n := range nodes {
+				if o.synced[n] < from[n]+2 {
+					return false
+				}
+			}
+			return true
+		})
+	}
 }
 
 func engine(t *testing.T) *callpolicy.Engine {
@@ -53,7 +87,7 @@ func TestFailOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	o := &outage{Store: st}
+	o := &outage{Store: st, synced: map[string]int{}}
 	alarms := obs.NewAlarms(prometheus.NewRegistry())
 	var engines [2]*callpolicy.Engine
 	ctx, cancel := context.WithCancel(context.Background())
@@ -77,7 +111,7 @@ func TestFailOpen(t *testing.T) {
 		if step, _ := call(i%2, "+1555"); step != callpolicy.StepDefault {
 			t.Fatalf("call %d: %s", i, step)
 		}
-		time.Sleep(60 * time.Millisecond) // three sync intervals
+		o.exchanged(t, "a", "b")
 	}
 	if step, _ := call(0, "+1555"); step != callpolicy.StepRateLimit {
 		t.Fatalf("the seventh call in the cluster: %s, want rate_limit", step)
