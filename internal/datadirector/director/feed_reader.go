@@ -62,8 +62,12 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 		defer func() { stop(); <-done }() // before the final commit
 	}
 
+	rd := &reader{
+		src: cl, maxBatch: f.m.cfg.MaxBatch, log: f.log, what: "feed", failed: f.setErr,
+		proof: &f.mship.lastProof, prove: func(ctx context.Context) error { return f.mship.prove(ctx, cl, f.group) },
+		retry: heartbeat(f.m.cfg.SessionTimeout), // unread nil: a poll after a pause is held until proven
+	}
 	polls := newPollPool()
-	var lastFetchErr, lastUnproven time.Time
 	for ctx.Err() == nil {
 		// A free slot first, then the poll: while the sender is busy,
 		// copies gather in the client into one larger batch.
@@ -76,32 +80,8 @@ func (f *feed) runSolo(ctx context.Context, p *pipeline, pooled bool) {
 			continue
 		}
 		f.repositionKept(cl)
-		fs := cl.PollRecords(ctx, f.m.cfg.MaxBatch)
-		if ctx.Err() != nil {
-			p.free <- b
-			break
-		}
-		f.fetchErrors(fs, &lastFetchErr)
-		if !fs.Empty() && f.mship.stale() {
-			// After a pause: deliver only as a proven member, holding the
-			// poll until then (membership).
-			for ctx.Err() == nil {
-				err := f.mship.prove(ctx, cl, f.group)
-				if err == nil {
-					break
-				}
-				if time.Since(lastUnproven) > 10*time.Second {
-					lastUnproven = time.Now()
-					f.log.Warn("feed: membership not proven after a pause; the poll is held until it is", "err", err)
-				}
-				sleepCtx(ctx, heartbeat(f.m.cfg.SessionTimeout))
-			}
-			if ctx.Err() != nil {
-				p.free <- b
-				break
-			}
-		}
-		if !f.takePoll(ctx, polls, fs, b) {
+		fs := rd.poll(ctx, ctx, nil)
+		if ctx.Err() != nil || !f.takePoll(ctx, polls, fs, b) {
 			p.free <- b
 			continue
 		}
@@ -213,22 +193,6 @@ func readerOpts(pooled bool, opts ...kgo.Opt) []kgo.Opt {
 	return append(base, opts...)
 }
 
-// fetchErrors notes a poll's fetch errors on the feed, logging one line
-// per burst (last is when the last was logged), not one per poll; a
-// cancelled or timed-out poll is no error.
-func (f *feed) fetchErrors(fs kgo.Fetches, last *time.Time) {
-	fs.EachError(func(t string, p int32, err error) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return
-		}
-		f.setErr(err)
-		if time.Since(*last) > 10*time.Second {
-			*last = time.Now()
-			f.log.Warn("feed: fetch", "topic", t, "partition", p, "err", err)
-		}
-	})
-}
-
 // assigned (kgo.OnPartitionsAssigned) starts each new partition's epoch in
 // the ledger where consumption resumes; a commit below the log start means
 // copies were deleted by retention unread.
@@ -296,9 +260,7 @@ func (f *feed) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]
 // node committed since (an xdr feed, which commits franz-go's marks, would
 // have moved the group's commit back with it).
 func (f *feed) repositionKept(cl *kgo.Client) {
-	if to := f.led.takeRepositions(); len(to) > 0 {
-		cl.SetOffsets(epochOffsets(to))
-	}
+	setOffsets(cl, f.led.takeRepositions())
 }
 
 // revoked (kgo.OnPartitionsRevoked) commits what was marked, through the

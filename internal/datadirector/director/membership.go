@@ -38,8 +38,8 @@ type membership struct {
 
 // lastProof is when a group membership was last proven: an accepted
 // heartbeat or commit, an assignment (a feed's own reader), a fenced commit
-// (a tap). The feed's own reader and the tap both hold what they polled
-// after a pause until it is proven again.
+// (a tap). The director's readers hand out nothing they polled after a
+// pause until it is proven again (reader.poll).
 type lastProof struct {
 	at      atomic.Int64 // unix ns
 	session time.Duration

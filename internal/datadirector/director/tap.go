@@ -2,7 +2,6 @@ package director
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -432,7 +431,22 @@ func (t *tap) consume(ctx context.Context) {
 	}()
 	stall := time.NewTimer(time.Hour)
 	defer stall.Stop()
-	var lastFetchErr, lastUnproven time.Time
+	rd := &reader{
+		src: cl, maxBatch: t.m.cfg.MaxBatch, log: t.log, what: "feed tap",
+		failed: func(err error) {
+			for _, mem := range t.snapshot() {
+				mem.f.setErr(err)
+			}
+		},
+		proof: &t.proof, prove: func(ctx context.Context) error { return t.prove(ctx, cl) },
+		unread: func(to map[tp]int64) { t.moveBack(cl, to) }, retry: heartbeat(t.m.cfg.SessionTimeout),
+	}
+	polled := func(fs kgo.Fetches) {
+		t.do(func(s *tapState) {
+			s.wake = nil
+			s.polled(fs)
+		})
+	}
 	var turn uint // which attached member is handed the next poll first
 	for ctx.Err() == nil {
 		if t.takeRewind() {
@@ -460,49 +474,9 @@ func (t *tap) consume(ctx context.Context) {
 			}
 			continue
 		}
-		fs := cl.PollRecords(pctx, t.m.cfg.MaxBatch)
-		t.do(func(s *tapState) {
-			s.wake = nil
-			s.polled(fs)
-		})
+		fs := rd.poll(ctx, pctx, polled)
 		wake()
-		if ctx.Err() != nil {
-			return
-		}
-		fs.EachError(func(topic string, p int32, err error) {
-			if errors.Is(err, context.Canceled) {
-				return
-			}
-			for _, mem := range t.snapshot() {
-				mem.f.setErr(err)
-			}
-			if time.Since(lastFetchErr) > 10*time.Second { // one line per burst, not per poll
-				lastFetchErr = time.Now()
-				t.log.Warn("feed tap: fetch", "topic", topic, "partition", p, "err", err)
-			}
-		})
 		if sb := t.polls.decode(fs, false); sb != nil {
-			// After a pause (a stopped process, a long GC, a cut-off
-			// network) the poll may be of partitions the group has given
-			// away meanwhile, fetched before the pause: hand it out only
-			// once membership is proven again. Until then it is read
-			// again, not dropped: if the group has given the partitions
-			// away, its callbacks follow and the new owner delivers it;
-			// if it still has this member (its coordinator was
-			// unreachable, or busy rebalancing), no callback repositions
-			// the reader.
-			if t.proof.stale() {
-				if err := t.prove(ctx, cl); err != nil {
-					if time.Since(lastUnproven) > 10*time.Second {
-						lastUnproven = time.Now()
-						t.log.Warn("feed tap: membership not proven after a pause; the poll is read again", "err", err)
-					}
-					t.unread(cl, sb)
-					sb.unref()
-					sleepCtx(ctx, heartbeat(t.m.cfg.SessionTimeout))
-					continue
-				}
-			}
 			t.hand(ctx, sb, stall, turn)
 			turn++
 			sb.unref() // the tap's own reference
@@ -523,13 +497,7 @@ func (t *tap) takeRewind() bool {
 // franz-go drops what it buffered of those partitions and fetches again.
 func (t *tap) rewindReader(ctx context.Context, cl *kgo.Client) error {
 	parts, _ := t.assignment()
-	offs := map[string]map[int32]kgo.Offset{}
-	for k := range parts {
-		if offs[k.topic] == nil {
-			offs[k.topic] = map[int32]kgo.Offset{}
-		}
-		offs[k.topic][k.partition] = kgo.NewOffset()
-	}
+	offs := offsetsAt(parts, kgo.NewOffset())
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	low, err := t.position(lctx, t.attached(), offs)
@@ -573,16 +541,6 @@ func epochOffsets(to map[tp]int64) map[string]map[int32]kgo.EpochOffset {
 		set[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
 	}
 	return set
-}
-
-// unread moves the reader back to the start of sb in the partitions it
-// still holds, so the next polls fetch sb's copies again.
-func (t *tap) unread(cl *kgo.Client, sb *decodedPoll) {
-	to := make(map[tp]int64, len(sb.parts))
-	for _, sp := range sb.parts {
-		to[sp.k] = sp.recs[0].Offset
-	}
-	t.moveBack(cl, to)
 }
 
 // polled notes where the reader continues in the partitions it holds.

@@ -2,6 +2,7 @@ package director
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -56,13 +57,7 @@ func (mem *tapMember) rejoin(started time.Time) bool {
 // is attached again, false when the set changed or ctx ended.
 func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed <-chan struct{}, started time.Time) bool {
 	f, t, p := mem.f, mem.t, mem.p
-	offs := map[string]map[int32]kgo.Offset{}
-	for k := range parts {
-		if offs[k.topic] == nil {
-			offs[k.topic] = map[int32]kgo.Offset{}
-		}
-		offs[k.topic][k.partition] = kgo.NewOffset().AtStart()
-	}
+	offs := offsetsAt(parts, kgo.NewOffset().AtStart())
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	committed, err := t.m.committed(lctx, f.group, partsOf(offs))
 	var starts kadm.ListedOffsets
@@ -91,8 +86,15 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 		return false
 	}
 	defer cl.Close()
+	// After a pause the tap's partitions may be another node's now: a poll
+	// is read again once the tap is proven a member (if it is not, its
+	// group's callbacks change the partitions and end this read).
+	rd := &reader{
+		src: cl, maxBatch: t.m.cfg.MaxBatch, log: f.log, what: "feed catching up", failed: f.setErr,
+		proof: &t.proof, prove: t.proveNow,
+		unread: func(to map[tp]int64) { setOffsets(cl, to) }, retry: heartbeat(t.m.cfg.SessionTimeout),
+	}
 	polls := newPollPool()
-	var lastFetchErr time.Time
 	for ctx.Err() == nil {
 		select {
 		case <-changed:
@@ -111,19 +113,8 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 			return false
 		}
 		pctx, pcancel := context.WithTimeout(ctx, time.Second) // look at changed and caughtUp now and then
-		fs := cl.PollRecords(pctx, t.m.cfg.MaxBatch)
+		fs := rd.poll(ctx, pctx, nil)
 		pcancel()
-		f.fetchErrors(fs, &lastFetchErr)
-		if ctx.Err() == nil && !fs.Empty() && t.proof.stale() && !t.proveNow(ctx) {
-			// After a pause the tap's partitions may be another node's
-			// now: the poll is read again once the tap is proven a member
-			// (if it is not, its group's callbacks change the partitions
-			// and end this read).
-			unreadPoll(cl, fs)
-			p.free <- b
-			sleepCtx(ctx, heartbeat(t.m.cfg.SessionTimeout))
-			continue
-		}
 		if ctx.Err() != nil || !f.takePoll(ctx, polls, fs, b) {
 			p.free <- b
 			continue
@@ -134,23 +125,12 @@ func (mem *tapMember) readParts(ctx context.Context, parts map[tp]bool, changed 
 	return false
 }
 
-// proveNow proves the tap's membership (prove) for a detached member's read;
-// false when it cannot.
-func (t *tap) proveNow(ctx context.Context) bool {
+// proveNow proves the tap's membership (prove) for a detached member's
+// read.
+func (t *tap) proveNow(ctx context.Context) error {
 	cl := t.client()
-	return cl != nil && t.prove(ctx, cl) == nil
-}
-
-// unreadPoll moves a direct reader back to the first record of each
-// partition of fs, so that its next polls fetch them again.
-func unreadPoll(cl *kgo.Client, fs kgo.Fetches) {
-	to := map[tp]int64{}
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) > 0 {
-			to[tp{p.Topic, p.Partition}] = p.Records[0].Offset
-		}
-	})
-	if len(to) > 0 {
-		cl.SetOffsets(epochOffsets(to))
+	if cl == nil {
+		return errors.New("the feed tap has no reader")
 	}
+	return t.prove(ctx, cl)
 }

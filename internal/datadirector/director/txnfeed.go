@@ -72,18 +72,17 @@ func (f *feed) runTransactional(ctx context.Context) {
 // offsets, and the next poll reads the copies again.
 func (f *feed) transactLoop(ctx context.Context, sess *kgo.GroupTransactSession, every time.Duration,
 	run func(context.Context, kgo.Fetches) (bool, error), aborted string) {
-	var lastFetchErr time.Time
+	rd := &reader{src: sess, maxBatch: f.m.cfg.MaxBatch, log: f.log, what: "feed", failed: f.setErr} // fenced by its transactions
 	for attempt := 0; ctx.Err() == nil; {
 		pctx, cancel := ctx, context.CancelFunc(func() {})
 		if every > 0 {
 			pctx, cancel = context.WithTimeout(ctx, every)
 		}
-		fs := sess.PollRecords(pctx, f.m.cfg.MaxBatch)
+		fs := rd.poll(ctx, pctx, nil)
 		cancel()
 		if ctx.Err() != nil {
 			break
 		}
-		f.fetchErrors(fs, &lastFetchErr)
 		if every == 0 && fs.NumRecords() == 0 {
 			continue
 		}
