@@ -42,8 +42,8 @@ type feed struct {
 
 	// consumer-side state, owned by the loop; led also by the group
 	// callbacks and the tap.
-	sink Sink
-	led  *ledger // the feed's offsets on this node, kept across its incarnations
+	sink sinkCaps // the sink and its capabilities; its Sink nil until built
+	led  *ledger  // the feed's offsets on this node, kept across its incarnations
 	ownReader
 
 	// filters and xdr (filtering.go, xdrfeed.go)
@@ -297,9 +297,9 @@ func (f *feed) run(ctx context.Context) {
 			}
 		}
 		if err == nil {
-			f.sink = s
-			if c, ok := s.(Connecter); ok {
-				go f.connectEarly(ctx, c)
+			f.sink = capsOf(s)
+			if f.sink.connecter != nil {
+				go f.connectEarly(ctx, f.sink.connecter)
 			}
 			break
 		}
@@ -377,7 +377,7 @@ func (f *feed) startPipeline(ctx context.Context) *pipeline {
 	}
 	go func() {
 		defer close(p.sent)
-		if ps, ok := f.sink.(PipelinedSink); ok && f.xdrStage() == nil {
+		if ps := f.sink.pipelined; ps != nil && f.xdrStage() == nil {
 			f.deliverPipelined(ctx, ps, p.work, p.free)
 		} else {
 			for b := range p.work {

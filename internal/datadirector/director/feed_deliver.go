@@ -28,11 +28,11 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 		b      *pollBatch
 		ticket uint64
 	}
-	var pend []written          // oldest first
-	se, _ := ps.(SharedEncoder) // takes the tap's shared encoding with a batch
-	var ow originWriter         // a re-key stage's sink: each record says where its copy was read
+	var pend []written  // oldest first
+	se := f.sink.shared // takes the tap's shared encoding with a batch
+	var ow originWriter // a re-key stage's sink: each record says where its copy was read
 	if f.spec.stage == stageRekey {
-		ow, _ = ps.(originWriter)
+		ow = f.sink.origin
 	}
 	write := func(b *pollBatch) error {
 		if len(b.batch) == 0 { // nothing to write: confirmed with what precedes it
@@ -157,7 +157,7 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 // its confirmation in the ledger (what a tap commits) and, for a feed's
 // own reader, the marks for its commit.
 func (f *feed) confirmed(ctx context.Context, b *pollBatch) {
-	if rs, ok := f.sink.(RejectingSink); ok && f.xdrStage() == nil { // a stage dead-letters its own
+	if rs := f.sink.rejecting; rs != nil && f.xdrStage() == nil { // a stage dead-letters its own
 		cs, reasons := rs.Rejected()
 		for i, c := range cs {
 			b.dlq = f.undeliverable(b.dlq, c, reasons[i])
@@ -241,7 +241,7 @@ func (f *feed) countDelivered(batch []*nfcopy.Copy) {
 	f.mDelivered.Add(float64(len(batch)))
 	f.bytes.Add(bytes)
 	f.mBytes.Add(float64(bytes))
-	if fe, ok := f.sink.(FlowCounter); ok && f.mEvicted != nil {
+	if fe := f.sink.flows; fe != nil && f.mEvicted != nil {
 		// The sink's count since it was made: what is new since the last look.
 		n := fe.FlowsEvicted()
 		if prev := f.evictedSeen.Swap(n); n > prev {

@@ -79,5 +79,30 @@ type Connecter interface {
 	Connect(ctx context.Context) error
 }
 
+// sinkCaps is a sink with what it can do beyond Send, found once, as the
+// feed takes it (capsOf): the one place the optional interfaces are looked
+// for. A capability the sink lacks is nil.
+type sinkCaps struct {
+	Sink
+	pipelined PipelinedSink // write and confirm apart (feed.deliverPipelined)
+	shared    SharedEncoder // takes a tap's shared encoding
+	origin    originWriter  // writes each record's origin (a re-key stage's kafka sink)
+	rejecting RejectingSink // sets aside copies it can never deliver
+	flows     FlowCounter   // counts the flows it evicted, responses it wrote first
+	connecter Connecter     // reaches its consumer before the first copy
+}
+
+// capsOf finds s's capabilities.
+func capsOf(s Sink) sinkCaps {
+	c := sinkCaps{Sink: s}
+	c.pipelined, _ = s.(PipelinedSink)
+	c.shared, _ = s.(SharedEncoder)
+	c.origin, _ = s.(originWriter)
+	c.rejecting, _ = s.(RejectingSink)
+	c.flows, _ = s.(FlowCounter)
+	c.connecter, _ = s.(Connecter)
+	return c
+}
+
 // FieldError is a feed validation error naming the offending field.
 type FieldError = sinkspec.FieldError

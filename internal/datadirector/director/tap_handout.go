@@ -64,8 +64,8 @@ func (sb *decodedPoll) share(mems []*tapMember) int {
 	var best SharedEncoder // of the key most members' sinks have, if two or more
 	most := 1
 	for i, a := range mems {
-		se, ok := a.f.sink.(SharedEncoder)
-		if !ok {
+		se := a.f.sink.shared
+		if se == nil {
 			continue
 		}
 		k, n := se.ShareKey(), 1
@@ -73,7 +73,7 @@ func (sb *decodedPoll) share(mems []*tapMember) int {
 			continue // shares nothing
 		}
 		for _, b := range mems[i+1:] {
-			if o, ok := b.f.sink.(SharedEncoder); ok && o.ShareKey() == k {
+			if o := b.f.sink.shared; o != nil && o.ShareKey() == k {
 				n++
 			}
 		}

@@ -123,7 +123,7 @@ type xdrStage struct {
 	f       *feed
 	x       *xdr.Correlator
 	reg     *trackingRegisterer
-	output  Sink // the feed's sink; nil for an exactly-once feed
+	output  sinkCaps // the feed's sink; its Sink nil for an exactly-once feed
 	tick    time.Duration
 	timeout time.Duration // the correlator's
 
@@ -189,7 +189,7 @@ func (f *feed) newXDRStage(output Sink, track bool) (*xdrStage, error) {
 	}
 	cfg.TrackOffsets = track
 	cfg.MaskGPSI = f.m.cfg.MaskNumbers
-	xs := &xdrStage{f: f, output: output, timeout: cfg.Timeout,
+	xs := &xdrStage{f: f, output: capsOf(output), timeout: cfg.Timeout,
 		tick:   min(max(cfg.Timeout/10, 10*time.Millisecond), 500*time.Millisecond),
 		srcIdx: map[tp]uint32{}, read: map[tp]readPos{},
 		xdrScratch: xdrScratch{owned: map[tp]bool{}, low: map[uint32]int64{}, spans: map[uint32][][2]int64{}},
@@ -267,8 +267,8 @@ func (s *xdrStage) deliver(ctx context.Context) error {
 // from an HTTP/2 consumer: RejectingSink) to the dead-letter topic, now,
 // while s.out still holds them; they count as undeliverable. s.mu is held.
 func (s *xdrStage) deadLetterRejected(ctx context.Context) {
-	rs, ok := s.output.(RejectingSink)
-	if !ok {
+	rs := s.output.rejecting
+	if rs == nil {
 		return
 	}
 	cs, reasons := rs.Rejected()
