@@ -49,10 +49,14 @@ type directorParts struct {
 	ingestLn  net.Listener
 	ingest    *http.Server
 
-	// Subscriber traces: their files' directory, the NF topics they read,
-	// and the running ones last applied (ids, comma-joined).
+	// The topics (planTopics): the NF topics, those and the peer site's
+	// mirrored ones (what feeds and traces read), and every topic made at
+	// start (with the dead-letter and call records' topics).
+	nfTopics, topics, made []broker.TopicSpec
+
+	// Subscriber traces: their files' directory and the running ones last
+	// applied (ids, comma-joined).
 	traceDir      string
-	topics        []broker.TopicSpec
 	runningTraces string
 
 	// records keeps the xdr feeds' transaction records for search.
@@ -67,92 +71,118 @@ type directorParts struct {
 	stream *callstream.Stream
 }
 
+// startDirector starts the director's parts in order, each registered with
+// the server's supervisor as it starts (a failed start stops those before
+// it).
 func startDirector(ctx context.Context, s *Server) (*directorParts, error) {
-	cfg := s.cfg
+	d := &directorParts{s: s, traceDir: filepath.Join(s.cfg.DataDir, "traces")}
+	d.planTopics()
+	for _, start := range []func(context.Context) error{
+		d.startKafka, d.startRecords, d.startFeeds, d.startCallStream, d.startTopicCounters, d.startIngest,
+	} {
+		if err := start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// planTopics works out the topics: the NF topics (-kafka-topics); with a
+// peer site, those its copies are mirrored into, which feeds read too; and
+// the dead-letter topic (undecodable copies, copies a sink can never
+// deliver) and the call records' topic, made with them.
+func (d *directorParts) planTopics() {
+	cfg := d.s.cfg
 	topics, _ := config.ParseTopics(cfg.KafkaTopics)
-	var specs []broker.TopicSpec
 	for _, t := range topics {
-		specs = append(specs, broker.TopicSpec{Name: t.Name, Partitions: t.Partitions})
+		d.nfTopics = append(d.nfTopics, broker.TopicSpec{Name: t.Name, Partitions: t.Partitions})
 	}
-	// With a peer site, feeds also read the topics its copies are mirrored
-	// into.
-	all := append(slices.Clone(specs), s.mirroredTopics(specs)...)
-	// The dead-letter topic is made with the NF topics: undecodable copies
-	// and copies a sink can never deliver go there.
-	withDLQ := append(slices.Clone(all), broker.TopicSpec{Name: broker.DLQTopic, Partitions: 1})
-	// And the call records' topic.
+	d.topics = append(slices.Clone(d.nfTopics), d.s.mirroredTopics(d.nfTopics)...)
+	d.made = append(slices.Clone(d.topics), broker.TopicSpec{Name: broker.DLQTopic, Partitions: 1})
 	if cfg.CallsTopic != "" {
-		withDLQ = append(withDLQ, broker.TopicSpec{Name: cfg.CallsTopic, Partitions: 6})
+		d.made = append(d.made, broker.TopicSpec{Name: cfg.CallsTopic, Partitions: 6})
 	}
-	d := &directorParts{s: s, traceDir: filepath.Join(cfg.DataDir, "traces"), topics: all}
+}
+
+// startKafka starts the embedded broker, or checks the external cluster's
+// topics (creating them with -kafka-create-topics), and sets the client
+// configuration signalbox's own clients use.
+func (d *directorParts) startKafka(ctx context.Context) error {
+	s, cfg := d.s, d.s.cfg
+	defer func() { d.client.Logger = s.log.With("component", "kafka") }()
 	clientTLS, serverTLS, err := kafkaTLS(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if cfg.KafkaBrokers == "" {
-		bc := broker.Config{
-			Addr:            cfg.KafkaAddr,
-			AdvertisedAddr:  cfg.KafkaAdvertisedAddr,
-			DataDir:         filepath.Join(cfg.DataDir, "kafka"),
-			Retention:       cfg.KafkaRetention,
-			RetentionBytes:  cfg.KafkaRetentionBytes,
-			Topics:          withDLQ,
-			TLS:             serverTLS,
-			MaxMessageBytes: int32(cfg.KafkaMaxMessageBytes),
-			MaxRequestBytes: int32(cfg.KafkaMaxRequestBytes),
-			Registerer:      s.reg,
-		}
-		if cfg.KafkaSASLMechanism != "" {
-			bc.SASL = &broker.SASLConfig{Mechanism: cfg.KafkaSASLMechanism, Users: map[string]string{cfg.KafkaUsername: cfg.KafkaPassword}}
-		}
-		var base []broker.User
-		if base, bc.Anonymous, err = s.brokerAccess(all); err != nil {
-			return nil, err
-		}
-		if d.kafkaUsers, err = newKafkaUsers(cfg.DataDir, base); err != nil {
-			return nil, err
-		}
-		bc.Users = d.kafkaUsers.users()
-		b, err := broker.Start(ctx, bc, s.log)
-		if err != nil {
-			return nil, err
-		}
-		d.broker = b
-		d.kafkaUsers.b = b
-		s.parts.closer("kafka broker", b.Close)
-		// signalbox's own clients are the broker's (its -kafka-username, or
-		// a user of its own when local clients authenticate too, or none;
-		// they trust its certificate). Producers to it (kafka feeds, dead
-		// letters) may send what it accepts, and no more.
-		d.client = b.ClientConfig()
-		d.client.MaxMessageBytes = int32(cfg.KafkaMaxMessageBytes)
-		s.log.Info("embedded Kafka broker listening", "addrs", strings.Join(b.Addrs(), ","))
-	} else {
+	if cfg.KafkaBrokers != "" {
 		d.client = broker.ClientConfig{Brokers: config.SplitList(cfg.KafkaBrokers), SASLMechanism: cfg.KafkaSASLMechanism,
 			Username: cfg.KafkaUsername, Password: cfg.KafkaPassword, TLS: clientTLS}
 		cl, err := kgo.NewClient(d.client.Opts()...)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		err = broker.EnsureTopics(ctx, cl, withDLQ, cfg.KafkaCreateTopics)
-		cl.Close()
-		if err != nil {
-			return nil, err
-		}
+		defer cl.Close()
+		return broker.EnsureTopics(ctx, cl, d.made, cfg.KafkaCreateTopics)
 	}
+	bc := broker.Config{
+		Addr:            cfg.KafkaAddr,
+		AdvertisedAddr:  cfg.KafkaAdvertisedAddr,
+		DataDir:         filepath.Join(cfg.DataDir, "kafka"),
+		Retention:       cfg.KafkaRetention,
+		RetentionBytes:  cfg.KafkaRetentionBytes,
+		Topics:          d.made,
+		TLS:             serverTLS,
+		MaxMessageBytes: int32(cfg.KafkaMaxMessageBytes),
+		MaxRequestBytes: int32(cfg.KafkaMaxRequestBytes),
+		Registerer:      s.reg,
+	}
+	if cfg.KafkaSASLMechanism != "" {
+		bc.SASL = &broker.SASLConfig{Mechanism: cfg.KafkaSASLMechanism, Users: map[string]string{cfg.KafkaUsername: cfg.KafkaPassword}}
+	}
+	var base []broker.User
+	if base, bc.Anonymous, err = s.brokerAccess(d.topics); err != nil {
+		return err
+	}
+	if d.kafkaUsers, err = newKafkaUsers(cfg.DataDir, base); err != nil {
+		return err
+	}
+	bc.Users = d.kafkaUsers.users()
+	b, err := broker.Start(ctx, bc, s.log)
+	if err != nil {
+		return err
+	}
+	d.broker = b
+	d.kafkaUsers.b = b
+	s.parts.closer("kafka broker", b.Close)
+	// signalbox's own clients are the broker's (its -kafka-username, or a
+	// user of its own when local clients authenticate too, or none; they
+	// trust its certificate). Producers to it (kafka feeds, dead letters)
+	// may send what it accepts, and no more.
+	d.client = b.ClientConfig()
+	d.client.MaxMessageBytes = int32(cfg.KafkaMaxMessageBytes)
+	s.log.Info("embedded Kafka broker listening", "addrs", strings.Join(b.Addrs(), ","))
+	return nil
+}
 
-	d.client.Logger = s.log.With("component", "kafka")
-
+// startRecords opens the store of the xdr feeds' transaction records.
+func (d *directorParts) startRecords(context.Context) (err error) {
+	s, cfg := d.s, d.s.cfg
 	if d.records, err = xdrstore.Open(xdrstore.Config{Dir: filepath.Join(cfg.DataDir, "xdrs"), MaxAge: cfg.XDRStoreMaxAge,
 		MaxBytes: cfg.XDRStoreMaxBytes, Codec: cfg.XDRStoreCodec, Registerer: s.reg, Logger: s.log}); err != nil {
-		return nil, err
+		return err
 	}
 	s.parts.loop("xdr records store", d.records.Run) // its stop writes what the feeds made last
+	return nil
+}
 
+// startFeeds starts the feed manager and, with -site, the two-site parts,
+// and applies the stored feeds once.
+func (d *directorParts) startFeeds(ctx context.Context) error {
+	s, cfg := d.s, d.s.cfg
 	mgr, err := director.NewManager(director.Config{
 		RecordStore:    d.records,
 		Client:         d.client,
-		Topics:         all,
+		Topics:         d.topics,
 		CallsTopic:     cfg.CallsTopic,
 		MaskNumbers:    cfg.MaskNumbers,
 		Node:           s.node,
@@ -163,32 +193,43 @@ func startDirector(ctx context.Context, s *Server) (*directorParts, error) {
 		Logger:         s.log,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.mgr = mgr
 	s.parts.run("feeds", mgr.Run)
 	if cfg.Site != "" {
-		if err := d.startSite(specs); err != nil {
-			return nil, err
+		if err := d.startSite(d.nfTopics); err != nil {
+			return err
 		}
 	}
 	d.reconcile(ctx)
+	return nil
+}
 
-	if cfg.CallsTopic != "" {
-		if d.stream, err = callstream.New(callstream.Config{Client: d.client, Topic: cfg.CallsTopic,
-			Registerer: s.reg, Logger: s.log}); err != nil {
-			return nil, err
-		}
-		// Its stop flushes the call records queued so far, while the
-		// broker is up.
-		s.parts.loop("call stream", func(ctx context.Context) { d.stream.Run(ctx, 5*time.Second) })
-		s.log.Info("call decisions are streamed to Kafka", "topic", cfg.CallsTopic)
+// startCallStream produces the CURRI call records into -calls-topic.
+func (d *directorParts) startCallStream(context.Context) (err error) {
+	s, cfg := d.s, d.s.cfg
+	if cfg.CallsTopic == "" {
+		return nil
 	}
+	if d.stream, err = callstream.New(callstream.Config{Client: d.client, Topic: cfg.CallsTopic,
+		Registerer: s.reg, Logger: s.log}); err != nil {
+		return err
+	}
+	// Its stop flushes the call records queued so far, while the broker is
+	// up.
+	s.parts.loop("call stream", func(ctx context.Context) { d.stream.Run(ctx, 5*time.Second) })
+	s.log.Info("call decisions are streamed to Kafka", "topic", cfg.CallsTopic)
+	return nil
+}
 
-	// Copies written to each NF topic, by any producer (Kafka clients and
-	// the HTTP/2 ingest alike), from the topics' end offsets.
+// startTopicCounters counts the copies written to each NF topic, by any
+// producer (Kafka clients and the HTTP/2 ingest alike), from the topics'
+// end offsets.
+func (d *directorParts) startTopicCounters(context.Context) (err error) {
+	s := d.s
 	if d.offsetsCl, err = d.client.NewClient(); err != nil {
-		return nil, err
+		return err
 	}
 	s.parts.closer("topic counter client", d.offsetsCl.Close)
 	topicCopies := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -196,44 +237,51 @@ func startDirector(ctx context.Context, s *Server) (*directorParts, error) {
 		Help: "Copies written to each NF topic (from the topics' end offsets, polled every few seconds).",
 	}, []string{"topic"})
 	s.reg.MustRegister(topicCopies)
-	s.parts.loop("topic counters", func(ctx context.Context) { d.pollTopicOffsets(ctx, all, topicCopies) })
+	s.parts.loop("topic counters", func(ctx context.Context) { d.pollTopicOffsets(ctx, d.topics, topicCopies) })
+	return nil
+}
 
-	if cfg.IngestAddr != "" {
-		icl := d.client
-		icl.MaxMessageBytes = int32(cfg.KafkaMaxMessageBytes) // the broker, not the client, decides what is too large
-		if d.ingestCl, err = icl.NewClient(kgo.ProducerLinger(time.Millisecond)); err != nil {
-			return nil, err
-		}
-		s.parts.closer("ingest producer", d.ingestCl.Close)
-		h := ingest.NewHandler(d.ingestCl, ingest.Config{Topics: specs, MaxRecordBytes: cfg.KafkaMaxMessageBytes, Registerer: s.reg, Logger: s.log})
-		var p http.Protocols
-		p.SetHTTP1(true)
-		p.SetUnencryptedHTTP2(true)
-		p.SetHTTP2(true)
-		// Limits (docs/operations.md): headers in 10 s and 64 KiB; a
-		// request (its body, up to 64 MiB, and Kafka's acknowledgement)
-		// within a minute; idle connections closed after 5 minutes; HTTP/2
-		// frames of 1 MiB at most (Go's default), its bodies in flight
-		// bounded by the handler.
-		d.ingest = &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-			WriteTimeout: time.Minute, IdleTimeout: 5 * time.Minute, MaxHeaderBytes: 64 << 10,
-			ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
-		useTLS := cfg.IngestTLSCert != ""
-		if useTLS {
-			cert, err := tls.LoadX509KeyPair(cfg.IngestTLSCert, cfg.IngestTLSKey)
-			if err != nil {
-				return nil, fmt.Errorf("ingest tls: %w", err)
-			}
-			d.ingest.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		}
-		if d.ingestLn, err = net.Listen("tcp", cfg.IngestAddr); err != nil {
-			return nil, fmt.Errorf("ingest listener: %w", err)
-		}
-		s.parts.add("ingest listener", func(ctx context.Context) error { return shutdownListener(ctx, d.ingest, d.ingestLn) })
-		go s.serve("ingest", d.ingest, d.ingestLn, useTLS)
-		s.log.Info("HTTP/2 ingest listening", "addr", d.ingestLn.Addr().String(), "tls", useTLS)
+// startIngest serves the HTTP/2 ingest (-ingest-addr): message copies
+// POSTed by NFs, produced into their topics.
+func (d *directorParts) startIngest(context.Context) (err error) {
+	s, cfg := d.s, d.s.cfg
+	if cfg.IngestAddr == "" {
+		return nil
 	}
-	return d, nil
+	icl := d.client
+	icl.MaxMessageBytes = int32(cfg.KafkaMaxMessageBytes) // the broker, not the client, decides what is too large
+	if d.ingestCl, err = icl.NewClient(kgo.ProducerLinger(time.Millisecond)); err != nil {
+		return err
+	}
+	s.parts.closer("ingest producer", d.ingestCl.Close)
+	h := ingest.NewHandler(d.ingestCl, ingest.Config{Topics: d.nfTopics, MaxRecordBytes: cfg.KafkaMaxMessageBytes, Registerer: s.reg, Logger: s.log})
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
+	// Limits (docs/operations.md): headers in 10 s and 64 KiB; a request
+	// (its body, up to 64 MiB, and Kafka's acknowledgement) within a
+	// minute; idle connections closed after 5 minutes; HTTP/2 frames of 1
+	// MiB at most (Go's default), its bodies in flight bounded by the
+	// handler.
+	d.ingest = &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		WriteTimeout: time.Minute, IdleTimeout: 5 * time.Minute, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	useTLS := cfg.IngestTLSCert != ""
+	if useTLS {
+		cert, err := tls.LoadX509KeyPair(cfg.IngestTLSCert, cfg.IngestTLSKey)
+		if err != nil {
+			return fmt.Errorf("ingest tls: %w", err)
+		}
+		d.ingest.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if d.ingestLn, err = net.Listen("tcp", cfg.IngestAddr); err != nil {
+		return fmt.Errorf("ingest listener: %w", err)
+	}
+	s.parts.add("ingest listener", func(ctx context.Context) error { return shutdownListener(ctx, d.ingest, d.ingestLn) })
+	go s.serve("ingest", d.ingest, d.ingestLn, useTLS)
+	s.log.Info("HTTP/2 ingest listening", "addr", d.ingestLn.Addr().String(), "tls", useTLS)
+	return nil
 }
 
 // reconcile applies the stored feeds to the running manager.

@@ -140,30 +140,24 @@ func (s *Server) recordDecision(ev *curri.Event) {
 		Form: ev.Decision.Form, Sent: sent, Error: errText,
 		LatencyMicros: ev.Latency.Microseconds(), Client: ev.Client,
 	}
-	s.webhooks.Call(&rec) // masks its own copy: its per-caller keys need the whole number
+	s.calls.Record(storedCall(&rec)) // before any masking: the call log keeps whole numbers
+	s.webhooks.Call(&rec)            // masks its own copy: its per-caller keys need the whole number
 	if s.dir != nil && s.dir.stream != nil {
 		rec.Mask(s.cfg.MaskNumbers)
 		s.dir.stream.Record(&rec)
 	}
-	s.calls.Record(store.CallRecord{
-		Time:               ev.Start,
-		Policy:             ev.Policy,
-		Calling:            ev.Call.Calling,
-		Called:             ev.Call.Called,
-		TransformedCalling: ev.Call.TransformedCalling,
-		TransformedCalled:  ev.Call.TransformedCalled,
-		TriggerPoint:       ev.Call.TriggerPoint,
-		DeviceName:         ev.Call.DeviceName,
-		Decision:           d,
-		Step:               string(ev.Decision.Step),
-		RuleID:             ev.Decision.RuleID,
-		EntryID:            ev.Decision.EntryID,
-		LatencyMicros:      ev.Latency.Microseconds(),
-		Client:             ev.Client,
-		Form:               ev.Decision.Form,
-		Sent:               sent,
-		Error:              errText,
-	})
+}
+
+// storedCall is the call log's record of a call record: every field of it
+// but the version and node (the store is the node's own).
+func storedCall(r *callrecord.Record) store.CallRecord {
+	return store.CallRecord{
+		Time: r.Time, Policy: r.Policy, Calling: r.Calling, Called: r.Called,
+		TransformedCalling: r.TransformedCalling, TransformedCalled: r.TransformedCalled,
+		TriggerPoint: r.TriggerPoint, DeviceName: r.DeviceName,
+		Decision: r.Decision, Step: r.Step, RuleID: r.RuleID, EntryID: r.EntryID, Form: r.Form,
+		Sent: r.Sent, Error: r.Error, LatencyMicros: r.LatencyMicros, Client: r.Client,
+	}
 }
 
 // recordSearcher searches the stored xDRs, nil without the director.
