@@ -560,6 +560,14 @@ func (s *Server) exporter() api.Exporter {
 	return s.dir.mgr
 }
 
+// capturer streams live captures, nil without the director.
+func (s *Server) capturer() api.Capturer {
+	if s.dir == nil {
+		return nil
+	}
+	return s.dir.mgr
+}
+
 // RecentRecords serves an xdr feed's latest records to the API and console.
 func (f feedRuntime) RecentRecords(name string, n int) ([]json.RawMessage, bool) {
 	if f.s.dir == nil {

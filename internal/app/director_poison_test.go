@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -267,9 +266,5 @@ func kcatProduce(t *testing.T, kcat string, s *Server, lines []string, args ...s
 // kcatProduceTo produces lines, one record each, into topic with kcat.
 func kcatProduceTo(t *testing.T, kcat string, s *Server, topic string, lines []string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(kcat, append([]string{"-P", "-b", s.KafkaAddrs()[0], "-t", topic}, args...)...)
-	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat: %v\n%s", err, b)
-	}
+	kcatProduceAt(t, kcat, s.KafkaAddrs()[0], topic, lines, args...)
 }

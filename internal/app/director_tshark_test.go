@@ -34,27 +34,7 @@ func TestDirectorStreamInStockTshark(t *testing.T) {
 	const n = 200
 	var lines []string
 	for i := range n {
-		id := fmt.Sprintf("ts-%d", i)
-		cons := fmt.Sprintf("5480451%d-4191-46b3-955c-ac631f953ed8", i%20)
-		meta := func(dir string, ts int64) string {
-			return `"metadata-list":{"correlation-id":"` + id + `","hop-by-hop-id":"1","timestamp":"` + strconv.FormatInt(ts, 10) +
-				`","message-direction":"` + dir + `","destination-ip":"10.200.0.1","destination-port":443,` +
-				`"feed-source":{"nf-type":"SCP","nf-fqdn":"scp1.example","nf-instance-id":"scp-1"}}`
-		}
-		ts := int64(1678705695995010066) + int64(i)*1_000_000
-		if i%2 == 0 {
-			meta = func(dir string, ts int64) string { // no addresses: peers from the SBI headers
-				return `"metadata-list":{"correlation-id":"` + id + `","hop-by-hop-id":"1","timestamp":"` + strconv.FormatInt(ts, 10) +
-					`","message-direction":"` + dir + `","feed-source":{"nf-type":"SCP","nf-fqdn":"scp1.example","nf-instance-id":"scp-1"}}`
-			}
-		}
-		lines = append(lines,
-			`{"version":"1.0.0",`+meta("REQUEST_INGRESS", ts)+`,"header-list":{":method":["POST"],":scheme":["https"],`+
-				`":authority":["udm1.example:443"],":path":["/nudm-ueau/v1/suci-0-234-30/security-information/generate-auth-data"],`+
-				`"3gpp-sbi-nf-peer-info":["srcinst=`+cons+`; dstinst=8a3a1c9e-0000-4000-8000-000000000002"],`+
-				`"x-http2-stream-id":["`+strconv.Itoa(2*i+1)+`"],"content-type":["application/json"]},"5g-sbi-message":"{\"servingNetworkName\":\"5G:mnc030\"}"}`,
-			`{"version":"1.0.0",`+meta("RESPONSE_EGRESS", ts+500_000)+`,"header-list":{":status":["200"],"content-type":["application/json"],`+
-				`"3gpp-sbi-nf-peer-info":["srcinst=8a3a1c9e-0000-4000-8000-000000000002; dstinst=`+cons+`"]},"5g-sbi-message":"{\"authType\":\"5G_AKA\"}"}`)
+		lines = append(lines, sbiPair(fmt.Sprintf("ts-%d", i), i, i%2 == 1, int64(1678705695995010066)+int64(i)*1_000_000)...)
 	}
 	kcatProduce(t, kcat, s, lines, "-z", "gzip", "-p", "0") // one partition: requests before responses
 	testkit.WaitForState(t, 30*time.Second, "copies at the probe", func() (bool, string) {
@@ -175,5 +155,29 @@ func TestFileFeedPcapNamesNFsByMappings(t *testing.T) {
 	}
 	if counts["192.0.2.77"] < 2*n {
 		t.Fatalf("tshark: addresses of the HTTP/2 HEADERS frames %v: want the mapped SCP, 192.0.2.77, in each of the %d copies", counts, 2*n)
+	}
+}
+
+// sbiPair is an AUSF-style request copy (generate-auth-data, on its NF's
+// stream 2i+1) and its response copy, of correlation id id, stamped ts and
+// ts+0.5 ms: with addresses in their metadata (addrs), or with the peers
+// only in their SBI headers.
+func sbiPair(id string, i int, addrs bool, ts int64) []string {
+	cons := fmt.Sprintf("5480451%d-4191-46b3-955c-ac631f953ed8", i%20)
+	meta := func(dir string, ts int64) string {
+		m := `"metadata-list":{"correlation-id":"` + id + `","hop-by-hop-id":"1","timestamp":"` + strconv.FormatInt(ts, 10) +
+			`","message-direction":"` + dir + `",`
+		if addrs {
+			m += `"destination-ip":"10.200.0.1","destination-port":443,`
+		}
+		return m + `"feed-source":{"nf-type":"SCP","nf-fqdn":"scp1.example","nf-instance-id":"scp-1"}}`
+	}
+	return []string{
+		`{"version":"1.0.0",` + meta("REQUEST_INGRESS", ts) + `,"header-list":{":method":["POST"],":scheme":["https"],` +
+			`":authority":["udm1.example:443"],":path":["/nudm-ueau/v1/suci-0-234-30/security-information/generate-auth-data"],` +
+			`"3gpp-sbi-nf-peer-info":["srcinst=` + cons + `; dstinst=8a3a1c9e-0000-4000-8000-000000000002"],` +
+			`"x-http2-stream-id":["` + strconv.Itoa(2*i+1) + `"],"content-type":["application/json"]},"5g-sbi-message":"{\"servingNetworkName\":\"5G:mnc030\"}"}`,
+		`{"version":"1.0.0",` + meta("RESPONSE_EGRESS", ts+500_000) + `,"header-list":{":status":["200"],"content-type":["application/json"],` +
+			`"3gpp-sbi-nf-peer-info":["srcinst=8a3a1c9e-0000-4000-8000-000000000002; dstinst=` + cons + `"]},"5g-sbi-message":"{\"authType\":\"5G_AKA\"}"}`,
 	}
 }

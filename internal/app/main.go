@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/signalbox/signalbox/internal/datadirector/extcap"
 )
 
 // Version is set at build time (-ldflags -X); "dev" otherwise.
@@ -49,6 +51,7 @@ func commands() []command {
 		{"nfsim", "simulate 5G NFs copying SBI traffic into Kafka or HTTP/2 ingest", runNFSim},
 		{"probe", "a third-party consumer: receive a feed, validate it, measure loss and latency", runProbe},
 		{"bench", "end-to-end benchmarks (bench curri, bench director)", runBench},
+		{"extcap", "a Wireshark capture interface of live copies (extcap install puts it where Wireshark looks)", runExtcap},
 		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			fmt.Fprintln(stdout, VersionString())
 			return nil
@@ -68,6 +71,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
+	}
+	if extcap.IsExtcapCall(args) { // Wireshark runs the installed link itself
+		args = append([]string{"extcap"}, args...)
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":

@@ -209,6 +209,8 @@ func TestOpenAPIContract(t *testing.T) {
 	sc.call(step{op: "DELETE /api/v1/feeds/{name}/credential", path: "/api/v1/feeds/transactions/credential", want: 404})
 	sc.call(step{op: "GET /api/v1/export", path: "/api/v1/export?format=pcap&sources=SCP,SEPP&filter=status%20%3E%3D%20400", want: 200})
 	sc.call(step{op: "GET /api/v1/export", path: "/api/v1/export?format=jsonl&sources=NRF", want: 200})
+	sc.call(step{op: "GET /api/v1/capture", path: "/api/v1/capture?sources=SCP&duration=1s", want: 200})
+	sc.call(step{op: "GET /api/v1/capture", path: "/api/v1/capture?filter=status%20%3E%3D", want: 400})
 
 	// Operations.
 	sc.call(step{op: "GET /api/v1/alarms", path: "/api/v1/alarms?limit=10", want: 200})

@@ -80,6 +80,13 @@ func TestDebianPackage(t *testing.T) {
 			t.Errorf("installed: %v", err)
 		}
 	}
+	// The capture interface, in Wireshark's global extcap folder.
+	if to, err := os.Readlink("/usr/lib/x86_64-linux-gnu/wireshark/extcap/signalbox"); err != nil || to != "/usr/bin/signalbox" {
+		t.Errorf("the extcap link: %q %v", to, err)
+	}
+	if out, err := exec.Command(testkit.Tool(t, "tshark"), "-D").CombinedOutput(); err != nil || !strings.Contains(string(out), "signalbox live SBI copies") {
+		t.Errorf("tshark -D does not list the installed interface: %v\n%s", err, out)
+	}
 	u, err := user.Lookup("signalbox")
 	if err != nil {
 		t.Fatalf("the package's user: %v", err)

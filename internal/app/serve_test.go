@@ -41,6 +41,7 @@ func testConfig(t *testing.T, dataDir string, director bool) config.Serve {
 		KafkaLocalAnonymous:  true,
 		KafkaCreateTopics:    true,
 		IngestAddr:           "127.0.0.1:0",
+		CaptureMax:           4,
 		ShutdownTimeout:      5 * time.Second,
 	}
 }

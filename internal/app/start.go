@@ -232,6 +232,8 @@ func (s *Server) startHTTP() error {
 		Alarms:           s.alarms,
 		Gatherer:         s.reg,
 		Exporter:         s.exporter(),
+		Capturer:         s.capturer(),
+		CaptureMax:       s.cfg.CaptureMax,
 		Webhooks:         s.webhooks,
 		CallStream:       s.callStream(),
 		TraceDir:         s.traceDir(),

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/signalbox/signalbox/internal/bench"
+	"github.com/signalbox/signalbox/internal/datadirector/extcap"
 	"github.com/signalbox/signalbox/internal/datadirector/nfsim"
 	"github.com/signalbox/signalbox/internal/datadirector/probe"
 )
@@ -54,4 +55,31 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return bench.RunDirector(ctx, args[1:], stdout, stderr)
 	}
 	return usageError{fmt.Errorf("unknown benchmark %q: want curri or director", args[0])}
+}
+
+// runExtcap answers Wireshark's extcap calls, or installs the interface
+// (extcap install [-dir DIR]).
+func runExtcap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "install" {
+		fs := newFlagSet("extcap install", "Links this binary into Wireshark's personal extcap folder as \"signalbox\",\nso that Wireshark and tshark list the signalbox capture interface.", stderr)
+		dir := fs.String("dir", "", "the extcap folder (default: the personal folder of the Wireshark installed here)")
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		how := "-dir"
+		if *dir == "" {
+			var err error
+			if *dir, how, err = extcap.PersonalFolder(); err != nil {
+				return err
+			}
+		}
+		path, err := extcap.Install(*dir)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "installed %s (the personal extcap folder, from %s): restart Wireshark, or run tshark -D, to see the interface %q\n",
+			path, how, extcap.Interface)
+		return nil
+	}
+	return extcap.Run(ctx, args, VersionString(), stdout, stderr)
 }

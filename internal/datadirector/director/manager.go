@@ -73,6 +73,9 @@ type Sharing struct {
 	// SoloReads gives every feed its own consumer: no tap is shared by
 	// the copy feeds of the same sources (serve -feed-solo-reads).
 	SoloReads bool
+	// CaptureBuffer bounds what a live capture holds for a slow client
+	// (0: director.CaptureBuffer).
+	CaptureBuffer int64
 	// TapStall is how long a tap waits for a member feed to take a batch
 	// before it drops the feed to read on its own; default 2s.
 	TapStall time.Duration

@@ -15,6 +15,7 @@ type metrics struct {
 	copyMetrics
 	tapMetrics
 	xdrMetrics
+	captureMetrics
 }
 
 // deliveryMetrics are every feed's: what its sink confirmed, how, and how
@@ -63,7 +64,7 @@ type xdrMetrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	feed := []string{"feed"}
-	m := &metrics{}
+	m := &metrics{captureMetrics: newCaptureMetrics()}
 	m.delivered = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_delivered_total",
 		Help: "Copies the feed's sink confirmed."}, feed)
 	m.deliveredBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "signalbox_feed_delivered_bytes_total",
@@ -125,7 +126,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.delivered, m.deliveredBytes, m.failures, m.retries, m.flowsEvicted, m.responsesFirst, m.lost,
-		m.redelivered, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.checkpoints} {
+		m.redelivered, m.lag, m.connected, m.latency, m.invalid, m.undeliverable, m.incomplete, m.reordered, m.tapDrops, m.fencedCommits, m.tapRewinds, m.tapRebalances, m.filterMatched, m.filterDropped, m.records, m.upstreamStalls, m.replayed, m.checkpoints,
+		m.capturesActive, m.captureCopies, m.captureDropped} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

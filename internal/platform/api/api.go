@@ -140,6 +140,10 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Exporter serves GET /export (the director's Manager); nil answers 503.
 	Exporter Exporter
+	// Capturer serves GET /capture (the director's Manager), at most
+	// CaptureMax at once; nil (or CaptureMax 0) answers 503.
+	Capturer   Capturer
+	CaptureMax int
 	// Webhooks sends test events (POST /webhooks/{name}/test); nil
 	// answers 503.
 	Webhooks WebhookTester
@@ -180,6 +184,8 @@ type server struct {
 	openapi     []byte // GET /api/v1/openapi.json
 	// patterns are the routes served, "METHOD /path", as registered.
 	patterns []string
+	// captures holds a token per live capture running (GET /capture).
+	captures chan struct{}
 }
 
 // New returns the API handler. It serves /api/v1/... only; mount it on the
@@ -195,6 +201,8 @@ func New(cfg Config) (http.Handler, error) {
 		log:   cfg.Logger,
 		mux:   http.NewServeMux(),
 		now:   time.Now,
+		// One token per live capture that may run at once.
+		captures: make(chan struct{}, max(cfg.CaptureMax, 0)),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -289,6 +297,7 @@ func (s *server) routes() {
 	h("POST /api/v1/feeds/{name}/credential", s.issueCredential)
 	h("DELETE /api/v1/feeds/{name}/credential", s.revokeCredential)
 	h("GET /api/v1/export", s.export)
+	h("GET /api/v1/capture", s.capture)
 
 	h("GET /api/v1/webhooks", s.listWebhooks)
 	h("POST /api/v1/webhooks", s.createWebhook)
