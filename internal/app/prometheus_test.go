@@ -206,6 +206,9 @@ var (
 		"signalbox_kafka_refused_total":                {"reason"},
 		"signalbox_ingest_rejected_total":              {"code"},
 		"signalbox_ingest_body_bytes_in_flight":        nil,
+		"signalbox_capture_dropped_total":              nil,
+		"signalbox_capture_copies_total":               nil,
+		"signalbox_captures_active":                    nil,
 	}
 	// siteMetrics exist with -site only: TestSiteTakeoverTrafficAtBothSites
 	// checks them.

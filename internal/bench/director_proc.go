@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -91,13 +90,6 @@ func statusKiB(b []byte, key string) int64 {
 		}
 	}
 	return 0
-}
-
-// selfSample is the bench process's own CPU (and peak RSS) from getrusage.
-func selfSample() procSample {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return procSample{At: time.Now(), CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), HWMKiB: ru.Maxrss}
 }
 
 // proc is a child signalbox process.
@@ -176,11 +168,7 @@ func (p *proc) exited() procSample {
 	if st == nil {
 		return p.last
 	}
-	s := procSample{At: time.Now(), CPU: st.UserTime() + st.SystemTime()}
-	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-		s.HWMKiB = ru.Maxrss
-	}
-	return s
+	return procSample{At: time.Now(), CPU: st.UserTime() + st.SystemTime(), HWMKiB: peakRSS(st)}
 }
 
 // stop interrupts the child and waits up to grace, then kills it.
