@@ -64,41 +64,71 @@ const exportBatch = 500
 // or a *NotRetainedError; w sees its first Write only once copies follow.
 func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (ExportStats, error) {
 	var st ExportStats
+	flt, err := m.checkExport(&q)
+	if err != nil {
+		return st, err
+	}
+	ranges, err := m.exportRanges(ctx, q)
+	if err != nil {
+		return st, err
+	}
+	out := newExportWriter(q, w)
+	if len(ranges) > 0 {
+		if err := m.exportRead(ctx, q, flt, ranges, out, &st); err != nil {
+			return st, err
+		}
+	}
+	return st, out.finish()
+}
+
+// checkExport checks q, filling in its defaults, and compiles its filter.
+func (m *Manager) checkExport(q *ExportQuery) (*filter.Filter, error) {
 	switch q.Format {
 	case "":
 		q.Format = filesink.FormatJSONL
 	case filesink.FormatJSONL, filesink.FormatPCAP:
 	default:
-		return st, &FieldError{Field: "format", Msg: fmt.Sprintf("%q: want pcap or jsonl", q.Format)}
+		return nil, &FieldError{Field: "format", Msg: fmt.Sprintf("%q: want pcap or jsonl", q.Format)}
 	}
 	if len(q.Sources) == 0 {
 		q.Sources = m.sourceNames
 	}
 	for i, s := range q.Sources {
 		if !m.sources[s] {
-			return st, &FieldError{Field: "sources[" + strconv.Itoa(i) + "]", Msg: fmt.Sprintf("%q is not a known NF type (topics: %v)", s, m.sourceNames)}
+			return nil, &FieldError{Field: "sources[" + strconv.Itoa(i) + "]", Msg: fmt.Sprintf("%q is not a known NF type (topics: %v)", s, m.sourceNames)}
 		}
 	}
 	var flt *filter.Filter
 	if q.Filter != "" {
 		var err error
 		if flt, _, _, err = compileFilter(&FeedSpec{Filter: q.Filter}, false); err != nil {
-			return st, err
+			return nil, err
 		}
 	}
 	if q.Until.IsZero() {
 		q.Until = time.Now()
 	}
 	if !q.Since.IsZero() && !q.Since.Before(q.Until) {
-		return st, &FieldError{Field: "since", Msg: "must be before until"}
+		return nil, &FieldError{Field: "since", Msg: "must be before until"}
 	}
+	return flt, nil
+}
 
+// offsetRange is the offsets [from, to) of a partition an export reads.
+type offsetRange struct{ from, to int64 }
+
+// exportRanges finds the offsets of q's range in each partition of its
+// sources. A partition whose log start moved (retention deleted copies)
+// and whose oldest retained copy is younger than since may have lost
+// copies of the range: that is a *NotRetainedError, rather than a silently
+// shortened export.
+func (m *Manager) exportRanges(ctx context.Context, q ExportQuery) (map[string]map[int32]offsetRange, error) {
 	starts, err := m.adm.ListStartOffsets(ctx, q.Sources...)
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
-		return st, fmt.Errorf("export: list start offsets: %w", err)
+		return nil, fmt.Errorf("export: list start offsets: %w", err)
 	}
 	from := starts
 	if !q.Since.IsZero() {
@@ -106,7 +136,7 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 			err = from.Error()
 		}
 		if err != nil {
-			return st, fmt.Errorf("export: list offsets at since: %w", err)
+			return nil, fmt.Errorf("export: list offsets at since: %w", err)
 		}
 	}
 	to, err := m.adm.ListOffsetsAfterMilli(ctx, q.Until.UnixMilli(), q.Sources...)
@@ -114,14 +144,9 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 		err = to.Error()
 	}
 	if err != nil {
-		return st, fmt.Errorf("export: list offsets at until: %w", err)
+		return nil, fmt.Errorf("export: list offsets at until: %w", err)
 	}
-
-	// A partition whose log start moved (retention deleted copies) and
-	// whose oldest retained copy is younger than since may have lost copies
-	// of the range: refuse rather than export a silently shortened range.
-	type rng struct{ from, to int64 }
-	ranges := map[string]map[int32]rng{}
+	ranges := map[string]map[int32]offsetRange{}
 	var nre *NotRetainedError
 	from.Each(func(o kadm.ListedOffset) {
 		s, ok := starts.Lookup(o.Topic, o.Partition)
@@ -133,32 +158,39 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 			return
 		}
 		if ranges[o.Topic] == nil {
-			ranges[o.Topic] = map[int32]rng{}
+			ranges[o.Topic] = map[int32]offsetRange{}
 		}
-		ranges[o.Topic][o.Partition] = rng{o.Offset, end.Offset}
+		ranges[o.Topic][o.Partition] = offsetRange{o.Offset, end.Offset}
 	})
 	if nre != nil {
-		return st, nre
+		return nil, nre
 	}
+	return ranges, nil
+}
 
-	var out exportWriter
-	if q.Format == filesink.FormatPCAP {
-		var opts synthetic.EncoderOptions
-		if q.Transactions != nil {
-			opts.ClientPort = func(c *nfcopy.Copy) uint16 {
-				if n, ok := q.Transactions[c.CorrelationID]; ok && n < 65535-transactionPortBase {
-					return uint16(transactionPortBase + n)
-				}
-				return 0
+// newExportWriter is the writer of q's format: a pcap of the synthetic
+// stream (with the pcap of a search's transactions each on flows of its
+// own), or JSON lines.
+func newExportWriter(q ExportQuery, w io.Writer) exportWriter {
+	if q.Format != filesink.FormatPCAP {
+		return &jsonlOut{w: w}
+	}
+	var opts synthetic.EncoderOptions
+	if q.Transactions != nil {
+		opts.ClientPort = func(c *nfcopy.Copy) uint16 {
+			if n, ok := q.Transactions[c.CorrelationID]; ok && n < 65535-transactionPortBase {
+				return uint16(transactionPortBase + n)
 			}
+			return 0
 		}
-		out = &pcapOut{w: synthetic.NewWriter(w, opts)}
-	} else {
-		out = &jsonlOut{w: w}
 	}
-	if len(ranges) == 0 {
-		return st, out.finish()
-	}
+	return &pcapOut{w: synthetic.NewWriter(w, opts)}
+}
+
+// exportRead reads ranges with a consumer of its own and writes the copies
+// that pass flt (and q's transactions) to out, in batches.
+func (m *Manager) exportRead(ctx context.Context, q ExportQuery, flt *filter.Filter, ranges map[string]map[int32]offsetRange,
+	out exportWriter, st *ExportStats) error {
 	parts := map[string]map[int32]kgo.Offset{}
 	left := 0
 	for t, ps := range ranges {
@@ -170,7 +202,7 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 	}
 	cl, err := m.cfg.Client.NewClient(kgo.ConsumePartitions(parts), kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
-		return st, fmt.Errorf("export: kafka client: %w", err)
+		return fmt.Errorf("export: kafka client: %w", err)
 	}
 	defer cl.Close()
 
@@ -187,7 +219,7 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 	for left > 0 {
 		fs := cl.PollRecords(ctx, exportBatch)
 		if err := ctx.Err(); err != nil {
-			return st, err
+			return err
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -196,7 +228,7 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 			}
 		})
 		if ferr != nil {
-			return st, ferr
+			return ferr
 		}
 		var werr error
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -238,10 +270,10 @@ func (m *Manager) Export(ctx context.Context, q ExportQuery, w io.Writer) (Expor
 			werr = flush() // the arena is reused by the next poll
 		}
 		if werr != nil {
-			return st, werr
+			return werr
 		}
 	}
-	return st, out.finish()
+	return nil
 }
 
 type exportWriter interface {

@@ -24,100 +24,24 @@ func (f *feed) deliver(ctx context.Context, b *pollBatch) bool {
 // batch is written again, in order, after the usual backoff. It returns when
 // ctx ends.
 func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-chan *pollBatch, free chan<- *pollBatch) {
-	type written struct {
-		b      *pollBatch
-		ticket uint64
-	}
-	var pend []written  // oldest first
-	se := f.sink.shared // takes the tap's shared encoding with a batch
-	var ow originWriter // a re-key stage's sink: each record says where its copy was read
+	q := &inFlight{f: f, ps: ps, shared: f.sink.shared}
 	if f.spec.stage == stageRekey {
-		ow = f.sink.origin
-	}
-	write := func(b *pollBatch) error {
-		if len(b.batch) == 0 { // nothing to write: confirmed with what precedes it
-			t := uint64(0)
-			if len(pend) > 0 {
-				t = pend[len(pend)-1].ticket
-			}
-			pend = append(pend, written{b, t})
-			return nil
-		}
-		var t uint64
-		var err error
-		switch {
-		case se != nil && b.shared != nil && b.shared.enc != nil:
-			t, err = se.WriteShared(ctx, b.batch, b.shared.enc)
-		case ow != nil:
-			t, err = ow.WriteWithHeaders(ctx, b.batch, originHeaders(b))
-		default:
-			t, err = ps.Write(ctx, b.batch)
-		}
-		if err != nil {
-			return err
-		}
-		pend = append(pend, written{b, t})
-		return nil
-	}
-	// rewrite writes every pending batch again until all are written.
-	rewrite := func(err error) bool {
-		todo := make([]*pollBatch, len(pend))
-		for i := range pend {
-			todo[i] = pend[i].b
-		}
-		n := 0
-		for _, b := range todo {
-			n += len(b.batch)
-		}
-		for attempt := 0; ; attempt++ {
-			if ctx.Err() != nil || !f.retryAfter(ctx, err, attempt, "feed: send failed, retrying", "batch", n) {
-				return false
-			}
-			pend = pend[:0]
-			err = nil
-			for _, b := range todo {
-				if err = write(b); err != nil {
-					break
-				}
-			}
-			if err == nil {
-				return true
-			}
-		}
+		q.origin = f.sink.origin // a re-key stage's sink: each record says where its copy was read
 	}
 	const minWait, maxWait = 10 * time.Microsecond, 200 * time.Microsecond
 	wait := minWait
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		// Confirm what the sink has confirmed, oldest first.
-		for len(pend) > 0 {
-			w := pend[0]
-			ok := true
-			var err error
-			if len(w.b.batch) > 0 || w.ticket > 0 {
-				ok, err = ps.Confirmed(w.ticket)
-			}
-			if err != nil {
-				if !rewrite(err) {
-					return
-				}
-				continue
-			}
-			if !ok {
-				break
-			}
-			if len(w.b.batch) > 0 {
-				f.countDelivered(w.b.batch)
-			}
-			f.confirmed(ctx, w.b)
-			pend = append(pend[:0], pend[1:]...)
-			free <- w.b
+		confirmed, ok := q.confirm(ctx, free)
+		if !ok {
+			return
+		}
+		if confirmed {
 			wait = minWait
 		}
 		var b *pollBatch
-		var ok bool
-		if len(pend) == 0 {
+		if len(q.pend) == 0 {
 			select {
 			case b, ok = <-work:
 			case <-ctx.Done():
@@ -143,13 +67,114 @@ func (f *feed) deliverPipelined(ctx context.Context, ps PipelinedSink, work <-ch
 		if !ok {
 			return
 		}
-		if err := write(b); err != nil {
-			pend = append(pend, written{b, 0})
-			if !rewrite(err) {
+		if err := q.write(ctx, b); err != nil {
+			q.pend = append(q.pend, written{b, 0})
+			if !q.rewrite(ctx, err) {
 				return
 			}
 		}
 	}
+}
+
+// written is a batch written to a pipelined sink, and its ticket.
+type written struct {
+	b      *pollBatch
+	ticket uint64
+}
+
+// inFlight is what a pipelined sink was written and has not confirmed,
+// oldest first, and how to write a batch to it.
+type inFlight struct {
+	f      *feed
+	ps     PipelinedSink
+	shared SharedEncoder // takes the tap's shared encoding with a batch
+	origin originWriter  // writes where each copy was read (a re-key stage)
+	pend   []written
+}
+
+// write writes b after what is pending. A batch with nothing to write is
+// confirmed with what precedes it.
+func (q *inFlight) write(ctx context.Context, b *pollBatch) error {
+	if len(b.batch) == 0 {
+		t := uint64(0)
+		if len(q.pend) > 0 {
+			t = q.pend[len(q.pend)-1].ticket
+		}
+		q.pend = append(q.pend, written{b, t})
+		return nil
+	}
+	var t uint64
+	var err error
+	switch {
+	case q.shared != nil && b.shared != nil && b.shared.enc != nil:
+		t, err = q.shared.WriteShared(ctx, b.batch, b.shared.enc)
+	case q.origin != nil:
+		t, err = q.origin.WriteWithHeaders(ctx, b.batch, originHeaders(b))
+	default:
+		t, err = q.ps.Write(ctx, b.batch)
+	}
+	if err != nil {
+		return err
+	}
+	q.pend = append(q.pend, written{b, t})
+	return nil
+}
+
+// rewrite writes every pending batch again, after the feed's backoff,
+// until all are written; false when ctx ended.
+func (q *inFlight) rewrite(ctx context.Context, err error) bool {
+	todo := make([]*pollBatch, len(q.pend))
+	n := 0
+	for i := range q.pend {
+		todo[i] = q.pend[i].b
+		n += len(todo[i].batch)
+	}
+	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil || !q.f.retryAfter(ctx, err, attempt, "feed: send failed, retrying", "batch", n) {
+			return false
+		}
+		q.pend = q.pend[:0]
+		err = nil
+		for _, b := range todo {
+			if err = q.write(ctx, b); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return true
+		}
+	}
+}
+
+// confirm finishes what the sink has confirmed, oldest first, handing the
+// batches back to free; confirmed says whether any was, ok false when ctx
+// ended while a failed confirmation was being written again.
+func (q *inFlight) confirm(ctx context.Context, free chan<- *pollBatch) (confirmed, ok bool) {
+	for len(q.pend) > 0 {
+		w := q.pend[0]
+		done := true
+		var err error
+		if len(w.b.batch) > 0 || w.ticket > 0 {
+			done, err = q.ps.Confirmed(w.ticket)
+		}
+		if err != nil {
+			if !q.rewrite(ctx, err) {
+				return confirmed, false
+			}
+			continue
+		}
+		if !done {
+			break
+		}
+		if len(w.b.batch) > 0 {
+			q.f.countDelivered(w.b.batch)
+		}
+		q.f.confirmed(ctx, w.b)
+		q.pend = append(q.pend[:0], q.pend[1:]...)
+		free <- w.b
+		confirmed = true
+	}
+	return confirmed, true
 }
 
 // confirmed finishes a batch the sink confirmed: dead letters (the
