@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -218,6 +219,19 @@ func (s *Server) startHTTP() error {
 	}
 	if signIn.Enabled() {
 		s.log.Info("console sign-in through OpenID Connect", "issuer", s.cfg.OIDCIssuer, "client_id", s.cfg.OIDCClientID, "roles_claim", s.cfg.OIDCRolesClaim)
+		// Asked once at start, beside it: a misconfiguration is said
+		// before the first person tries to sign in; serve starts anyway.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			var mismatch *signin.IssuerMismatchError
+			switch err := signIn.CheckIssuer(ctx); {
+			case errors.As(err, &mismatch):
+				s.log.Warn("console sign-in will fail: "+mismatch.Error(), "issuer", s.cfg.OIDCIssuer)
+			case err != nil:
+				s.log.Warn("console sign-in: the identity provider does not answer yet", "issuer", s.cfg.OIDCIssuer, "err", err)
+			}
+		}()
 	}
 	apiH, err := api.New(api.Config{
 		Store:            s.store,

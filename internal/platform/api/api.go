@@ -45,6 +45,14 @@ const (
 	changedTokens   = "tokens"
 )
 
+// The audit log's resources of changes that OnChange is told of as
+// ChangedPolicies: each is searched under its own (GET /audit?resource=).
+const (
+	auditRules       = "rules"
+	auditLists       = "lists"
+	auditDirectories = "directories"
+)
+
 // Body size limits: bulk loads (100,000 rules, large CSV lists) get the big one.
 const (
 	maxBodyBytes     = 1 << 20
@@ -381,16 +389,21 @@ func (w *statusWriter) code() int {
 // owner of the configuration which lists changed.
 func (s *server) listsChanged(r *http.Request, action, id, policy, shared string) {
 	if s.cfg.Live == nil {
-		s.changed(r, ChangedPolicies, action, id)
+		s.changedAs(r, ChangedPolicies, auditLists, action, id)
 		return
 	}
-	s.logChange(r, ChangedPolicies, action, id)
+	s.logChange(r, auditLists, action, id)
 	s.cfg.Live.ListsChanged(policy, shared)
 }
 
 // changed logs a committed change and tells the owner of the configuration.
 func (s *server) changed(r *http.Request, what, action, id string) {
-	s.logChange(r, what, action, id)
+	s.changedAs(r, what, what, action, id)
+}
+
+// changedAs is changed with the change audited under resource.
+func (s *server) changedAs(r *http.Request, what, resource, action, id string) {
+	s.logChange(r, resource, action, id)
 	s.notify(what)
 }
 

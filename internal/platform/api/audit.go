@@ -8,7 +8,8 @@ import (
 )
 
 // searchAudit answers the audit log, newest first: ?actor= (a token name),
-// ?resource= (policies, feeds, tokens), ?since= / ?until= (RFC 3339 or a
+// ?resource= (policies, rules, lists, directories, feeds, webhooks, tokens,
+// traces, xdrs, captures, kafka_credentials), ?since= / ?until= (RFC 3339 or a
 // duration back from now, as the call log takes), ?limit=. Admin only: it
 // names the tokens.
 func (s *server) searchAudit(w http.ResponseWriter, r *http.Request) {

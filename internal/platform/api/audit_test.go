@@ -32,7 +32,7 @@ func TestAuditLog(t *testing.T) {
 	for _, a := range out.Records {
 		got = append(got, a.Actor+"/"+a.Role+": "+a.Action+" "+a.Resource+" "+a.Target)
 	}
-	want := []string{"ops-alice/admin: create directory policies corp", "ops-alice/admin: create rule policies ",
+	want := []string{"ops-alice/admin: create directory directories corp", "ops-alice/admin: create rule rules ",
 		"admin-token/admin: create token tokens ", "admin-token/admin: create token tokens "}
 	if len(got) != 4 {
 		t.Fatalf("audit: %q", got)
@@ -45,9 +45,27 @@ func TestAuditLog(t *testing.T) {
 	if out.Records[1].TokenID != tok.ID || out.Records[3].Detail != "name=ops-alice role=admin" || out.Records[0].Client == "" {
 		t.Errorf("records: %+v", out.Records)
 	}
-	e.must(http.StatusOK, "GET", "/api/v1/audit?actor=ops-alice&resource=policies&since=-1h&limit=1", "").decode(t, &out)
+	e.must(http.StatusOK, "GET", "/api/v1/audit?actor=ops-alice&resource=directories&since=-1h&limit=1", "").decode(t, &out)
 	if len(out.Records) != 1 || out.Records[0].Action != "create directory" {
 		t.Errorf("filtered: %+v", out.Records)
+	}
+	// Each kind of change is found under its own resource: a shared list
+	// and its entries under lists, a rule under rules.
+	if r := e.req("POST", "/api/v1/lists", tok.Token, "", `{"id":"robocallers","name":"Robocallers","kind":"block"}`); r.Status != http.StatusCreated {
+		t.Fatalf("shared list: %d %s", r.Status, r.Body)
+	}
+	if r := e.req("POST", "/api/v1/lists/robocallers/entries", tok.Token, "", `{"calling":"9725550101"}`); r.Status != http.StatusCreated && r.Status != http.StatusOK {
+		t.Fatalf("shared list entries: %d %s", r.Status, r.Body)
+	}
+	for resource, actions := range map[string][]string{"lists": {"add shared list entries", "create shared list"}, "rules": {"create rule"}} {
+		e.must(http.StatusOK, "GET", "/api/v1/audit?resource="+resource, "").decode(t, &out)
+		var got []string
+		for _, a := range out.Records {
+			got = append(got, a.Action)
+		}
+		if strings.Join(got, ",") != strings.Join(actions, ",") {
+			t.Errorf("resource=%s: %q, want %q", resource, got, actions)
+		}
 	}
 	if r := e.req("GET", "/api/v1/audit", viewer.Token, "", ""); r.Status != http.StatusForbidden {
 		t.Errorf("viewer reads the audit log: %d", r.Status)

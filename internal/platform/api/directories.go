@@ -75,7 +75,7 @@ func (s *server) createDirectory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "create directory", d.ID)
+	s.changedAs(r, ChangedPolicies, auditDirectories, "create directory", d.ID)
 	writeJSON(w, http.StatusCreated, d)
 }
 
@@ -99,7 +99,7 @@ func (s *server) updateDirectory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "update directory", id)
+	s.changedAs(r, ChangedPolicies, auditDirectories, "update directory", id)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -109,7 +109,7 @@ func (s *server) deleteDirectory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "delete directory", id)
+	s.changedAs(r, ChangedPolicies, auditDirectories, "delete directory", id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -277,7 +277,7 @@ func (s *server) writeDirectoryEntries(w http.ResponseWriter, r *http.Request, a
 		s.fail(w, r, err)
 		return
 	}
-	s.logChange(r, ChangedPolicies, action, id, "added", ch.Added, "changed", ch.Changed, "removed", ch.Removed)
+	s.logChange(r, auditDirectories, action, id, "added", ch.Added, "changed", ch.Changed, "removed", ch.Removed)
 	if ch.Added+ch.Changed+ch.Removed > 0 {
 		s.directoryWritten(id, ch)
 	}
@@ -307,7 +307,7 @@ func (s *server) deleteDirectoryEntry(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.logChange(r, ChangedPolicies, "delete directory entry", id+"/"+num)
+	s.logChange(r, auditDirectories, "delete directory entry", id+"/"+num)
 	s.directoryWritten(id, ch)
 	w.WriteHeader(http.StatusNoContent)
 }

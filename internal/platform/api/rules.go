@@ -111,7 +111,7 @@ func (s *server) createRule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "create rule", strconv.FormatInt(rule.ID, 10))
+	s.changedAs(r, ChangedPolicies, auditRules, "create rule", strconv.FormatInt(rule.ID, 10))
 	writeJSON(w, http.StatusCreated, rule)
 }
 
@@ -134,9 +134,9 @@ func (s *server) replaceRules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if hooked {
-		s.logChange(r, ChangedPolicies, "replace rules", pid, "rules", n)
+		s.logChange(r, auditRules, "replace rules", pid, "rules", n)
 	} else {
-		s.changed(r, ChangedPolicies, "replace rules", pid)
+		s.changedAs(r, ChangedPolicies, auditRules, "replace rules", pid)
 	}
 	// The rules themselves are not echoed: a bulk load can be 100,000.
 	writeJSON(w, http.StatusOK, map[string]any{"policy_id": pid, "rules": n})
@@ -261,7 +261,7 @@ func (s *server) updateRule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "update rule", strconv.FormatInt(id, 10))
+	s.changedAs(r, ChangedPolicies, auditRules, "update rule", strconv.FormatInt(id, 10))
 	if stored, err := s.store.GetRule(r.Context(), id); err == nil {
 		rule = stored
 	}
@@ -280,7 +280,7 @@ func (s *server) deleteRule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "delete rule", strconv.FormatInt(id, 10))
+	s.changedAs(r, ChangedPolicies, auditRules, "delete rule", strconv.FormatInt(id, 10))
 	w.WriteHeader(http.StatusNoContent)
 }
 

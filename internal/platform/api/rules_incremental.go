@@ -132,7 +132,7 @@ func (s *server) incrementalReplacement(r *http.Request, pid string, body []byte
 		return 0, false, nil // changed meanwhile: replace everything
 	}
 	if err == nil {
-		s.logChange(r, ChangedPolicies, "replace rules incrementally", pid, "rules", len(spans), "added", len(added), "removed", len(removed))
+		s.logChange(r, auditRules, "replace rules incrementally", pid, "rules", len(spans), "added", len(added), "removed", len(removed))
 	}
 	return len(spans), true, err
 }

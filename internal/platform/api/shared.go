@@ -89,7 +89,7 @@ func (s *server) createSharedList(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "create shared list", l.ID)
+	s.changedAs(r, ChangedPolicies, auditLists, "create shared list", l.ID)
 	writeJSON(w, http.StatusCreated, l)
 }
 
@@ -125,7 +125,7 @@ func (s *server) updateSharedList(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "update shared list", id)
+	s.changedAs(r, ChangedPolicies, auditLists, "update shared list", id)
 	writeJSON(w, http.StatusOK, l)
 }
 
@@ -135,7 +135,7 @@ func (s *server) deleteSharedList(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.changed(r, ChangedPolicies, "delete shared list", id)
+	s.changedAs(r, ChangedPolicies, auditLists, "delete shared list", id)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -67,11 +66,7 @@ func (s *Service) info(w http.ResponseWriter) {
 func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	_, _, oc, err := s.discover(r.Context(), true)
 	if err != nil {
-		s.count("provider_down")
-		s.log.Warn("sign-in: the identity provider does not answer", "issuer", s.cfg.Issuer, "err", err)
-		s.page(w, http.StatusServiceUnavailable, "The identity provider does not answer",
-			fmt.Sprintf("signalbox cannot reach %s (%v), so nobody can sign in through it now. "+
-				"Try again later; an administrator can still use an API token.", s.cfg.Issuer, err))
+		s.discoveryFailed(w, err)
 		return
 	}
 	f := flow{State: random(), Nonce: random(), Verifier: oauth2.GenerateVerifier()}
@@ -101,8 +96,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	_, _, oc, err := s.discover(r.Context(), false)
 	if err != nil {
-		s.count("provider_down")
-		s.page(w, http.StatusServiceUnavailable, "The identity provider does not answer", err.Error())
+		s.discoveryFailed(w, err)
 		return
 	}
 	tok, err := oc.Exchange(oidc.ClientContext(r.Context(), s.client), q.Get("code"), oauth2.VerifierOption(f.Verifier))

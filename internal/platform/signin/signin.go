@@ -114,9 +114,9 @@ func New(cfg Config) (*Service, error) {
 	s.result = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "signalbox_signin_total",
 		Help: "Console sign-ins through the OpenID Connect provider by result: ok, refused (by the provider), " +
-			"invalid_state, provider_down, exchange_failed, invalid_token, no_role, error.",
+			"invalid_state, provider_down, misconfigured (the provider answers for another issuer), exchange_failed, invalid_token, no_role, error.",
 	}, []string{"result"})
-	for _, r := range []string{"ok", "refused", "invalid_state", "provider_down", "exchange_failed", "invalid_token", "no_role", "error"} {
+	for _, r := range []string{"ok", "refused", "invalid_state", "provider_down", "misconfigured", "exchange_failed", "invalid_token", "no_role", "error"} {
 		s.result.WithLabelValues(r)
 	}
 	if cfg.Registerer != nil {
@@ -183,7 +183,7 @@ func (s *Service) discover(ctx context.Context, fresh bool) (*oidc.Provider, *oi
 	defer cancel()
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, s.client), s.cfg.Issuer)
 	if err != nil {
-		return nil, nil, oauth2.Config{}, err
+		return nil, nil, oauth2.Config{}, s.explain(ctx, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

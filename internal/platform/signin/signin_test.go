@@ -3,6 +3,9 @@ package signin
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -353,4 +356,30 @@ func (f *fixture) tokenFor(t *testing.T, client, secret, user, password string) 
 		t.Fatal(err)
 	}
 	return minted{tok, nonce}
+}
+
+// TestSignInIssuerMismatch: an -oidc-issuer that differs from the
+// provider's own only by a trailing slash is said as what it is, on the
+// page, in the metric and by CheckIssuer (what serve logs at start), not
+// as a provider that does not answer.
+func TestSignInIssuerMismatch(t *testing.T) {
+	var configured string
+	f := start(t, oidcop.Options{}, func(c *Config) { c.Issuer += "/"; configured = c.Issuer })
+	resp, body, _ := f.signIn("ada", "pw-ada")
+	want := fmt.Sprintf("issuer mismatch: configured %q, the provider says %q", configured, f.op.Issuer)
+	if resp.StatusCode != 500 || !strings.Contains(body, "Sign-in is misconfigured") || !strings.Contains(body, html.EscapeString(want)) {
+		t.Errorf("a mismatched issuer: %d %s\nwant %s", resp.StatusCode, body, want)
+	}
+	if f.results("misconfigured") != 1 || f.results("provider_down") != 0 {
+		t.Errorf("counted misconfigured %v, provider_down %v", f.results("misconfigured"), f.results("provider_down"))
+	}
+	var mismatch *IssuerMismatchError
+	if err := f.svc.CheckIssuer(context.Background()); !errors.As(err, &mismatch) || mismatch.Provider != f.op.Issuer {
+		t.Errorf("CheckIssuer: %v", err)
+	}
+	// Down is still down, not misconfigured.
+	f.op.Close()
+	if err := f.svc.CheckIssuer(context.Background()); err == nil || errors.As(err, &mismatch) {
+		t.Errorf("CheckIssuer with the provider down: %v", err)
+	}
 }
