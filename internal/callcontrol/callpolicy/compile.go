@@ -113,7 +113,8 @@ type rule struct {
 	prio    int
 	action  *Action // shared by the rules of a policy with the same action
 	sched   *schedule
-	expires int64 // unix nanos; 0 = never
+	neigh   *neighbourhood // nil: no neighbourhood condition
+	expires int64          // unix nanos; 0 = never
 	reason  string
 	hit     *hitCounter
 }
@@ -172,6 +173,16 @@ func (r *rule) active(now int64, t time.Time) bool {
 	}
 	return r.sched == nil || r.sched.active(t)
 }
+
+// admits reports whether the rule, one the matcher found for the call of
+// numbers n, is active and its conditions beyond the fields' own hold.
+func (r *rule) admits(now int64, t time.Time, n callNumbers) bool {
+	return r.active(now, t) && (r.neigh == nil || r.neigh.matches(n.calling, n.called, n.tCalling, n.tCalled))
+}
+
+// callNumbers are a call's numbers, as the rules' conditions beyond their
+// fields read them.
+type callNumbers struct{ calling, called, tCalling, tCalled string }
 
 // Compile validates and compiles every policy, with no directories,
 // shared lists or groups.
@@ -452,6 +463,13 @@ func compileLayer(cfg []Rule, idx []int, zones map[string]*time.Location, lib *L
 				return p, fmt.Errorf("rule %d: %w", r.ID, err)
 			}
 			cr.sched = sc
+		}
+		if r.Match.Neighbourhood != nil {
+			nb, err := compileNeighbourhood(r.Match.Neighbourhood)
+			if err != nil {
+				return p, fmt.Errorf("rule %d: %w", r.ID, err)
+			}
+			cr.neigh = nb
 		}
 		p.rules = append(p.rules, cr)
 	}

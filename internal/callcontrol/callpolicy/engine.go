@@ -403,15 +403,18 @@ func (l *layer) match(vals []string, nowN int64, now time.Time, deleted []uint64
 	if l.matcher == nil {
 		return -1
 	}
+	// The numbers copied out of vals: a closure holding vals would move
+	// the caller's array to the heap, an allocation per call.
+	n := callNumbers{vals[0], vals[1], vals[2], vals[3]}
 	if l.ruleOf == nil {
 		if deleted == nil {
-			return l.matcher.Match(vals, func(i int) bool { return l.rules[i].active(nowN, now) })
+			return l.matcher.Match(vals, func(i int) bool { return l.rules[i].admits(nowN, now, n) })
 		}
-		return l.matcher.Match(vals, func(i int) bool { return deleted[i>>6]&(1<<(i&63)) == 0 && l.rules[i].active(nowN, now) })
+		return l.matcher.Match(vals, func(i int) bool { return deleted[i>>6]&(1<<(i&63)) == 0 && l.rules[i].admits(nowN, now, n) })
 	}
 	i := l.matcher.Match(vals, func(i int) bool {
 		k := l.ruleOf[i]
-		return (deleted == nil || deleted[k>>6]&(1<<(k&63)) == 0) && l.rules[k].active(nowN, now)
+		return (deleted == nil || deleted[k>>6]&(1<<(k&63)) == 0) && l.rules[k].admits(nowN, now, n)
 	})
 	if i >= 0 {
 		i = int(l.ruleOf[i])

@@ -226,6 +226,9 @@ type Match struct {
 	TransformedCalled  string `json:"transformed_called,omitempty"`
 	TriggerPoint       string `json:"trigger_point,omitempty"`
 	DeviceName         string `json:"device_name,omitempty"`
+	// Neighbourhood also requires a caller ID that looks local to the
+	// called number without being it (neighbourhood spoofing).
+	Neighbourhood *Neighbourhood `json:"neighbourhood,omitempty"`
 }
 
 // Action is what CUCM is told to do.

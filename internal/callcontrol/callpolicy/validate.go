@@ -84,6 +84,11 @@ func ValidateRule(r *Rule) error {
 	if err := validateAction("action.", &r.Action); err != nil {
 		return err
 	}
+	if r.Match.Neighbourhood != nil {
+		if _, err := compileNeighbourhood(r.Match.Neighbourhood); err != nil {
+			return err
+		}
+	}
 	if r.Schedule != nil {
 		if _, err := compileSchedule(r.Schedule, nil); err != nil {
 			return err

@@ -30,6 +30,10 @@ func encodeMatch(m *callpolicy.Match) (string, error) {
 	if *m == (callpolicy.Match{}) {
 		return "{}", nil
 	}
+	if m.Neighbourhood != nil { // an object: encoding/json's job
+		out, err := json.Marshal(m)
+		return string(out), err
+	}
 	fields := [...]struct{ k, v string }{
 		{"calling", m.Calling}, {"called", m.Called},
 		{"transformed_calling", m.TransformedCalling}, {"transformed_called", m.TransformedCalled},
