@@ -11,11 +11,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/platform/config"
+	"github.com/signalbox/signalbox/internal/testkit"
 )
 
 // testConfig is a serve config on loopback ports with a temp data dir.
@@ -61,22 +61,8 @@ func startServer(t *testing.T, cfg config.Serve) *Server {
 	return s
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a process's output, written and read at once.
+type lockedBuffer = testkit.SyncBuffer
 
 // cucm speaks to the CURRI listener like a CallManager node: one persistent
 // HTTP/1.1 connection, HEAD keepalives, POSTs with CUCM's headers.

@@ -1,12 +1,10 @@
 package director
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,29 +15,14 @@ import (
 )
 
 // lockedBuffer is a capture's client that takes everything.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) Len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Len()
-}
+type lockedBuffer = testkit.SyncBuffer
 
 // slowClient takes a write every 200 ms.
-type slowClient struct{ lockedBuffer }
+type slowClient struct{ testkit.SyncBuffer }
 
 func (w *slowClient) Write(p []byte) (int, error) {
 	time.Sleep(200 * time.Millisecond)
-	return w.lockedBuffer.Write(p)
+	return w.SyncBuffer.Write(p)
 }
 
 // TestCaptureSelects: a capture writes a pcap of the copies of its sources
@@ -80,7 +63,7 @@ func TestCaptureSelects(t *testing.T) {
 	if got := float64(st.Copies) - before; got != 200 || st.Dropped != 0 {
 		t.Errorf("captured %v of the 200 SCP copies (dropped %d)", got, st.Dropped)
 	}
-	if magic := binary.LittleEndian.Uint32(out.b.Bytes()); magic != 0xa1b23c4d {
+	if magic := binary.LittleEndian.Uint32(out.Bytes()); magic != 0xa1b23c4d {
 		t.Errorf("the stream begins %#x, not a pcap header", magic)
 	}
 	if v := testutil.ToFloat64(h.m.m.capturesActive); v != 0 {
