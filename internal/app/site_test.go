@@ -276,9 +276,11 @@ func TestSiteTakeoverTrafficAtSurvivor(t *testing.T) {
 	t.Logf("takeover %.1fs after the kill; feed back at east %.1fs after its start; delivered twice: %v (w2 by the takeover %d)",
 		tookOver.Seconds(), handedBack.Seconds(), dups, dupTakeover)
 	// Across the kill: what east delivered after it last told west where
-	// it was (a commit a second, a question a second).
-	if dups["e1/"] > 2*rate || dupTakeover > 0 {
-		t.Errorf("delivered twice across the kill: e1 %d, w2 %d; want at most 2 s of traffic and none", dups["e1/"], dupTakeover)
+	// it was (a commit a second, a question a second: 0.3-0.45 s of
+	// traffic on a quiet machine, up to 2.6 s seen while make test's other
+	// packages held both cores and the timers slipped).
+	if dups["e1/"] > 3*rate || dupTakeover > 0 {
+		t.Errorf("delivered twice across the kill: e1 %d, w2 %d; want at most 3 s of traffic and none", dups["e1/"], dupTakeover)
 	}
 	if dups["w2/"] != dupTakeover {
 		t.Errorf("the hand-back delivered again %d copies west had delivered", dups["w2/"]-dupTakeover)

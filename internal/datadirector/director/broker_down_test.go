@@ -33,7 +33,7 @@ func TestBrokerDownMidStream(t *testing.T) {
 		pcl := producer(t, c)
 		produced := make(chan struct{})
 		go func() { defer close(produced); produce(t, pcl, "b", 0, n, 25*time.Millisecond) }() // ~4 s
-		testkit.WaitFor(t, 10*time.Second, "copies to flow", func() bool { d, _ := r.counts(); return d > 1000 })
+		testkit.WaitFor(t, 30*time.Second, "copies to flow", func() bool { d, _ := r.counts(); return d > 1000 })
 		c.down(t, 1)
 		if c.up != nil {
 			time.Sleep(3 * time.Second)

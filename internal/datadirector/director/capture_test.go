@@ -43,7 +43,7 @@ func TestCaptureSelects(t *testing.T) {
 		}
 		done <- st
 	}()
-	testkit.WaitFor(t, 10*time.Second, "the pcap header", func() bool { return out.Len() >= 24 })
+	testkit.WaitFor(t, 30*time.Second, "the pcap header", func() bool { return out.Len() >= 24 })
 	// Copies until the capture reads (it starts at the end of the topics).
 	testkit.WaitFor(t, 20*time.Second, "the capture to read", func() bool {
 		produce(t, pcl, "warm", 1, 2, 0) // SCP

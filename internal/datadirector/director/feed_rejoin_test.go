@@ -139,7 +139,7 @@ func TestOwnCommitsOnlyAsTheAssignedMember(t *testing.T) {
 		t.Fatalf("%d commits while the assignment held is another member's", n)
 	}
 	f.mship.took(member)
-	testkit.WaitFor(t, 10*time.Second, "commits resumed", func() bool { return commits.Load() > before })
+	testkit.WaitFor(t, 30*time.Second, "commits resumed", func() bool { return commits.Load() > before })
 	// The same member id, refused by the coordinator since (librdkafka's
 	// mock reuses member ids): nothing of it is committed either.
 	f.mship.refused.Store(true)
@@ -152,7 +152,7 @@ func TestOwnCommitsOnlyAsTheAssignedMember(t *testing.T) {
 		t.Fatalf("%d commits as a member the coordinator refused", n)
 	}
 	f.mship.took(member)
-	testkit.WaitFor(t, 10*time.Second, "commits resumed", func() bool { return commits.Load() > before })
+	testkit.WaitFor(t, 30*time.Second, "commits resumed", func() bool { return commits.Load() > before })
 	members.Range(func(k, _ any) bool {
 		if k.(string) != member {
 			t.Errorf("a commit carried member %q, want %q", k, member)

@@ -292,7 +292,7 @@ func TestXDRFeedRecordFilterToFile(t *testing.T) {
 	}
 	// Rotation (1 s) finishes the file; read the records back.
 	var lines []string
-	testkit.WaitFor(t, 10*time.Second, "a finished jsonl file", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "a finished jsonl file", func() bool {
 		lines = lines[:0]
 		files, _ := filepath.Glob(filepath.Join(dir, "tx-nrf-*.jsonl"))
 		for _, f := range files {

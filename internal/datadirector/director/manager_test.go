@@ -171,7 +171,7 @@ func TestFeedsDeliverExactlyN(t *testing.T) {
 			t.Errorf("%s signalbox_feed_delivered_total = %g", name, got)
 		}
 	}
-	testkit.WaitFor(t, 10*time.Second, "lag to reach 0", func() bool { return h.status("probe-a").Lag == 0 })
+	testkit.WaitFor(t, 30*time.Second, "lag to reach 0", func() bool { return h.status("probe-a").Lag == 0 })
 	if c, err := testutil.GatherAndCount(h.reg, "signalbox_feed_e2e_latency_seconds"); err != nil || c != 2 {
 		t.Errorf("latency histograms: %d series, want 2 (%v)", c, err)
 	}
@@ -188,7 +188,7 @@ func TestReceiverOutageLosesNothing(t *testing.T) {
 	go func() { defer close(done); produce(t, pcl, "c", 0, n, 20*time.Millisecond) }() // ~1.2 s
 	time.Sleep(400 * time.Millisecond)
 	rcv.stop()
-	testkit.WaitFor(t, 10*time.Second, "the feed to notice the outage", func() bool { return h.status("probe-a").Failed > 0 })
+	testkit.WaitFor(t, 30*time.Second, "the feed to notice the outage", func() bool { return h.status("probe-a").Failed > 0 })
 	if st := h.status("probe-a").State; st != StateDisconnected {
 		t.Errorf("state during outage = %s", st)
 	}
@@ -200,7 +200,7 @@ func TestReceiverOutageLosesNothing(t *testing.T) {
 	if st.Retries == 0 || st.LastError == "" {
 		t.Errorf("status after outage: %+v", st)
 	}
-	testkit.WaitFor(t, 5*time.Second, "state connected", func() bool { return h.status("probe-a").State == StateConnected })
+	testkit.WaitFor(t, 30*time.Second, "state connected", func() bool { return h.status("probe-a").State == StateConnected })
 	d, tot := rcv.counts()
 	t.Logf("outage: %d distinct, %d total (%d duplicates), %d failed sends", d, tot, tot-d, st.Failed)
 }
@@ -303,8 +303,8 @@ func TestDirectionFilter(t *testing.T) {
 	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 10*time.Second, "the response copy", func() bool { d, _ := rcv.counts(); return d >= 1 })
-	testkit.WaitFor(t, 5*time.Second, "lag 0", func() bool { return h.status("resp").Lag == 0 })
+	testkit.WaitFor(t, 30*time.Second, "the response copy", func() bool { d, _ := rcv.counts(); return d >= 1 })
+	testkit.WaitFor(t, 30*time.Second, "lag 0", func() bool { return h.status("resp").Lag == 0 })
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
 	if len(rcv.seen) != 1 || rcv.seen["d-RESPONSE_EGRESS-3"] != 1 {
@@ -395,7 +395,7 @@ func TestLostToRetentionCounted(t *testing.T) {
 	if err := h.m.Apply(ctx, []FeedSpec{spec}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 10*time.Second, "lost copies counted", func() bool { return h.status("slow").LostToRetention == 20 })
+	testkit.WaitFor(t, 30*time.Second, "lost copies counted", func() bool { return h.status("slow").LostToRetention == 20 })
 	if got := testutil.ToFloat64(h.m.m.lost.WithLabelValues("slow")); got != 20 {
 		t.Errorf("signalbox_feed_lost_total = %g", got)
 	}
@@ -427,7 +427,7 @@ func TestApplyReconciles(t *testing.T) {
 	}
 	pcl := producer(t, b)
 	produce(t, pcl, "n", 0, 30, 0) // a third go to NRF, which only the changed feed reads
-	testkit.WaitFor(t, 10*time.Second, "changed feed to read NRF too", func() bool { return len(rcv.missing("n", 30)) == 0 })
+	testkit.WaitFor(t, 30*time.Second, "changed feed to read NRF too", func() bool { return len(rcv.missing("n", 30)) == 0 })
 	if err := h.m.Apply(ctx, nil); err != nil {
 		t.Fatal(err)
 	}

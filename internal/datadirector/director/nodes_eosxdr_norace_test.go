@@ -84,7 +84,7 @@ func TestNodesExactlyOnceXDR(t *testing.T) {
 			if u, d := out.counts("t-"); u != n || d != 0 {
 				t.Errorf("read_committed: %d unique records, %d duplicates; want %d once", u, d, n)
 				src := newOutputReaderBy(t, c, "NRF", kgo.ReadCommitted(), func(r *kgo.Record) string { return string(r.Value) })
-				testkit.WaitFor(t, 10*time.Second, "the source read", func() bool { u, _ := src.counts(""); return u >= 2*n-n/25 })
+				testkit.WaitFor(t, 30*time.Second, "the source read", func() bool { u, _ := src.counts(""); return u >= 2*n-n/25 })
 				u, d := src.counts("")
 				t.Logf("the source NRF: %d distinct copies, %d duplicates", u, d)
 			}

@@ -57,7 +57,7 @@ func zombieCommitsNothing(t *testing.T, solo bool) {
 		produced := make(chan struct{})
 		go func() { defer close(produced); produce(t, pcl, "z", 0, n, 25*time.Millisecond) }() // ~6 s
 		watch := watchCommits(h.m, "signalbox-feed-steady")
-		testkit.WaitFor(t, 10*time.Second, "copies to flow", func() bool { d, _ := r.counts(); return d > 1000 })
+		testkit.WaitFor(t, 30*time.Second, "copies to flow", func() bool { d, _ := r.counts(); return d > 1000 })
 
 		a.signal(syscall.SIGSTOP)
 		paused := time.Now()

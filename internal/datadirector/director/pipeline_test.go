@@ -172,13 +172,13 @@ func TestPipelinedFeedLosesNothing(t *testing.T) {
 	go func() { defer close(fin); produce(t, pcl, "c", 0, n, 20*time.Millisecond) }()
 	time.Sleep(500 * time.Millisecond)
 	rcv.stop()
-	testkit.WaitFor(t, 10*time.Second, "the feed to notice the outage", func() bool { return h.status("pipe").Failed > 0 })
+	testkit.WaitFor(t, 30*time.Second, "the feed to notice the outage", func() bool { return h.status("pipe").Failed > 0 })
 	time.Sleep(time.Second)
 	rcv.restart()
 	<-fin
 	testkit.WaitFor(t, 30*time.Second, "every copy after the outage", func() bool { return len(rcv.missing("c", n)) == 0 })
 	h.waitDelivered("pipe", n-1, 20*time.Second)
-	testkit.WaitFor(t, 10*time.Second, "lag to reach 0", func() bool { return h.status("pipe").Lag == 0 })
+	testkit.WaitFor(t, 30*time.Second, "lag to reach 0", func() bool { return h.status("pipe").Lag == 0 })
 	st := h.status("pipe")
 	if st.Retries == 0 || st.State != StateConnected {
 		t.Errorf("status after outage: %+v", st)

@@ -101,8 +101,8 @@ func TestDefaultSinks(t *testing.T) {
 		return st.Delivered == n
 	})
 	// Each copy becomes at least one synthetic packet of more than its body.
-	testkit.WaitFor(t, 5*time.Second, "pcap bytes", func() bool { return pcapBytes.Load() > n*100 })
-	testkit.WaitFor(t, 5*time.Second, "h2 status to count every copy", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "pcap bytes", func() bool { return pcapBytes.Load() > n*100 })
+	testkit.WaitFor(t, 30*time.Second, "h2 status to count every copy", func() bool {
 		st, _ := m.Status("h2")
 		return st.Delivered == n && st.State == StateConnected
 	})

@@ -69,7 +69,7 @@ func TestTapFeedsShareOneReader(t *testing.T) {
 		t.Errorf("%d taps for four feeds of one source set, want 1", taps)
 	}
 	for _, s := range specs {
-		testkit.WaitFor(t, 10*time.Second, s.Name+"'s group to commit everything (lag 0)", func() bool { return h.status(s.Name).Lag == 0 })
+		testkit.WaitFor(t, 30*time.Second, s.Name+"'s group to commit everything (lag 0)", func() bool { return h.status(s.Name).Lag == 0 })
 		st := h.status(s.Name)
 		if st.Reader != ReaderShared {
 			t.Errorf("%s reader = %q, want %q", s.Name, st.Reader, ReaderShared)
@@ -85,7 +85,7 @@ func TestTapFeedsShareOneReader(t *testing.T) {
 	// commits fence the feeds', holds at most the lowest of theirs.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	testkit.WaitFor(t, 10*time.Second, "every feed's group to commit every copy", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every feed's group to commit every copy", func() bool {
 		total := int64(0)
 		for _, s := range specs {
 			offs, err := h.m.adm.FetchOffsets(ctx, h.m.cfg.GroupPrefix+s.Name)
@@ -131,11 +131,11 @@ func TestTapDropsStalledFeedAndRejoins(t *testing.T) {
 	const n = 2000
 	start := time.Now()
 	produce(t, pcl, "c", 0, n, 20*time.Millisecond) // 40 batches over ~1 s: many polls
-	testkit.WaitFor(t, 10*time.Second, "the fast feed to get every copy while the slow one is down", func() bool { return len(fast.missing("c", n)) == 0 })
+	testkit.WaitFor(t, 30*time.Second, "the fast feed to get every copy while the slow one is down", func() bool { return len(fast.missing("c", n)) == 0 })
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the fast feed took %v: held back by the slow one", d)
 	}
-	testkit.WaitFor(t, 5*time.Second, "the slow feed to be dropped", func() bool { return h.status("slow").Reader == ReaderOwn })
+	testkit.WaitFor(t, 30*time.Second, "the slow feed to be dropped", func() bool { return h.status("slow").Reader == ReaderOwn })
 	if got := testutil.ToFloat64(h.m.m.tapDrops.WithLabelValues("slow")); got != 1 {
 		t.Errorf("signalbox_feed_shared_reader_drops_total{feed=slow} = %g, want 1", got)
 	}
@@ -192,7 +192,7 @@ func TestTapSpreadsPartitionsAcrossNodes(t *testing.T) {
 		// counts a copy delivered when its sink confirms it, a moment
 		// after the receiver has it.
 		var d1, d2 uint64
-		testkit.WaitForState(t, 10*time.Second, "feed "+name+"'s delivered counts", func() (bool, string) {
+		testkit.WaitForState(t, 30*time.Second, "feed "+name+"'s delivered counts", func() (bool, string) {
 			d1, d2 = n1.status(name).Delivered, n2.status(name).Delivered
 			return d1+d2 >= n, fmt.Sprintf("node 1 %d, node 2 %d", d1, d2)
 		})
@@ -230,7 +230,7 @@ func TestTapDetachedFeedKeepsToItsNode(t *testing.T) {
 	r1.stop()
 	const n = 3000
 	produce(t, pcl, "c", 0, n, 10*time.Millisecond)
-	testkit.WaitFor(t, 10*time.Second, "node 1's feed detached", func() bool { return n1.status("a").Reader == ReaderOwn })
+	testkit.WaitFor(t, 30*time.Second, "node 1's feed detached", func() bool { return n1.status("a").Reader == ReaderOwn })
 	if st := n2.status("a"); st.Reader != ReaderShared {
 		t.Errorf("node 2's feed reader = %q", st.Reader)
 	}
@@ -281,7 +281,7 @@ func TestTapDetachedFeedFollowsItsPartitions(t *testing.T) {
 	rs[0].stop()
 	const n = 2000
 	produce(t, pcl, "c", 0, n, 10*time.Millisecond)
-	testkit.WaitFor(t, 10*time.Second, "node 1's feed detached", func() bool { return nodes[0].status("a").Reader == ReaderOwn })
+	testkit.WaitFor(t, 30*time.Second, "node 1's feed detached", func() bool { return nodes[0].status("a").Reader == ReaderOwn })
 
 	nodes = append(nodes, newHarness(t, b, cfg))
 	nodes[2].run(spec(rs[2]))
@@ -443,7 +443,7 @@ func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
 		specs = append(specs, s)
 	}
 	h.apply(specs...)
-	testkit.WaitFor(t, 10*time.Second, "the feeds to run on the tap", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the feeds to run on the tap", func() bool {
 		for _, s := range specs {
 			if h.status(s.Name).Reader != ReaderShared {
 				return false
@@ -493,7 +493,7 @@ func TestTapSyntheticFeedsShareEncoding(t *testing.T) {
 		if i == 3 {
 			w = wantMapped
 		}
-		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("receiver %d to read %d bytes", i, len(w)), func() bool {
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("receiver %d to read %d bytes", i, len(w)), func() bool {
 			got, _ := r.bytes()
 			return len(got) >= len(w)
 		})
