@@ -201,8 +201,11 @@ func (m *Manager) newCapture(q CaptureQuery) (*capture, error) {
 // closes queue as it returns.
 func (c *capture) read(ctx context.Context, cl *kgo.Client, queue chan<- []*nfcopy.Copy) {
 	defer close(queue)
+	// No group, so no membership to prove: the shared poll step for its
+	// fetch errors, logged once per burst.
+	rd := &reader{src: cl, maxBatch: 2000, log: c.m.log, what: "live capture", failed: func(error) {}}
 	for ctx.Err() == nil {
-		fs := cl.PollRecords(ctx, 2000)
+		fs := rd.poll(ctx, ctx, nil)
 		if ctx.Err() != nil {
 			return
 		}
