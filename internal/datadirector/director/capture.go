@@ -77,7 +77,7 @@ func (m *Manager) Capture(ctx context.Context, q CaptureQuery, w io.Writer, dead
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	queue := make(chan []*nfcopy.Copy, 1024)
+	queue := make(chan captured, 1024)
 	go c.read(ctx, cl, queue)
 	out := synthetic.NewWriter(w, synthetic.EncoderOptions{})
 	write := func(batch []*nfcopy.Copy) error {
@@ -96,19 +96,18 @@ func (m *Manager) Capture(ctx context.Context, q CaptureQuery, w io.Writer, dead
 	// first copy.
 	err = write(nil)
 	for err == nil {
-		batch, ok := <-queue
+		b, ok := <-queue
 		if !ok {
 			break
 		}
-		c.queued.Add(-batchBytes(batch))
-		if err = write(batch); err == nil {
-			st.Copies += int64(len(batch))
-			m.m.captureCopies.Add(float64(len(batch)))
+		c.queued.Add(-b.bytes)
+		if err = write(b.copies); err == nil {
+			st.Copies += int64(len(b.copies))
+			m.m.captureCopies.Add(float64(len(b.copies)))
 		}
 	}
 	cancel()
-	for batch := range queue { // the reader ends at ctx
-		c.queued.Add(-batchBytes(batch))
+	for range queue { // the reader ends at ctx: the client closes after it
 	}
 	st.Dropped, st.Invalid = c.dropped.Load(), c.invalid.Load()
 	if err != nil && ctx.Err() == nil {
@@ -199,7 +198,7 @@ func (m *Manager) newCapture(q CaptureQuery) (*capture, error) {
 // read polls until ctx ends, queueing each poll's matching copies for the
 // writer, or dropping them when the writer is CaptureBuffer behind; it
 // closes queue as it returns.
-func (c *capture) read(ctx context.Context, cl *kgo.Client, queue chan<- []*nfcopy.Copy) {
+func (c *capture) read(ctx context.Context, cl *kgo.Client, queue chan<- captured) {
 	defer close(queue)
 	// No group, so no membership to prove: the shared poll step for its
 	// fetch errors, logged once per burst.
@@ -209,7 +208,7 @@ func (c *capture) read(ctx context.Context, cl *kgo.Client, queue chan<- []*nfco
 		if ctx.Err() != nil {
 			return
 		}
-		var batch []*nfcopy.Copy
+		var b captured
 		fs.EachRecord(func(r *kgo.Record) {
 			cp := new(nfcopy.Copy)
 			if err := nfcopy.Decode(r.Value, cp); err != nil {
@@ -219,22 +218,22 @@ func (c *capture) read(ctx context.Context, cl *kgo.Client, queue chan<- []*nfco
 			if !c.dirs[cp.Direction] || c.filt != nil && !c.filt.Match(cp) {
 				return
 			}
-			batch = append(batch, cp)
+			b.copies = append(b.copies, cp)
+			b.bytes += int64(len(r.Value))
 		})
-		if len(batch) == 0 {
+		if len(b.copies) == 0 {
 			continue
 		}
-		n := batchBytes(batch)
-		if c.queued.Load()+n > c.buffer {
-			c.drop(batch)
+		if c.queued.Load()+b.bytes > c.buffer {
+			c.drop(b.copies)
 			continue
 		}
-		c.queued.Add(n)
+		c.queued.Add(b.bytes)
 		select {
-		case queue <- batch:
+		case queue <- b:
 		default:
-			c.queued.Add(-n)
-			c.drop(batch)
+			c.queued.Add(-b.bytes)
+			c.drop(b.copies)
 		}
 	}
 }
@@ -244,13 +243,11 @@ func (c *capture) drop(batch []*nfcopy.Copy) {
 	c.m.m.captureDropped.Add(float64(len(batch)))
 }
 
-// batchBytes is the raw size of batch's copies.
-func batchBytes(batch []*nfcopy.Copy) int64 {
-	var n int64
-	for _, c := range batch {
-		n += int64(len(c.Raw))
-	}
-	return n
+// captured is a poll's matching copies and their raw size, queued for
+// the writer.
+type captured struct {
+	copies []*nfcopy.Copy
+	bytes  int64
 }
 
 // captureMetrics are the live captures'.

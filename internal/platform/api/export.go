@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/signalbox/signalbox/internal/datadirector/director"
@@ -80,11 +79,7 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Filter, q.Format = qv.Get("filter"), qv.Get("format")
-	for _, src := range strings.Split(qv.Get("sources"), ",") {
-		if src = strings.TrimSpace(src); src != "" {
-			q.Sources = append(q.Sources, src)
-		}
-	}
+	q.Sources = splitParam(qv.Get("sources"))
 	ext, ctype := "jsonl", "application/x-ndjson"
 	if q.Format == "pcap" {
 		ext, ctype = "pcap", "application/vnd.tcpdump.pcap"
